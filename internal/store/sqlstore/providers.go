@@ -1,0 +1,247 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+const providerCols = `id, org_id, slug, name, kind, base_url, metadata_source, context_limit, models, settings, created_at, updated_at, deleted_at`
+
+func scanProvider(sc interface{ Scan(...any) error }) (store.Provider, error) {
+	var (
+		p        store.Provider
+		models   string
+		settings string
+		deleted  sql.NullTime
+	)
+	err := sc.Scan(&p.ID, &p.OrgID, &p.Slug, &p.Name, &p.Kind, &p.BaseURL, &p.MetadataSource,
+		&p.ContextLimit, &models, &settings, &p.CreatedAt, &p.UpdatedAt, &deleted)
+	if err != nil {
+		return p, err
+	}
+	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
+	p.DeletedAt = nullTime(deleted)
+	if err := json.Unmarshal([]byte(models), &p.Models); err != nil {
+		return p, fmt.Errorf("store: provider %d: models column: %w", p.ID, err)
+	}
+	if err := json.Unmarshal([]byte(settings), &p.Settings); err != nil {
+		return p, fmt.Errorf("store: provider %d: settings column: %w", p.ID, err)
+	}
+	return p, nil
+}
+
+func nullTime(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	v := t.Time.UTC()
+	return &v
+}
+
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain structs and string slices reach here
+	}
+	return string(b)
+}
+
+func stringList(v []string) string {
+	if v == nil {
+		v = []string{}
+	}
+	return jsonText(v)
+}
+
+// SlugTaken implements store.Store.
+func (s *DB) SlugTaken(ctx context.Context, orgID int64, slug string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM slugs WHERE org_id = ? AND slug = ?`), orgID, slug).Scan(&n)
+	return n > 0, s.classify(err, "")
+}
+
+// CreateProvider implements store.Store.
+func (s *DB) CreateProvider(ctx context.Context, p *store.Provider) error {
+	t := now()
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'provider')`), p.OrgID, p.Slug); err != nil {
+			return s.classify(err, "slug")
+		}
+		id, err := s.insert(ctx, tx, "slug",
+			`INSERT INTO providers (org_id, slug, name, kind, base_url, metadata_source, context_limit, models, settings, created_at, updated_at)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.OrgID, p.Slug, p.Name, p.Kind, p.BaseURL, p.MetadataSource, p.ContextLimit,
+			stringList(p.Models), jsonText(p.Settings), t, t)
+		if err != nil {
+			return err
+		}
+		p.ID, p.CreatedAt, p.UpdatedAt = id, t, t
+		for i := range p.Keys {
+			p.Keys[i].ProviderID = id
+			if err := s.addKey(ctx, tx, &p.Keys[i], t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *DB) addKey(ctx context.Context, qr querier, k *store.ProviderKey, t time.Time) error {
+	id, err := s.insert(ctx, qr, "provider key",
+		`INSERT INTO provider_keys (provider_id, secret, weight, created_at) VALUES (?, ?, ?, ?)`,
+		k.ProviderID, s.sealer.Seal(k.Secret), k.Weight, t)
+	if err != nil {
+		return err
+	}
+	k.ID, k.CreatedAt = id, t
+	return nil
+}
+
+// GetProvider implements store.Store. Keys come without their secrets: only
+// Load opens them, for the snapshot.
+func (s *DB) GetProvider(ctx context.Context, orgID int64, slug string) (*store.Provider, error) {
+	p, err := scanProvider(s.db.QueryRowContext(ctx,
+		s.q(`SELECT `+providerCols+` FROM providers WHERE org_id = ? AND slug = ?`), orgID, slug))
+	if err != nil {
+		return nil, s.classify(err, "")
+	}
+	ps := []store.Provider{p}
+	if err := s.attachKeys(ctx, s.db, ps, false); err != nil {
+		return nil, err
+	}
+	return &ps[0], nil
+}
+
+// ListProviders implements store.Store.
+func (s *DB) ListProviders(ctx context.Context, orgID int64, p store.Page) ([]store.Provider, error) {
+	ps, err := list(ctx, s, s.db, scanProvider,
+		`SELECT `+providerCols+` FROM providers WHERE org_id = ? AND id > ? ORDER BY id LIMIT ?`, orgID, p.After, limitOf(p))
+	if err != nil {
+		return nil, err
+	}
+	return ps, s.attachKeys(ctx, s.db, ps, false)
+}
+
+// attachKeys fills Keys of every provider in ps with one query. open
+// decrypts the secrets; without it Secret stays empty.
+func (s *DB) attachKeys(ctx context.Context, qr querier, ps []store.Provider, open bool) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	byID := make(map[int64]*store.Provider, len(ps))
+	query := `SELECT id, provider_id, secret, weight, created_at FROM provider_keys`
+	var args []any
+	if !open { // a page of providers; Load reads every key
+		marks := make([]string, len(ps))
+		for i := range ps {
+			marks[i] = "?"
+			args = append(args, ps[i].ID)
+		}
+		query += ` WHERE provider_id IN (` + strings.Join(marks, ",") + `)`
+	}
+	for i := range ps {
+		byID[ps[i].ID] = &ps[i]
+		ps[i].Keys = []store.ProviderKey{}
+	}
+	rows, err := qr.QueryContext(ctx, s.q(query+` ORDER BY id`), args...)
+	if err != nil {
+		return s.classify(err, "")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			k      store.ProviderKey
+			sealed string
+		)
+		if err := rows.Scan(&k.ID, &k.ProviderID, &sealed, &k.Weight, &k.CreatedAt); err != nil {
+			return s.classify(err, "")
+		}
+		k.CreatedAt = k.CreatedAt.UTC()
+		if open {
+			if k.Secret, err = s.sealer.Open(sealed); err != nil {
+				return fmt.Errorf("store: provider key %d: %w", k.ID, err)
+			}
+		}
+		if p := byID[k.ProviderID]; p != nil {
+			p.Keys = append(p.Keys, k)
+		}
+	}
+	return s.classify(rows.Err(), "")
+}
+
+// UpdateProvider implements store.Store.
+func (s *DB) UpdateProvider(ctx context.Context, p *store.Provider) error {
+	t := now()
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var old string
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT slug FROM providers WHERE id = ?`), p.ID).Scan(&old); err != nil {
+			return s.classify(err, "")
+		}
+		if old != p.Slug {
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'provider')`), p.OrgID, p.Slug); err != nil {
+				return s.classify(err, "slug")
+			}
+			if err := s.exec(ctx, tx, "", `DELETE FROM slugs WHERE org_id = ? AND slug = ?`, p.OrgID, old); err != nil {
+				return err
+			}
+		}
+		if err := s.exec(ctx, tx, "slug",
+			`UPDATE providers SET slug = ?, name = ?, kind = ?, base_url = ?, metadata_source = ?, context_limit = ?, models = ?, settings = ?, updated_at = ?
+			 WHERE id = ?`,
+			p.Slug, p.Name, p.Kind, p.BaseURL, p.MetadataSource, p.ContextLimit,
+			stringList(p.Models), jsonText(p.Settings), t, p.ID); err != nil {
+			return err
+		}
+		p.UpdatedAt = t
+		return nil
+	})
+}
+
+// SoftDeleteProvider implements store.Store.
+func (s *DB) SoftDeleteProvider(ctx context.Context, id int64, at time.Time) error {
+	return s.exec(ctx, s.db, "", `UPDATE providers SET deleted_at = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL`,
+		at.UTC().Truncate(time.Microsecond), now(), id)
+}
+
+// PurgeProvider implements store.Store.
+func (s *DB) PurgeProvider(ctx context.Context, id int64) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var (
+			org  int64
+			slug string
+		)
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT org_id, slug FROM providers WHERE id = ?`), id).Scan(&org, &slug); err != nil {
+			return s.classify(err, "")
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM route_targets WHERE provider_id = ?`), id).Scan(&n); err != nil {
+			return s.classify(err, "")
+		}
+		if n > 0 {
+			return &store.InUseError{What: "route targets"}
+		}
+		if err := s.exec(ctx, tx, "", `DELETE FROM provider_keys WHERE provider_id = ?`, id); err != nil && err != store.ErrNotFound {
+			return err
+		}
+		if err := s.exec(ctx, tx, "", `DELETE FROM providers WHERE id = ?`, id); err != nil {
+			return err
+		}
+		return s.exec(ctx, tx, "", `DELETE FROM slugs WHERE org_id = ? AND slug = ?`, org, slug)
+	})
+}
+
+// AddProviderKey implements store.Store.
+func (s *DB) AddProviderKey(ctx context.Context, k *store.ProviderKey) error {
+	return s.addKey(ctx, s.db, k, now())
+}
+
+// DeleteProviderKey implements store.Store.
+func (s *DB) DeleteProviderKey(ctx context.Context, providerID, keyID int64) error {
+	return s.exec(ctx, s.db, "", `DELETE FROM provider_keys WHERE id = ? AND provider_id = ?`, keyID, providerID)
+}

@@ -1,0 +1,295 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/store"
+)
+
+const routeCols = `id, project_id, model, strategy, policy, created_at, updated_at`
+
+func scanRoute(sc interface{ Scan(...any) error }) (store.Route, error) {
+	var (
+		r      store.Route
+		policy string
+	)
+	if err := sc.Scan(&r.ID, &r.ProjectID, &r.Model, &r.Strategy, &policy, &r.CreatedAt, &r.UpdatedAt); err != nil {
+		return r, err
+	}
+	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	if err := json.Unmarshal([]byte(policy), &r.Policy); err != nil {
+		return r, fmt.Errorf("store: route %d: policy column: %w", r.ID, err)
+	}
+	return r, nil
+}
+
+// CreateRoute implements store.Store.
+func (s *DB) CreateRoute(ctx context.Context, r *store.Route) error {
+	t := now()
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		id, err := s.insert(ctx, tx, "route model",
+			`INSERT INTO routes (project_id, model, strategy, policy, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			r.ProjectID, r.Model, r.Strategy, jsonText(r.Policy), t, t)
+		if err != nil {
+			return err
+		}
+		r.ID, r.CreatedAt, r.UpdatedAt = id, t, t
+		return s.insertTargets(ctx, tx, r)
+	})
+}
+
+func (s *DB) insertTargets(ctx context.Context, tx *sql.Tx, r *store.Route) error {
+	for i := range r.Targets {
+		tg := &r.Targets[i]
+		id, err := s.insert(ctx, tx, "route target",
+			`INSERT INTO route_targets (route_id, provider_id, upstream_model, weight, position) VALUES (?, ?, ?, ?, ?)`,
+			r.ID, tg.ProviderID, tg.UpstreamModel, tg.Weight, i)
+		if err != nil {
+			return err
+		}
+		tg.ID = id
+	}
+	return nil
+}
+
+// GetRoute implements store.Store.
+func (s *DB) GetRoute(ctx context.Context, projectID int64, model string) (*store.Route, error) {
+	r, err := scanRoute(s.db.QueryRowContext(ctx,
+		s.q(`SELECT `+routeCols+` FROM routes WHERE project_id = ? AND model = ?`), projectID, model))
+	if err != nil {
+		return nil, s.classify(err, "")
+	}
+	rs := []store.Route{r}
+	if err := s.attachTargets(ctx, s.db, rs, false); err != nil {
+		return nil, err
+	}
+	return &rs[0], nil
+}
+
+// ListRoutes implements store.Store.
+func (s *DB) ListRoutes(ctx context.Context, projectID int64, p store.Page) ([]store.Route, error) {
+	rs, err := list(ctx, s, s.db, scanRoute,
+		`SELECT `+routeCols+` FROM routes WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?`, projectID, p.After, limitOf(p))
+	if err != nil {
+		return nil, err
+	}
+	return rs, s.attachTargets(ctx, s.db, rs, false)
+}
+
+// attachTargets fills Targets for rs; all reads every target (for Load).
+func (s *DB) attachTargets(ctx context.Context, qr querier, rs []store.Route, all bool) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	byID := make(map[int64]*store.Route, len(rs))
+	query := `SELECT t.id, t.route_id, t.provider_id, p.slug, t.upstream_model, t.weight
+		FROM route_targets t JOIN providers p ON p.id = t.provider_id`
+	var args []any
+	if !all {
+		marks := make([]string, len(rs))
+		for i := range rs {
+			marks[i] = "?"
+			args = append(args, rs[i].ID)
+		}
+		query += ` WHERE t.route_id IN (` + strings.Join(marks, ",") + `)`
+	}
+	for i := range rs {
+		byID[rs[i].ID] = &rs[i]
+		rs[i].Targets = []store.Target{}
+	}
+	rows, err := qr.QueryContext(ctx, s.q(query+` ORDER BY t.route_id, t.position`), args...)
+	if err != nil {
+		return s.classify(err, "")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			tg    store.Target
+			route int64
+		)
+		if err := rows.Scan(&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight); err != nil {
+			return s.classify(err, "")
+		}
+		if r := byID[route]; r != nil {
+			r.Targets = append(r.Targets, tg)
+		}
+	}
+	return s.classify(rows.Err(), "")
+}
+
+// UpdateRoute implements store.Store.
+func (s *DB) UpdateRoute(ctx context.Context, r *store.Route) error {
+	t := now()
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if err := s.exec(ctx, tx, "route model",
+			`UPDATE routes SET model = ?, strategy = ?, policy = ?, updated_at = ? WHERE id = ?`,
+			r.Model, r.Strategy, jsonText(r.Policy), t, r.ID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM route_targets WHERE route_id = ?`), r.ID); err != nil {
+			return s.classify(err, "")
+		}
+		r.UpdatedAt = t
+		return s.insertTargets(ctx, tx, r)
+	})
+}
+
+// DeleteRoute implements store.Store.
+func (s *DB) DeleteRoute(ctx context.Context, id int64) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM route_targets WHERE route_id = ?`), id); err != nil {
+			return s.classify(err, "")
+		}
+		return s.exec(ctx, tx, "", `DELETE FROM routes WHERE id = ?`, id)
+	})
+}
+
+const vkeyCols = `id, project_id, name, lookup, hash, models, rpm_limit, tpm_limit, expires_at, revoked_at, created_at`
+
+func scanVirtualKey(sc interface{ Scan(...any) error }) (store.VirtualKey, error) {
+	var (
+		k                store.VirtualKey
+		hash, models     string
+		expires, revoked sql.NullTime
+	)
+	if err := sc.Scan(&k.ID, &k.ProjectID, &k.Name, &k.Lookup, &hash, &models, &k.RPMLimit, &k.TPMLimit,
+		&expires, &revoked, &k.CreatedAt); err != nil {
+		return k, err
+	}
+	k.CreatedAt = k.CreatedAt.UTC()
+	k.ExpiresAt, k.RevokedAt = nullTime(expires), nullTime(revoked)
+	var err error
+	if k.Hash, err = secret.ParseHash(hash); err != nil {
+		return k, fmt.Errorf("store: virtual key %d: %w", k.ID, err)
+	}
+	if err := json.Unmarshal([]byte(models), &k.Models); err != nil {
+		return k, fmt.Errorf("store: virtual key %d: models column: %w", k.ID, err)
+	}
+	return k, nil
+}
+
+func optTime(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// CreateVirtualKey implements store.Store.
+func (s *DB) CreateVirtualKey(ctx context.Context, k *store.VirtualKey) error {
+	t := now()
+	id, err := s.insert(ctx, s.db, "virtual key",
+		`INSERT INTO virtual_keys (project_id, name, lookup, hash, models, rpm_limit, tpm_limit, expires_at, created_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ProjectID, k.Name, k.Lookup, k.Hash.Hex(), stringList(k.Models), k.RPMLimit, k.TPMLimit, optTime(k.ExpiresAt), t)
+	if err != nil {
+		return err
+	}
+	k.ID, k.CreatedAt = id, t
+	if k.ExpiresAt != nil {
+		v := k.ExpiresAt.UTC().Truncate(time.Microsecond)
+		k.ExpiresAt = &v
+	}
+	return nil
+}
+
+// GetVirtualKey implements store.Store.
+func (s *DB) GetVirtualKey(ctx context.Context, projectID, id int64) (*store.VirtualKey, error) {
+	k, err := scanVirtualKey(s.db.QueryRowContext(ctx,
+		s.q(`SELECT `+vkeyCols+` FROM virtual_keys WHERE project_id = ? AND id = ?`), projectID, id))
+	if err != nil {
+		return nil, s.classify(err, "")
+	}
+	return &k, nil
+}
+
+// ListVirtualKeys implements store.Store.
+func (s *DB) ListVirtualKeys(ctx context.Context, projectID int64, p store.Page) ([]store.VirtualKey, error) {
+	return list(ctx, s, s.db, scanVirtualKey,
+		`SELECT `+vkeyCols+` FROM virtual_keys WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?`, projectID, p.After, limitOf(p))
+}
+
+// RevokeVirtualKey implements store.Store. Revoking twice keeps the first
+// revocation time.
+func (s *DB) RevokeVirtualKey(ctx context.Context, id int64, at time.Time) error {
+	return s.exec(ctx, s.db, "", `UPDATE virtual_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`,
+		at.UTC().Truncate(time.Microsecond), id)
+}
+
+// CreateAdminToken implements store.Store.
+func (s *DB) CreateAdminToken(ctx context.Context, a *store.AdminToken) error {
+	t := now()
+	id, err := s.insert(ctx, s.db, "admin token",
+		`INSERT INTO admin_tokens (name, hash, created_at) VALUES (?, ?, ?)`, a.Name, a.Hash.Hex(), t)
+	if err != nil {
+		return err
+	}
+	a.ID, a.CreatedAt = id, t
+	return nil
+}
+
+// CountAdminTokens implements store.Store.
+func (s *DB) CountAdminTokens(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM admin_tokens`).Scan(&n)
+	return n, s.classify(err, "")
+}
+
+func scanAdminToken(sc interface{ Scan(...any) error }) (store.AdminToken, error) {
+	var (
+		a    store.AdminToken
+		hash string
+	)
+	if err := sc.Scan(&a.ID, &a.Name, &hash, &a.CreatedAt); err != nil {
+		return a, err
+	}
+	a.CreatedAt = a.CreatedAt.UTC()
+	var err error
+	a.Hash, err = secret.ParseHash(hash)
+	return a, err
+}
+
+// Load implements store.Store.
+func (s *DB) Load(ctx context.Context) (*store.State, error) {
+	st := &store.State{}
+	opts := &sql.TxOptions{ReadOnly: true}
+	if s.dialect == dialectPostgres {
+		opts.Isolation = sql.LevelRepeatableRead // one snapshot across the reads
+	}
+	tx, err := s.db.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, s.classify(err, "")
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	if st.Orgs, err = list(ctx, s, tx, scanOrg, `SELECT `+orgCols+` FROM orgs ORDER BY id`); err != nil {
+		return nil, err
+	}
+	if st.Projects, err = list(ctx, s, tx, scanProject, `SELECT `+projectCols+` FROM projects ORDER BY id`); err != nil {
+		return nil, err
+	}
+	if st.Providers, err = list(ctx, s, tx, scanProvider, `SELECT `+providerCols+` FROM providers ORDER BY id`); err != nil {
+		return nil, err
+	}
+	if err := s.attachKeys(ctx, tx, st.Providers, true); err != nil {
+		return nil, err
+	}
+	if st.Routes, err = list(ctx, s, tx, scanRoute, `SELECT `+routeCols+` FROM routes ORDER BY id`); err != nil {
+		return nil, err
+	}
+	if err := s.attachTargets(ctx, tx, st.Routes, true); err != nil {
+		return nil, err
+	}
+	if st.VirtualKeys, err = list(ctx, s, tx, scanVirtualKey, `SELECT `+vkeyCols+` FROM virtual_keys ORDER BY id`); err != nil {
+		return nil, err
+	}
+	if st.AdminTokens, err = list(ctx, s, tx, scanAdminToken, `SELECT id, name, hash, created_at FROM admin_tokens ORDER BY id`); err != nil {
+		return nil, err
+	}
+	return st, nil
+}

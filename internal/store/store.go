@@ -1,0 +1,246 @@
+// Package store is rolter's persistent state: orgs, projects, providers and
+// their key pools, routes, virtual keys and admin tokens.
+//
+// Store is the one interface the rest of rolter uses; package sqlstore
+// implements it on SQLite (the embedded default) and PostgreSQL. The request
+// path never calls the store: it reads a snapshot built from Load (see
+// package snapshot). Every method takes a context and is safe for concurrent
+// use.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rolter/rolter/internal/secret"
+)
+
+// Errors the store returns; test with errors.Is / errors.As.
+var (
+	// ErrNotFound: no live row matched.
+	ErrNotFound = errors.New("store: not found")
+	// ErrUnavailable wraps failures to reach the database at all.
+	ErrUnavailable = errors.New("store: unavailable")
+)
+
+// ConflictError reports a unique constraint that a write would break.
+type ConflictError struct {
+	// What names the constraint in domain words: "org name", "project name",
+	// "slug", "route model", "admin token".
+	What string
+}
+
+func (e *ConflictError) Error() string { return "store: " + e.What + " already exists" }
+
+// InUseError reports a delete refused because other rows still refer to the
+// row (a project with routes, a provider targeted by routes).
+type InUseError struct{ What string }
+
+func (e *InUseError) Error() string { return "store: still referenced by " + e.What }
+
+// Page selects a slice of a list ordered by id: rows with id > After, at most
+// Limit of them.
+type Page struct {
+	Limit int
+	After int64
+}
+
+// Org is the tenant boundary.
+type Org struct {
+	ID          int64
+	Name        string
+	Description string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Project groups routes and virtual keys inside an org.
+type Project struct {
+	ID          int64
+	OrgID       int64
+	Name        string
+	Description string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Provider is one upstream endpoint with its key pool.
+type Provider struct {
+	ID             int64
+	OrgID          int64
+	Slug           string
+	Name           string
+	Kind           string
+	BaseURL        string
+	MetadataSource string
+	ContextLimit   int      // 0: not configured
+	Models         []string // configured catalog; empty: unknown
+	Settings       ProviderSettings
+	Keys           []ProviderKey
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	DeletedAt      *time.Time // soft-deleted: slug reserved, out of routing
+}
+
+// ProviderSettings are per-provider knobs stored as one JSON document, so
+// later features add fields without a migration. Zero values mean "use the
+// gateway default".
+type ProviderSettings struct {
+	FirstByteTimeout Duration `json:"first_byte_timeout,omitempty"`
+	IdleTimeout      Duration `json:"idle_timeout,omitempty"`
+}
+
+// ProviderKey is one upstream credential in a provider's pool.
+type ProviderKey struct {
+	ID         int64
+	ProviderID int64
+	Secret     secret.Secret // sealed at rest when a master key is set
+	Weight     int
+	CreatedAt  time.Time
+}
+
+// Route maps a public model name in a project to weighted targets.
+type Route struct {
+	ID        int64
+	ProjectID int64
+	Model     string
+	Strategy  string
+	Policy    Policy
+	Targets   []Target
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Target is one provider a route sends traffic to.
+type Target struct {
+	ID            int64
+	ProviderID    int64
+	ProviderSlug  string // filled on read
+	UpstreamModel string // empty: send the client's model string
+	Weight        int
+}
+
+// Policy is the router-owned part of a route (SPEC §6). Zero values mean
+// "no limit" / "allow".
+type Policy struct {
+	MaxOutputTokens int    `json:"max_output_tokens,omitempty"`
+	Tools           string `json:"tools,omitempty"`
+	Media           string `json:"media,omitempty"`
+	MaxConcurrency  int    `json:"max_concurrency,omitempty"`
+}
+
+// VirtualKey is a client credential of a project. Only its hash is stored.
+type VirtualKey struct {
+	ID        int64
+	ProjectID int64
+	Name      string
+	Lookup    string // public part of the token that finds this row
+	Hash      secret.Hash
+	Models    []string // allowlist; empty: every model
+	RPMLimit  int
+	TPMLimit  int
+	ExpiresAt *time.Time
+	RevokedAt *time.Time
+	CreatedAt time.Time
+}
+
+// AdminToken guards the admin API. Only its hash is stored.
+type AdminToken struct {
+	ID        int64
+	Name      string
+	Hash      secret.Hash
+	CreatedAt time.Time
+}
+
+// State is everything the request path needs, read in one consistent
+// transaction. Soft-deleted providers and revoked keys are included so that
+// the snapshot can tell "gone" from "never existed"; the snapshot decides.
+type State struct {
+	Orgs        []Org
+	Projects    []Project
+	Providers   []Provider
+	Routes      []Route
+	VirtualKeys []VirtualKey
+	AdminTokens []AdminToken
+}
+
+// Store is rolter's persistence. Lookups by name are scoped by the parent's
+// id; Get methods return ErrNotFound when nothing matches, writes that break
+// a uniqueness rule return *ConflictError, and deletes refused because of
+// references return *InUseError. Create methods fill ID and timestamps.
+type Store interface {
+	// Migrate applies the embedded migrations; Open already does.
+	Migrate(ctx context.Context) error
+	Ping(ctx context.Context) error
+	Close() error
+	// Dialect is "sqlite" or "postgres".
+	Dialect() string
+
+	CreateOrg(ctx context.Context, o *Org) error
+	GetOrg(ctx context.Context, name string) (*Org, error)
+	ListOrgs(ctx context.Context, p Page) ([]Org, error)
+	UpdateOrg(ctx context.Context, o *Org) error
+	DeleteOrg(ctx context.Context, id int64) error
+
+	CreateProject(ctx context.Context, p *Project) error
+	GetProject(ctx context.Context, orgID int64, name string) (*Project, error)
+	ListProjects(ctx context.Context, orgID int64, p Page) ([]Project, error)
+	UpdateProject(ctx context.Context, p *Project) error
+	DeleteProject(ctx context.Context, id int64) error
+
+	// SlugTaken reports whether slug is claimed in the org's namespace,
+	// including by soft-deleted providers.
+	SlugTaken(ctx context.Context, orgID int64, slug string) (bool, error)
+	// CreateProvider claims the slug and inserts the provider and its keys
+	// in one transaction.
+	CreateProvider(ctx context.Context, p *Provider) error
+	// GetProvider returns the provider by slug, soft-deleted or not.
+	GetProvider(ctx context.Context, orgID int64, slug string) (*Provider, error)
+	ListProviders(ctx context.Context, orgID int64, p Page) ([]Provider, error)
+	// UpdateProvider writes every field except keys; a changed Slug moves
+	// the provider's claim in the namespace.
+	UpdateProvider(ctx context.Context, p *Provider) error
+	SoftDeleteProvider(ctx context.Context, id int64, at time.Time) error
+	// PurgeProvider removes the provider, its keys and its slug claim.
+	PurgeProvider(ctx context.Context, id int64) error
+	AddProviderKey(ctx context.Context, k *ProviderKey) error
+	DeleteProviderKey(ctx context.Context, providerID, keyID int64) error
+
+	// CreateRoute inserts the route and its targets in one transaction.
+	CreateRoute(ctx context.Context, r *Route) error
+	GetRoute(ctx context.Context, projectID int64, model string) (*Route, error)
+	ListRoutes(ctx context.Context, projectID int64, p Page) ([]Route, error)
+	// UpdateRoute writes the route and replaces its targets.
+	UpdateRoute(ctx context.Context, r *Route) error
+	DeleteRoute(ctx context.Context, id int64) error
+
+	CreateVirtualKey(ctx context.Context, k *VirtualKey) error
+	GetVirtualKey(ctx context.Context, projectID, id int64) (*VirtualKey, error)
+	ListVirtualKeys(ctx context.Context, projectID int64, p Page) ([]VirtualKey, error)
+	RevokeVirtualKey(ctx context.Context, id int64, at time.Time) error
+
+	CreateAdminToken(ctx context.Context, t *AdminToken) error
+	CountAdminTokens(ctx context.Context) (int, error)
+
+	// Load reads the whole routing state in one consistent transaction.
+	Load(ctx context.Context) (*State, error)
+}
+
+// Duration is a time.Duration that reads and writes as "30s" in JSON.
+type Duration time.Duration
+
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. \"30s\", \"5m\")", b)
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q is negative", b)
+	}
+	*d = Duration(v)
+	return nil
+}
