@@ -125,10 +125,10 @@ type Target struct {
 // Policy is the router-owned part of a route (SPEC §6). Zero values mean
 // "no limit" / "allow".
 type Policy struct {
-	MaxOutputTokens int    `json:"max_output_tokens,omitempty"`
-	Tools           string `json:"tools,omitempty"`
-	Media           string `json:"media,omitempty"`
-	MaxConcurrency  int    `json:"max_concurrency,omitempty"`
+	MaxOutputTokens int    `json:"max_output_tokens,omitempty" yaml:"max_output_tokens"`
+	Tools           string `json:"tools,omitempty" yaml:"tools"`
+	Media           string `json:"media,omitempty" yaml:"media"`
+	MaxConcurrency  int    `json:"max_concurrency,omitempty" yaml:"max_concurrency"`
 }
 
 // VirtualKey is a client credential of a project. Only its hash is stored.

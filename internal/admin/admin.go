@@ -1,0 +1,138 @@
+// Package admin is rolter's management API under /admin/v1 (SPEC §8).
+//
+// Service holds the rules: validation, slug handling, secret minting, and
+// the snapshot rebuild after every committed write. Handler maps HTTP onto
+// Service, and the config importer calls Service directly, so a resource
+// created from YAML passes exactly the checks the API applies.
+package admin
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/snapshot"
+	"github.com/rolter/rolter/internal/store"
+)
+
+// Service applies admin operations to the store.
+type Service struct {
+	st   store.Store
+	snap *snapshot.Holder
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+// NewService returns a Service that rebuilds snap after each write.
+func NewService(st store.Store, snap *snapshot.Holder, log *slog.Logger) *Service {
+	return &Service{st: st, snap: snap, log: log, now: time.Now}
+}
+
+// changed publishes a committed write to the request path. A failed rebuild
+// leaves the previous snapshot serving; the write itself has succeeded and
+// the next successful rebuild includes it.
+func (s *Service) changed(ctx context.Context) {
+	if err := s.snap.Reload(ctx); err != nil {
+		s.log.Error("snapshot rebuild after admin write failed; serving the previous one", "err", err)
+	}
+}
+
+// Handler serves /admin/v1.
+type Handler struct {
+	svc *Service
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// Prefix is where the admin API is mounted.
+const Prefix = "/admin/v1"
+
+// NewHandler builds the admin API. Every route requires an admin bearer
+// token, checked against the snapshot (so a store outage does not lock
+// operators out).
+func NewHandler(svc *Service) *Handler {
+	h := &Handler{svc: svc, log: svc.log, mux: http.NewServeMux()}
+	h.routes()
+	return h
+}
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (h *Handler) handle(pattern string, fn handlerFunc) {
+	method, path, _ := strings.Cut(pattern, " ")
+	h.mux.HandleFunc(method+" "+Prefix+path, func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			h.writeError(w, r, err)
+		}
+	})
+}
+
+func (h *Handler) routes() {
+	h.handle("GET /orgs", h.listOrgs)
+	h.handle("POST /orgs", h.createOrg)
+	h.handle("GET /orgs/{org}", h.getOrg)
+	h.handle("PATCH /orgs/{org}", h.patchOrg)
+	h.handle("DELETE /orgs/{org}", h.deleteOrg)
+
+	h.handle("GET /orgs/{org}/projects", h.listProjects)
+	h.handle("POST /orgs/{org}/projects", h.createProject)
+	h.handle("GET /orgs/{org}/projects/{project}", h.getProject)
+	h.handle("PATCH /orgs/{org}/projects/{project}", h.patchProject)
+	h.handle("DELETE /orgs/{org}/projects/{project}", h.deleteProject)
+
+	h.handle("GET /orgs/{org}/providers", h.listProviders)
+	h.handle("POST /orgs/{org}/providers", h.createProvider)
+	h.handle("GET /orgs/{org}/providers/{slug}", h.getProvider)
+	h.handle("PATCH /orgs/{org}/providers/{slug}", h.patchProvider)
+	h.handle("DELETE /orgs/{org}/providers/{slug}", h.deleteProvider)
+	h.handle("GET /orgs/{org}/providers/{slug}/keys", h.listProviderKeys)
+	h.handle("POST /orgs/{org}/providers/{slug}/keys", h.addProviderKey)
+	h.handle("DELETE /orgs/{org}/providers/{slug}/keys/{id}", h.deleteProviderKey)
+	h.handle("GET /orgs/{org}/slugs/{slug}", h.checkSlug)
+
+	h.handle("GET /orgs/{org}/projects/{project}/routes", h.listRoutes)
+	h.handle("POST /orgs/{org}/projects/{project}/routes", h.createRoute)
+	h.handle("GET /orgs/{org}/projects/{project}/routes/{model...}", h.getRoute)
+	h.handle("PATCH /orgs/{org}/projects/{project}/routes/{model...}", h.patchRoute)
+	h.handle("DELETE /orgs/{org}/projects/{project}/routes/{model...}", h.deleteRoute)
+
+	h.handle("GET /orgs/{org}/projects/{project}/keys", h.listKeys)
+	h.handle("POST /orgs/{org}/projects/{project}/keys", h.createKey)
+	h.handle("GET /orgs/{org}/projects/{project}/keys/{id}", h.getKey)
+	h.handle("DELETE /orgs/{org}/projects/{project}/keys/{id}", h.revokeKey)
+}
+
+var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+	Message: "a valid admin token is required: send Authorization: Bearer <token>"}
+
+// ServeHTTP authenticates, then dispatches. Unknown paths and methods get
+// the admin error shape too.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	snap := h.svc.snap.Current()
+	if !ok || snap == nil || !snap.AdminAuthorized(strings.TrimSpace(token)) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rolter-admin"`)
+		h.writeError(w, r, errUnauthorized)
+		return
+	}
+	_, pattern := h.mux.Handler(r)
+	if pattern == "" {
+		// Tell 404 from 405: a path that matches with another method.
+		for _, m := range []string{"GET", "POST", "PATCH", "DELETE"} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, p := h.mux.Handler(probe); p != "" {
+				w.Header().Add("Allow", m)
+			}
+		}
+		if w.Header().Get("Allow") != "" {
+			h.writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Message: r.Method + " is not supported on this path"})
+			return
+		}
+		h.writeError(w, r, notFound("no admin endpoint at %s", r.URL.Path))
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}

@@ -1,0 +1,125 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+// maxBody bounds admin request bodies; resources are small.
+const maxBody = 1 << 20
+
+// decode reads one JSON object into dst, refusing unknown fields, trailing
+// data and oversized bodies. Errors name the field, never echo values.
+func decode(w http.ResponseWriter, r *http.Request, dst any) error {
+	body := http.MaxBytesReader(w, r.Body, maxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(dst)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: "the body must hold exactly one JSON object"}
+		}
+		return nil
+	}
+	var (
+		tooLarge *http.MaxBytesError
+		typeErr  *json.UnmarshalTypeError
+		syntax   *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &tooLarge):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes", maxBody)}
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return &Error{Status: http.StatusBadRequest, Code: CodeUnknownField, Message: fmt.Sprintf("unknown field %q", field),
+			Fields: map[string]string{field: "unknown field"}}
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "(body)"
+		}
+		return &Error{Status: http.StatusBadRequest, Code: CodeValidation, Message: "a field has the wrong type; see fields",
+			Fields: map[string]string{field: "must be " + jsonKind(typeErr.Type.Kind().String())}}
+	case errors.As(err, &syntax):
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: fmt.Sprintf("malformed JSON at byte %d", syntax.Offset)}
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: "the body is empty or truncated; send a JSON object"}
+	}
+	// Custom unmarshalers (durations, secrets) return messages that never
+	// quote secret input.
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: strings.TrimPrefix(err.Error(), "json: ")}
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "a string"
+	case "int", "int64", "int32", "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "slice":
+		return "an array"
+	case "struct", "map", "ptr":
+		return "an object"
+	}
+	return "of another type"
+}
+
+// listPage is the pagination contract of every list: ?limit=N (1..1000,
+// default 100) and ?cursor=C from the previous page's next_cursor.
+type listPage[T any] struct {
+	Data       []T    `json:"data"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+const (
+	defaultLimit = 100
+	maxLimit     = 1000
+)
+
+// pageOf parses the pagination query. It asks the store for one row more
+// than the limit so that the response knows whether a next page exists.
+func pageOf(r *http.Request) (store.Page, int, error) {
+	fe := fieldErrors{}
+	limit := defaultLimit
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLimit {
+			fe.add("limit", "must be an integer from 1 to %d", maxLimit)
+		}
+		limit = n
+	}
+	var after int64
+	if v := r.URL.Query().Get("cursor"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			fe.add("cursor", "is not a cursor this API returned")
+		}
+		after = n
+	}
+	if err := fe.err(); err != nil {
+		return store.Page{}, 0, err
+	}
+	return store.Page{Limit: limit + 1, After: after}, limit, nil
+}
+
+// paginate trims rows to limit and sets the cursor from the last row's id.
+func paginate[S, T any](rows []S, limit int, id func(S) int64, view func(S) T) listPage[T] {
+	out := listPage[T]{Data: make([]T, 0, min(len(rows), limit))}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		out.NextCursor = strconv.FormatInt(id(rows[len(rows)-1]), 10)
+	}
+	for _, r := range rows {
+		out.Data = append(out.Data, view(r))
+	}
+	return out
+}

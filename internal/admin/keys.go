@@ -1,0 +1,183 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/store"
+)
+
+// VirtualKeyInput creates a virtual key. The secret is generated.
+type VirtualKeyInput struct {
+	Name      string     `json:"name" yaml:"name"`
+	Models    []string   `json:"models,omitempty" yaml:"models"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty" yaml:"expires_at"`
+	RPMLimit  int        `json:"rpm_limit,omitempty" yaml:"rpm_limit"`
+	TPMLimit  int        `json:"tpm_limit,omitempty" yaml:"tpm_limit"`
+}
+
+// VirtualKeyView is a virtual key as the API shows it. Secret is set only
+// in the create response; Prefix is the public part that identifies the key
+// in listings.
+type VirtualKeyView struct {
+	ID        int64      `json:"id"`
+	Name      string     `json:"name"`
+	Secret    string     `json:"secret,omitempty"`
+	Prefix    string     `json:"prefix"`
+	Models    []string   `json:"models"`
+	RPMLimit  int        `json:"rpm_limit,omitempty"`
+	TPMLimit  int        `json:"tpm_limit,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+func keyView(k store.VirtualKey) VirtualKeyView {
+	models := k.Models
+	if models == nil {
+		models = []string{}
+	}
+	return VirtualKeyView{ID: k.ID, Name: k.Name, Prefix: secret.PrefixVirtualKey + k.Lookup, Models: models,
+		RPMLimit: k.RPMLimit, TPMLimit: k.TPMLimit, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, CreatedAt: k.CreatedAt}
+}
+
+// CreateVirtualKey mints a key in a project. The returned view is the only
+// place the secret ever appears.
+func (s *Service) CreateVirtualKey(ctx context.Context, org, project string, in VirtualKeyInput) (VirtualKeyView, error) {
+	_, pj, err := s.project(ctx, org, project)
+	if err != nil {
+		return VirtualKeyView{}, err
+	}
+	fe := fieldErrors{}
+	if strings.TrimSpace(in.Name) == "" || len(in.Name) > 200 {
+		fe.add("name", "is required (1-200 characters)")
+	}
+	for i, m := range in.Models {
+		checkModelName(fe, fmt.Sprintf("models[%d]", i), m)
+	}
+	if in.ExpiresAt != nil && !in.ExpiresAt.After(s.now()) {
+		fe.add("expires_at", "must be in the future")
+	}
+	if in.RPMLimit < 0 {
+		fe.add("rpm_limit", "must be positive")
+	}
+	if in.TPMLimit < 0 {
+		fe.add("tpm_limit", "must be positive")
+	}
+	if err := fe.err(); err != nil {
+		return VirtualKeyView{}, err
+	}
+	tok, lookup := secret.Mint(secret.PrefixVirtualKey)
+	k := &store.VirtualKey{ProjectID: pj.ID, Name: in.Name, Lookup: lookup, Hash: secret.HashOf(tok.Reveal()),
+		Models: in.Models, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit, ExpiresAt: in.ExpiresAt}
+	if err := s.st.CreateVirtualKey(ctx, k); err != nil {
+		return VirtualKeyView{}, fromStore(err, "virtual key")
+	}
+	s.changed(ctx)
+	v := keyView(*k)
+	v.Secret = tok.Reveal()
+	return v, nil
+}
+
+func (s *Service) virtualKey(ctx context.Context, org, project, id string) (*store.VirtualKey, error) {
+	_, pj, err := s.project(ctx, org, project)
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return nil, notFound("virtual key %s not found", quote(id))
+	}
+	k, err := s.st.GetVirtualKey(ctx, pj.ID, n)
+	if err != nil {
+		return nil, fromStore(err, "virtual key "+quote(id))
+	}
+	return k, nil
+}
+
+func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) error {
+	_, pj, err := h.svc.project(r.Context(), r.PathValue("org"), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	page, limit, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	rows, err := h.svc.st.ListVirtualKeys(r.Context(), pj.ID, page)
+	if err != nil {
+		return fromStore(err, "virtual keys")
+	}
+	writeJSON(w, http.StatusOK, paginate(rows, limit, func(k store.VirtualKey) int64 { return k.ID }, keyView))
+	return nil
+}
+
+func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) error {
+	var in VirtualKeyInput
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	v, err := h.svc.CreateVirtualKey(r.Context(), r.PathValue("org"), r.PathValue("project"), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+func (h *Handler) getKey(w http.ResponseWriter, r *http.Request) error {
+	k, err := h.svc.virtualKey(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, keyView(*k))
+	return nil
+}
+
+// revokeKey revokes; the record stays, with revoked_at, for the audit trail.
+func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) error {
+	k, err := h.svc.virtualKey(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if err := h.svc.st.RevokeVirtualKey(r.Context(), k.ID, h.svc.now()); err != nil {
+		return fromStore(err, "virtual key")
+	}
+	h.svc.changed(r.Context())
+	fresh, err := h.svc.st.GetVirtualKey(r.Context(), k.ProjectID, k.ID)
+	if err != nil {
+		return fromStore(err, "virtual key")
+	}
+	writeJSON(w, http.StatusOK, keyView(*fresh))
+	return nil
+}
+
+// HasLiveVirtualKey reports whether the project has a key with this name
+// that is not revoked; the config importer uses it to stay idempotent.
+func (s *Service) HasLiveVirtualKey(ctx context.Context, org, project, name string) (bool, error) {
+	_, pj, err := s.project(ctx, org, project)
+	if err != nil {
+		return false, err
+	}
+	page := store.Page{Limit: 500}
+	for {
+		rows, err := s.st.ListVirtualKeys(ctx, pj.ID, page)
+		if err != nil {
+			return false, fromStore(err, "virtual keys")
+		}
+		for _, k := range rows {
+			if k.Name == name && k.RevokedAt == nil {
+				return true, nil
+			}
+		}
+		if len(rows) < page.Limit {
+			return false, nil
+		}
+		page.After = rows[len(rows)-1].ID
+	}
+}

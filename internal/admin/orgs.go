@@ -1,0 +1,277 @@
+package admin
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+// namePattern is the shape of org and project names: they appear in URLs.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+const nameRule = "must be 1-63 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+// OrgInput creates an org.
+type OrgInput struct {
+	Name        string `json:"name" yaml:"name"`
+	Description string `json:"description,omitempty" yaml:"description"`
+}
+
+// OrgPatch changes an org; absent fields stay.
+type OrgPatch struct {
+	Name        *string `json:"name"`
+	Description *string `json:"description"`
+}
+
+// OrgView is an org as the API shows it.
+type OrgView struct {
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+func orgView(o store.Org) OrgView {
+	return OrgView{Name: o.Name, Description: o.Description, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
+}
+
+func checkName(fe fieldErrors, field, v string) {
+	if !namePattern.MatchString(v) {
+		fe.add(field, nameRule)
+	}
+}
+
+// CreateOrg creates an org.
+func (s *Service) CreateOrg(ctx context.Context, in OrgInput) (OrgView, error) {
+	fe := fieldErrors{}
+	checkName(fe, "name", in.Name)
+	if err := fe.err(); err != nil {
+		return OrgView{}, err
+	}
+	o := &store.Org{Name: in.Name, Description: in.Description}
+	if err := s.st.CreateOrg(ctx, o); err != nil {
+		return OrgView{}, fromStore(err, "org")
+	}
+	s.changed(ctx)
+	return orgView(*o), nil
+}
+
+// org finds an org by name or returns a 404 naming it.
+func (s *Service) org(ctx context.Context, name string) (*store.Org, error) {
+	o, err := s.st.GetOrg(ctx, name)
+	if err != nil {
+		return nil, fromStore(err, "org "+quote(name))
+	}
+	return o, nil
+}
+
+func (s *Service) project(ctx context.Context, org, name string) (*store.Org, *store.Project, error) {
+	o, err := s.org(ctx, org)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := s.st.GetProject(ctx, o.ID, name)
+	if err != nil {
+		return nil, nil, fromStore(err, "project "+quote(name)+" in org "+quote(org))
+	}
+	return o, p, nil
+}
+
+func quote(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return `"` + s + `"`
+}
+
+// CreateProject creates a project in org.
+func (s *Service) CreateProject(ctx context.Context, org string, in OrgInput) (ProjectView, error) {
+	o, err := s.org(ctx, org)
+	if err != nil {
+		return ProjectView{}, err
+	}
+	fe := fieldErrors{}
+	checkName(fe, "name", in.Name)
+	if err := fe.err(); err != nil {
+		return ProjectView{}, err
+	}
+	p := &store.Project{OrgID: o.ID, Name: in.Name, Description: in.Description}
+	if err := s.st.CreateProject(ctx, p); err != nil {
+		return ProjectView{}, fromStore(err, "project")
+	}
+	s.changed(ctx)
+	return projectView(*o, *p), nil
+}
+
+// ProjectView is a project as the API shows it.
+type ProjectView struct {
+	Org         string    `json:"org"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+func projectView(o store.Org, p store.Project) ProjectView {
+	return ProjectView{Org: o.Name, Name: p.Name, Description: p.Description, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+}
+
+func (h *Handler) listOrgs(w http.ResponseWriter, r *http.Request) error {
+	page, limit, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	rows, err := h.svc.st.ListOrgs(r.Context(), page)
+	if err != nil {
+		return fromStore(err, "orgs")
+	}
+	writeJSON(w, http.StatusOK, paginate(rows, limit, func(o store.Org) int64 { return o.ID }, orgView))
+	return nil
+}
+
+func (h *Handler) createOrg(w http.ResponseWriter, r *http.Request) error {
+	var in OrgInput
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	v, err := h.svc.CreateOrg(r.Context(), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+func (h *Handler) getOrg(w http.ResponseWriter, r *http.Request) error {
+	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, orgView(*o))
+	return nil
+}
+
+func (h *Handler) patchOrg(w http.ResponseWriter, r *http.Request) error {
+	var in OrgPatch
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	if err != nil {
+		return err
+	}
+	fe := fieldErrors{}
+	if in.Name != nil {
+		checkName(fe, "name", *in.Name)
+		o.Name = *in.Name
+	}
+	if in.Description != nil {
+		o.Description = *in.Description
+	}
+	if err := fe.err(); err != nil {
+		return err
+	}
+	if err := h.svc.st.UpdateOrg(r.Context(), o); err != nil {
+		return fromStore(err, "org")
+	}
+	h.svc.changed(r.Context())
+	writeJSON(w, http.StatusOK, orgView(*o))
+	return nil
+}
+
+func (h *Handler) deleteOrg(w http.ResponseWriter, r *http.Request) error {
+	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	if err != nil {
+		return err
+	}
+	if err := h.svc.st.DeleteOrg(r.Context(), o.ID); err != nil {
+		return fromStore(err, "org "+quote(o.Name))
+	}
+	h.svc.changed(r.Context())
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request) error {
+	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	if err != nil {
+		return err
+	}
+	page, limit, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	rows, err := h.svc.st.ListProjects(r.Context(), o.ID, page)
+	if err != nil {
+		return fromStore(err, "projects")
+	}
+	writeJSON(w, http.StatusOK, paginate(rows, limit, func(p store.Project) int64 { return p.ID },
+		func(p store.Project) ProjectView { return projectView(*o, p) }))
+	return nil
+}
+
+func (h *Handler) createProject(w http.ResponseWriter, r *http.Request) error {
+	var in OrgInput
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	v, err := h.svc.CreateProject(r.Context(), r.PathValue("org"), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {
+	o, p, err := h.svc.project(r.Context(), r.PathValue("org"), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, projectView(*o, *p))
+	return nil
+}
+
+func (h *Handler) patchProject(w http.ResponseWriter, r *http.Request) error {
+	var in OrgPatch
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	o, p, err := h.svc.project(r.Context(), r.PathValue("org"), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	fe := fieldErrors{}
+	if in.Name != nil {
+		checkName(fe, "name", *in.Name)
+		p.Name = *in.Name
+	}
+	if in.Description != nil {
+		p.Description = *in.Description
+	}
+	if err := fe.err(); err != nil {
+		return err
+	}
+	if err := h.svc.st.UpdateProject(r.Context(), p); err != nil {
+		return fromStore(err, "project")
+	}
+	h.svc.changed(r.Context())
+	writeJSON(w, http.StatusOK, projectView(*o, *p))
+	return nil
+}
+
+func (h *Handler) deleteProject(w http.ResponseWriter, r *http.Request) error {
+	_, p, err := h.svc.project(r.Context(), r.PathValue("org"), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	if err := h.svc.st.DeleteProject(r.Context(), p.ID); err != nil {
+		return fromStore(err, "project "+quote(p.Name))
+	}
+	h.svc.changed(r.Context())
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,444 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/store"
+)
+
+// Provider kinds (SPEC §2).
+var providerKinds = []string{"openai", "anthropic", "vllm", "sglang", "llamacpp"}
+
+// Metadata sources (SPEC §5).
+const (
+	MetadataConfigured = "configured"
+	MetadataUpstream   = "upstream"
+)
+
+const maxWeight = 1_000_000
+
+// ProviderInput creates a provider.
+type ProviderInput struct {
+	Name             string         `json:"name" yaml:"name"`
+	Slug             string         `json:"slug,omitempty" yaml:"slug"`
+	Kind             string         `json:"kind" yaml:"kind"`
+	BaseURL          string         `json:"base_url" yaml:"base_url"`
+	MetadataSource   string         `json:"metadata_source,omitempty" yaml:"metadata_source"`
+	ContextLimit     int            `json:"context_limit,omitempty" yaml:"context_limit"`
+	Models           []string       `json:"models,omitempty" yaml:"models"`
+	FirstByteTimeout store.Duration `json:"first_byte_timeout,omitempty" yaml:"first_byte_timeout"`
+	IdleTimeout      store.Duration `json:"idle_timeout,omitempty" yaml:"idle_timeout"`
+	Keys             []KeyInput     `json:"keys,omitempty" yaml:"keys"`
+}
+
+// KeyInput is one upstream credential for a provider's key pool.
+type KeyInput struct {
+	Secret secret.Secret `json:"secret" yaml:"secret"`
+	// SecretEnv names an environment variable holding the secret; config
+	// files only, so credentials need not live in YAML.
+	SecretEnv string `json:"-" yaml:"secret_env"`
+	Weight    *int   `json:"weight,omitempty" yaml:"weight"`
+}
+
+// ProviderPatch changes a provider; absent fields stay. Keys are managed
+// through /providers/{slug}/keys.
+type ProviderPatch struct {
+	Name             *string         `json:"name"`
+	Slug             *string         `json:"slug"`
+	Kind             *string         `json:"kind"`
+	BaseURL          *string         `json:"base_url"`
+	MetadataSource   *string         `json:"metadata_source"`
+	ContextLimit     *int            `json:"context_limit"`
+	Models           *[]string       `json:"models"`
+	FirstByteTimeout *store.Duration `json:"first_byte_timeout"`
+	IdleTimeout      *store.Duration `json:"idle_timeout"`
+}
+
+// ProviderView is a provider as the API shows it: key ids and weights,
+// never key secrets.
+type ProviderView struct {
+	Slug             string         `json:"slug"`
+	Name             string         `json:"name"`
+	Kind             string         `json:"kind"`
+	BaseURL          string         `json:"base_url"`
+	MetadataSource   string         `json:"metadata_source"`
+	ContextLimit     int            `json:"context_limit,omitempty"`
+	Models           []string       `json:"models,omitempty"`
+	FirstByteTimeout store.Duration `json:"first_byte_timeout,omitempty"`
+	IdleTimeout      store.Duration `json:"idle_timeout,omitempty"`
+	Keys             []KeyView      `json:"keys"`
+	CreatedAt        time.Time      `json:"created_at"`
+	UpdatedAt        time.Time      `json:"updated_at"`
+	DeletedAt        *time.Time     `json:"deleted_at,omitempty"`
+	Warnings         []string       `json:"warnings,omitempty"`
+}
+
+// KeyView is a pool key without its secret.
+type KeyView struct {
+	ID        int64     `json:"id"`
+	Weight    int       `json:"weight"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func providerView(p store.Provider) ProviderView {
+	v := ProviderView{Slug: p.Slug, Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, MetadataSource: p.MetadataSource,
+		ContextLimit: p.ContextLimit, Models: p.Models, FirstByteTimeout: p.Settings.FirstByteTimeout,
+		IdleTimeout: p.Settings.IdleTimeout, Keys: []KeyView{}, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, DeletedAt: p.DeletedAt}
+	for _, k := range p.Keys {
+		v.Keys = append(v.Keys, KeyView{ID: k.ID, Weight: k.Weight, CreatedAt: k.CreatedAt})
+	}
+	return v
+}
+
+// checkBaseURL accepts absolute http(s) URLs without credentials, query or
+// fragment, and returns it without a trailing slash.
+func checkBaseURL(fe fieldErrors, raw string) string {
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "":
+		fe.add("base_url", "is required")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		fe.add("base_url", "must be an absolute http:// or https:// URL, e.g. http://10.0.0.5:8000/v1")
+	case u.User != nil:
+		fe.add("base_url", "must not carry credentials; put them in keys")
+	case u.RawQuery != "" || u.Fragment != "":
+		fe.add("base_url", "must not have a query or fragment")
+	}
+	return strings.TrimRight(raw, "/")
+}
+
+func checkWeight(fe fieldErrors, field string, w *int) int {
+	if w == nil {
+		return 1
+	}
+	if *w < 0 || *w > maxWeight {
+		fe.add(field, "must be from 0 to %d", maxWeight)
+	}
+	return *w
+}
+
+// checkProvider validates the fields a create and a patch share.
+func checkProvider(fe fieldErrors, p *store.Provider) {
+	if strings.TrimSpace(p.Name) == "" || len(p.Name) > 200 {
+		fe.add("name", "is required (1-200 characters)")
+	}
+	if !slugPattern.MatchString(p.Slug) {
+		fe.add("slug", slugRule)
+	}
+	if !contains(providerKinds, p.Kind) {
+		fe.add("kind", "must be one of %s", strings.Join(providerKinds, ", "))
+	}
+	p.BaseURL = checkBaseURL(fe, p.BaseURL)
+	switch p.MetadataSource {
+	case MetadataConfigured:
+	case MetadataUpstream:
+		// design 003: facts the upstream owns are never configured beside it.
+		if p.ContextLimit != 0 {
+			fe.add("context_limit", "cannot be configured when metadata_source is \"upstream\": the upstream reports it")
+		}
+		if len(p.Models) > 0 {
+			fe.add("models", "cannot be configured when metadata_source is \"upstream\": the upstream reports it")
+		}
+	default:
+		fe.add("metadata_source", "must be %q or %q", MetadataConfigured, MetadataUpstream)
+	}
+	if p.ContextLimit < 0 {
+		fe.add("context_limit", "must be positive")
+	}
+	for i, m := range p.Models {
+		if strings.TrimSpace(m) == "" {
+			fe.add(fmt.Sprintf("models[%d]", i), "must not be empty")
+		}
+	}
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// CreateProvider creates a provider with its key pool. A missing slug is
+// derived from the name; a taken slug is a 409 with a suggestion, never a
+// silent suffix.
+func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInput) (ProviderView, error) {
+	o, err := s.org(ctx, org)
+	if err != nil {
+		return ProviderView{}, err
+	}
+	fe := fieldErrors{}
+	p := &store.Provider{OrgID: o.ID, Slug: in.Slug, Name: in.Name, Kind: in.Kind, BaseURL: in.BaseURL,
+		MetadataSource: in.MetadataSource, ContextLimit: in.ContextLimit, Models: in.Models,
+		Settings: store.ProviderSettings{FirstByteTimeout: in.FirstByteTimeout, IdleTimeout: in.IdleTimeout}}
+	if p.MetadataSource == "" {
+		p.MetadataSource = MetadataConfigured
+	}
+	if p.Name == "" && p.Slug != "" {
+		p.Name = p.Slug
+	}
+	if p.Slug == "" {
+		if p.Slug = DeriveSlug(p.Name); p.Slug == "" && p.Name != "" {
+			fe.add("slug", "is required: the name has no ASCII letter or digit to derive one from")
+		}
+	}
+	for i, k := range in.Keys {
+		if k.Secret.IsZero() {
+			fe.add(fmt.Sprintf("keys[%d].secret", i), "is required")
+		}
+		p.Keys = append(p.Keys, store.ProviderKey{Secret: k.Secret, Weight: checkWeight(fe, fmt.Sprintf("keys[%d].weight", i), k.Weight)})
+	}
+	checkProvider(fe, p)
+	if err := fe.err(); err != nil {
+		return ProviderView{}, err
+	}
+	if err := s.st.CreateProvider(ctx, p); err != nil {
+		var ce *store.ConflictError
+		if errors.As(err, &ce) && ce.What == "slug" {
+			return ProviderView{}, s.slugTaken(ctx, o.ID, p.Slug)
+		}
+		return ProviderView{}, fromStore(err, "provider")
+	}
+	s.changed(ctx)
+	return providerView(*p), nil
+}
+
+// provider finds a provider by slug, soft-deleted included.
+func (s *Service) provider(ctx context.Context, org, slug string) (*store.Org, *store.Provider, error) {
+	o, err := s.org(ctx, org)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := s.st.GetProvider(ctx, o.ID, slug)
+	if err != nil {
+		return nil, nil, fromStore(err, "provider "+quote(slug)+" in org "+quote(org))
+	}
+	return o, p, nil
+}
+
+// liveProvider is provider, but a soft-deleted one is a 404 for writes.
+func (s *Service) liveProvider(ctx context.Context, org, slug string) (*store.Org, *store.Provider, error) {
+	o, p, err := s.provider(ctx, org, slug)
+	if err == nil && p.DeletedAt != nil {
+		err = notFound("provider %s is deleted; its slug stays reserved until it is purged (DELETE ?purge=true)", quote(slug))
+	}
+	return o, p, err
+}
+
+// UpdateProvider applies a patch. Changing the slug changes every
+// "slug/model" address, so it needs allowSlugChange and the answer carries
+// a warning.
+func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in ProviderPatch, allowSlugChange bool) (ProviderView, error) {
+	o, p, err := s.liveProvider(ctx, org, slug)
+	if err != nil {
+		return ProviderView{}, err
+	}
+	fe := fieldErrors{}
+	set := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&p.Name, in.Name)
+	set(&p.Kind, in.Kind)
+	set(&p.BaseURL, in.BaseURL)
+	set(&p.MetadataSource, in.MetadataSource)
+	if in.ContextLimit != nil {
+		p.ContextLimit = *in.ContextLimit
+	}
+	if in.Models != nil {
+		p.Models = *in.Models
+	}
+	if in.FirstByteTimeout != nil {
+		p.Settings.FirstByteTimeout = *in.FirstByteTimeout
+	}
+	if in.IdleTimeout != nil {
+		p.Settings.IdleTimeout = *in.IdleTimeout
+	}
+	var warnings []string
+	if in.Slug != nil && *in.Slug != p.Slug {
+		if !allowSlugChange {
+			return ProviderView{}, &Error{Status: http.StatusBadRequest, Code: CodeSlugImmutable,
+				Message: "slugs are immutable because callers address models as slug/model; repeat with ?allow_slug_change=true to change it anyway",
+				Fields:  map[string]string{"slug": "immutable"}}
+		}
+		warnings = append(warnings, fmt.Sprintf("slug changed from %q to %q: addresses %q/<model> no longer resolve; callers must use %q/<model>",
+			p.Slug, *in.Slug, p.Slug, *in.Slug))
+		p.Slug = *in.Slug
+	}
+	checkProvider(fe, p)
+	if err := fe.err(); err != nil {
+		return ProviderView{}, err
+	}
+	if err := s.st.UpdateProvider(ctx, p); err != nil {
+		var ce *store.ConflictError
+		if errors.As(err, &ce) && ce.What == "slug" {
+			return ProviderView{}, s.slugTaken(ctx, o.ID, p.Slug)
+		}
+		return ProviderView{}, fromStore(err, "provider")
+	}
+	s.changed(ctx)
+	fresh, err := s.st.GetProvider(ctx, o.ID, p.Slug)
+	if err != nil {
+		return ProviderView{}, fromStore(err, "provider")
+	}
+	v := providerView(*fresh)
+	v.Warnings = warnings
+	return v, nil
+}
+
+func (h *Handler) listProviders(w http.ResponseWriter, r *http.Request) error {
+	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	if err != nil {
+		return err
+	}
+	page, limit, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	rows, err := h.svc.st.ListProviders(r.Context(), o.ID, page)
+	if err != nil {
+		return fromStore(err, "providers")
+	}
+	writeJSON(w, http.StatusOK, paginate(rows, limit, func(p store.Provider) int64 { return p.ID }, providerView))
+	return nil
+}
+
+func (h *Handler) createProvider(w http.ResponseWriter, r *http.Request) error {
+	var in ProviderInput
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	v, err := h.svc.CreateProvider(r.Context(), r.PathValue("org"), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+func (h *Handler) getProvider(w http.ResponseWriter, r *http.Request) error {
+	_, p, err := h.svc.provider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, providerView(*p))
+	return nil
+}
+
+func boolQuery(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fieldErrors{name: "must be true or false"}.err()
+	}
+	return b, nil
+}
+
+func (h *Handler) patchProvider(w http.ResponseWriter, r *http.Request) error {
+	var in ProviderPatch
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	allow, err := boolQuery(r, "allow_slug_change")
+	if err != nil {
+		return err
+	}
+	v, err := h.svc.UpdateProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"), in, allow)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// deleteProvider soft-deletes (the slug stays reserved, the provider leaves
+// routing); ?purge=true removes it and frees the slug.
+func (h *Handler) deleteProvider(w http.ResponseWriter, r *http.Request) error {
+	purge, err := boolQuery(r, "purge")
+	if err != nil {
+		return err
+	}
+	_, p, err := h.svc.provider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
+	if err != nil {
+		return err
+	}
+	switch {
+	case purge:
+		err = h.svc.st.PurgeProvider(r.Context(), p.ID)
+	case p.DeletedAt != nil:
+		err = notFound("provider %s is already deleted; purge it with ?purge=true to free the slug", quote(p.Slug))
+	default:
+		err = h.svc.st.SoftDeleteProvider(r.Context(), p.ID, h.svc.now())
+	}
+	if err != nil {
+		return fromStore(err, "provider "+quote(p.Slug))
+	}
+	h.svc.changed(r.Context())
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) listProviderKeys(w http.ResponseWriter, r *http.Request) error {
+	_, p, err := h.svc.provider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, listPage[KeyView]{Data: providerView(*p).Keys})
+	return nil
+}
+
+func (h *Handler) addProviderKey(w http.ResponseWriter, r *http.Request) error {
+	var in KeyInput
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	_, p, err := h.svc.liveProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
+	if err != nil {
+		return err
+	}
+	fe := fieldErrors{}
+	if in.Secret.IsZero() {
+		fe.add("secret", "is required")
+	}
+	k := &store.ProviderKey{ProviderID: p.ID, Secret: in.Secret, Weight: checkWeight(fe, "weight", in.Weight)}
+	if err := fe.err(); err != nil {
+		return err
+	}
+	if err := h.svc.st.AddProviderKey(r.Context(), k); err != nil {
+		return fromStore(err, "provider key")
+	}
+	h.svc.changed(r.Context())
+	writeJSON(w, http.StatusCreated, KeyView{ID: k.ID, Weight: k.Weight, CreatedAt: k.CreatedAt})
+	return nil
+}
+
+func (h *Handler) deleteProviderKey(w http.ResponseWriter, r *http.Request) error {
+	_, p, err := h.svc.provider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return notFound("provider key %s not found", quote(r.PathValue("id")))
+	}
+	if err := h.svc.st.DeleteProviderKey(r.Context(), p.ID, id); err != nil {
+		return fromStore(err, "provider key")
+	}
+	h.svc.changed(r.Context())
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

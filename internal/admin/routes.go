@@ -1,0 +1,257 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+// Balancing strategies (SPEC §4); weighted is the default.
+var strategies = []string{"weighted", "round_robin", "least_busy", "latency"}
+
+// RouteInput creates a route.
+type RouteInput struct {
+	Model    string        `json:"model" yaml:"model"`
+	Strategy string        `json:"strategy,omitempty" yaml:"strategy"`
+	Targets  []TargetInput `json:"targets" yaml:"targets"`
+	Policy   store.Policy  `json:"policy" yaml:"policy"`
+}
+
+// TargetInput is one route target, naming its provider by slug.
+type TargetInput struct {
+	Provider      string `json:"provider" yaml:"provider"`
+	UpstreamModel string `json:"upstream_model,omitempty" yaml:"upstream_model"`
+	Weight        *int   `json:"weight,omitempty" yaml:"weight"`
+}
+
+// RoutePatch changes a route; Targets, when present, replaces them all.
+type RoutePatch struct {
+	Model    *string        `json:"model"`
+	Strategy *string        `json:"strategy"`
+	Targets  *[]TargetInput `json:"targets"`
+	Policy   *store.Policy  `json:"policy"`
+}
+
+// RouteView is a route as the API shows it.
+type RouteView struct {
+	Model     string       `json:"model"`
+	Strategy  string       `json:"strategy"`
+	Targets   []TargetView `json:"targets"`
+	Policy    store.Policy `json:"policy"`
+	CreatedAt time.Time    `json:"created_at"`
+	UpdatedAt time.Time    `json:"updated_at"`
+}
+
+// TargetView is a route target as the API shows it.
+type TargetView struct {
+	Provider      string `json:"provider"`
+	UpstreamModel string `json:"upstream_model,omitempty"`
+	Weight        int    `json:"weight"`
+}
+
+func routeView(r store.Route) RouteView {
+	v := RouteView{Model: r.Model, Strategy: r.Strategy, Targets: []TargetView{}, Policy: r.Policy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	for _, t := range r.Targets {
+		v.Targets = append(v.Targets, TargetView{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: t.Weight})
+	}
+	return v
+}
+
+// checkModelName: route names are what clients send; they may contain '/'
+// but no whitespace or control characters.
+func checkModelName(fe fieldErrors, field, m string) {
+	if m == "" || len(m) > 256 {
+		fe.add(field, "is required (1-256 characters)")
+		return
+	}
+	for _, c := range m {
+		if unicode.IsSpace(c) || unicode.IsControl(c) {
+			fe.add(field, "must not contain whitespace or control characters")
+			return
+		}
+	}
+}
+
+// resolveRoute validates r and resolves target provider slugs in org.
+func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route, targets []TargetInput) error {
+	fe := fieldErrors{}
+	checkModelName(fe, "model", r.Model)
+	if r.Strategy == "" {
+		r.Strategy = "weighted"
+	}
+	if !contains(strategies, r.Strategy) {
+		fe.add("strategy", "must be one of %s", strings.Join(strategies, ", "))
+	}
+	p := r.Policy
+	if p.MaxOutputTokens < 0 {
+		fe.add("policy.max_output_tokens", "must be positive")
+	}
+	if p.MaxConcurrency < 0 {
+		fe.add("policy.max_concurrency", "must be positive")
+	}
+	for field, v := range map[string]string{"policy.tools": p.Tools, "policy.media": p.Media} {
+		if v != "" && v != "allow" && v != "deny" {
+			fe.add(field, `must be "allow" or "deny"`)
+		}
+	}
+	if len(targets) == 0 {
+		fe.add("targets", "needs at least one target")
+	}
+	var unknown []string
+	r.Targets = r.Targets[:0]
+	for i, t := range targets {
+		field := fmt.Sprintf("targets[%d]", i)
+		w := checkWeight(fe, field+".weight", t.Weight)
+		if t.UpstreamModel != "" {
+			checkModelName(fe, field+".upstream_model", t.UpstreamModel)
+		}
+		if t.Provider == "" {
+			fe.add(field+".provider", "is required")
+			continue
+		}
+		pv, err := s.st.GetProvider(ctx, orgID, t.Provider)
+		switch {
+		case err == nil && pv.DeletedAt == nil:
+			r.Targets = append(r.Targets, store.Target{ProviderID: pv.ID, ProviderSlug: pv.Slug, UpstreamModel: t.UpstreamModel, Weight: w})
+		case err == nil || err == store.ErrNotFound:
+			unknown = append(unknown, field+".provider")
+		default:
+			return fromStore(err, "provider")
+		}
+	}
+	if err := fe.err(); err != nil {
+		return err
+	}
+	if len(unknown) > 0 {
+		e := &Error{Status: http.StatusBadRequest, Code: CodeUnknownProvider,
+			Message: "a target names a provider that does not exist (or is deleted) in this org", Fields: map[string]string{}}
+		for _, f := range unknown {
+			e.Fields[f] = "no such provider"
+		}
+		return e
+	}
+	return nil
+}
+
+// CreateRoute creates a route in a project.
+func (s *Service) CreateRoute(ctx context.Context, org, project string, in RouteInput) (RouteView, error) {
+	o, pj, err := s.project(ctx, org, project)
+	if err != nil {
+		return RouteView{}, err
+	}
+	r := &store.Route{ProjectID: pj.ID, Model: in.Model, Strategy: in.Strategy, Policy: in.Policy}
+	if err := s.resolveRoute(ctx, o.ID, r, in.Targets); err != nil {
+		return RouteView{}, err
+	}
+	if err := s.st.CreateRoute(ctx, r); err != nil {
+		return RouteView{}, fromStore(err, "route")
+	}
+	s.changed(ctx)
+	return routeView(*r), nil
+}
+
+func (s *Service) route(ctx context.Context, org, project, model string) (*store.Org, *store.Route, error) {
+	o, pj, err := s.project(ctx, org, project)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := s.st.GetRoute(ctx, pj.ID, model)
+	if err != nil {
+		return nil, nil, fromStore(err, "route "+quote(model)+" in project "+quote(project))
+	}
+	return o, r, nil
+}
+
+func (h *Handler) listRoutes(w http.ResponseWriter, r *http.Request) error {
+	_, pj, err := h.svc.project(r.Context(), r.PathValue("org"), r.PathValue("project"))
+	if err != nil {
+		return err
+	}
+	page, limit, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	rows, err := h.svc.st.ListRoutes(r.Context(), pj.ID, page)
+	if err != nil {
+		return fromStore(err, "routes")
+	}
+	writeJSON(w, http.StatusOK, paginate(rows, limit, func(r store.Route) int64 { return r.ID }, routeView))
+	return nil
+}
+
+func (h *Handler) createRoute(w http.ResponseWriter, r *http.Request) error {
+	var in RouteInput
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	v, err := h.svc.CreateRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+func (h *Handler) getRoute(w http.ResponseWriter, r *http.Request) error {
+	_, rt, err := h.svc.route(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, routeView(*rt))
+	return nil
+}
+
+func (h *Handler) patchRoute(w http.ResponseWriter, r *http.Request) error {
+	var in RoutePatch
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	o, rt, err := h.svc.route(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model"))
+	if err != nil {
+		return err
+	}
+	if in.Model != nil {
+		rt.Model = *in.Model
+	}
+	if in.Strategy != nil {
+		rt.Strategy = *in.Strategy
+	}
+	if in.Policy != nil {
+		rt.Policy = *in.Policy
+	}
+	targets := make([]TargetInput, 0, len(rt.Targets))
+	for _, t := range rt.Targets {
+		w := t.Weight
+		targets = append(targets, TargetInput{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: &w})
+	}
+	if in.Targets != nil {
+		targets = *in.Targets
+	}
+	if err := h.svc.resolveRoute(r.Context(), o.ID, rt, targets); err != nil {
+		return err
+	}
+	if err := h.svc.st.UpdateRoute(r.Context(), rt); err != nil {
+		return fromStore(err, "route")
+	}
+	h.svc.changed(r.Context())
+	writeJSON(w, http.StatusOK, routeView(*rt))
+	return nil
+}
+
+func (h *Handler) deleteRoute(w http.ResponseWriter, r *http.Request) error {
+	_, rt, err := h.svc.route(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model"))
+	if err != nil {
+		return err
+	}
+	if err := h.svc.st.DeleteRoute(r.Context(), rt.ID); err != nil {
+		return fromStore(err, "route")
+	}
+	h.svc.changed(r.Context())
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,103 @@
+package admin
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// slugPattern is the provider/group slug rule of design 000.
+var slugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+const (
+	slugMax  = 63
+	slugRule = "must match ^[a-z0-9][a-z0-9-]{0,62}$"
+)
+
+// DeriveSlug turns a display name into a slug: lowercase, every run of
+// characters outside [a-z0-9] becomes one '-', '-' trimmed at both ends,
+// truncated to 63 (and trimmed again, so it never ends in '-'). It returns
+// "" when the name has no ASCII letter or digit.
+func DeriveSlug(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, c := range strings.ToLower(name) {
+		if (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			dash = false
+			b.WriteRune(c)
+			continue
+		}
+		dash = true
+	}
+	s := b.String()
+	if len(s) > slugMax {
+		s = strings.TrimRight(s[:slugMax], "-")
+	}
+	return s
+}
+
+// suggestSlug returns the first free "<base>-N" for N = 2, 3, ..., with the
+// base shortened so the result stays within 63 characters.
+func (s *Service) suggestSlug(ctx context.Context, orgID int64, base string) (string, error) {
+	for n := 2; ; n++ {
+		suffix := "-" + strconv.Itoa(n)
+		b := base
+		if len(b)+len(suffix) > slugMax {
+			b = strings.TrimRight(b[:slugMax-len(suffix)], "-")
+		}
+		cand := b + suffix
+		taken, err := s.st.SlugTaken(ctx, orgID, cand)
+		if err != nil {
+			return "", fromStore(err, "slug")
+		}
+		if !taken {
+			return cand, nil
+		}
+	}
+}
+
+// slugTaken is the 409 for a claimed slug, with the next free suggestion.
+func (s *Service) slugTaken(ctx context.Context, orgID int64, slug string) error {
+	sug, err := s.suggestSlug(ctx, orgID, slug)
+	if err != nil {
+		return err
+	}
+	return &Error{Status: http.StatusConflict, Code: CodeSlugTaken,
+		Message:    "slug " + quote(slug) + " is taken in this org (providers and groups share one namespace; a deleted provider keeps its slug until purged)",
+		Suggestion: sug, Fields: map[string]string{"slug": "taken"}}
+}
+
+// SlugCheck is the answer of GET /orgs/{org}/slugs/{slug}.
+type SlugCheck struct {
+	Slug       string `json:"slug"`
+	Available  bool   `json:"available"`
+	Suggestion string `json:"suggestion,omitempty"`
+}
+
+func (h *Handler) checkSlug(w http.ResponseWriter, r *http.Request) error {
+	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	if err != nil {
+		return err
+	}
+	slug := r.PathValue("slug")
+	if !slugPattern.MatchString(slug) {
+		return fieldErrors{"slug": slugRule}.err()
+	}
+	taken, err := h.svc.st.SlugTaken(r.Context(), o.ID, slug)
+	if err != nil {
+		return fromStore(err, "slug")
+	}
+	out := SlugCheck{Slug: slug, Available: !taken}
+	if taken {
+		if out.Suggestion, err = h.svc.suggestSlug(r.Context(), o.ID, slug); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

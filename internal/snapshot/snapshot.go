@@ -1,0 +1,193 @@
+// Package snapshot is the in-memory routing state the request path reads.
+//
+// A Snapshot is built from one consistent store.State and never changes
+// afterwards; Holder swaps in a new one atomically after every admin write
+// (SPEC §9: no store query per request). Readers take Holder.Current once
+// per request and use that value throughout, so a request never sees half
+// of an update.
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/store"
+)
+
+// Snapshot is an immutable view of the routing state.
+type Snapshot struct {
+	// BuiltAt is when the state was read.
+	BuiltAt time.Time
+
+	orgs        map[string]*Org
+	keys        map[string]*VirtualKey // by lookup id
+	adminTokens []secret.Hash
+}
+
+// Org is an org with its live providers and its projects.
+type Org struct {
+	store.Org
+	// Providers are the live (not soft-deleted) providers by slug.
+	Providers map[string]*Provider
+	Projects  map[string]*Project
+}
+
+// Provider is a live provider with its opened key pool.
+type Provider struct {
+	store.Provider
+}
+
+// Project is a project with its routes.
+type Project struct {
+	store.Project
+	Org    *Org
+	Routes map[string]*Route // by model
+}
+
+// Route is a route whose targets point at live providers only.
+type Route struct {
+	store.Route
+	Targets []Target
+}
+
+// Target is a route target resolved to its provider.
+type Target struct {
+	store.Target
+	Provider *Provider
+}
+
+// VirtualKey is a client key with its project.
+type VirtualKey struct {
+	store.VirtualKey
+	Project *Project
+}
+
+// Build indexes st. It never fails: rows that refer to missing parents
+// (which foreign keys prevent) are skipped.
+func Build(st *store.State, at time.Time) *Snapshot {
+	s := &Snapshot{BuiltAt: at, orgs: map[string]*Org{}, keys: map[string]*VirtualKey{}}
+	orgByID := map[int64]*Org{}
+	for _, o := range st.Orgs {
+		org := &Org{Org: o, Providers: map[string]*Provider{}, Projects: map[string]*Project{}}
+		s.orgs[o.Name] = org
+		orgByID[o.ID] = org
+	}
+	provByID := map[int64]*Provider{}
+	for _, p := range st.Providers {
+		org := orgByID[p.OrgID]
+		if org == nil || p.DeletedAt != nil {
+			continue
+		}
+		pv := &Provider{Provider: p}
+		org.Providers[p.Slug] = pv
+		provByID[p.ID] = pv
+	}
+	projByID := map[int64]*Project{}
+	for _, p := range st.Projects {
+		org := orgByID[p.OrgID]
+		if org == nil {
+			continue
+		}
+		pj := &Project{Project: p, Org: org, Routes: map[string]*Route{}}
+		org.Projects[p.Name] = pj
+		projByID[p.ID] = pj
+	}
+	for _, r := range st.Routes {
+		pj := projByID[r.ProjectID]
+		if pj == nil {
+			continue
+		}
+		rt := &Route{Route: r}
+		for _, t := range r.Targets {
+			if pv := provByID[t.ProviderID]; pv != nil {
+				rt.Targets = append(rt.Targets, Target{Target: t, Provider: pv})
+			}
+		}
+		pj.Routes[r.Model] = rt
+	}
+	for _, k := range st.VirtualKeys {
+		if pj := projByID[k.ProjectID]; pj != nil {
+			s.keys[k.Lookup] = &VirtualKey{VirtualKey: k, Project: pj}
+		}
+	}
+	for _, a := range st.AdminTokens {
+		s.adminTokens = append(s.adminTokens, a.Hash)
+	}
+	return s
+}
+
+// Org returns the org by name.
+func (s *Snapshot) Org(name string) *Org { return s.orgs[name] }
+
+// AdminAuthorized reports whether token is a valid admin token. It compares
+// against every stored hash in constant time, so timing reveals neither
+// which token matched nor how much of one did.
+func (s *Snapshot) AdminAuthorized(token string) bool {
+	if token == "" {
+		return false
+	}
+	h := secret.HashOf(token)
+	ok := false
+	for _, a := range s.adminTokens {
+		if a.Equal(h) {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// Authenticate returns the virtual key for token if it is valid at now:
+// known, matching in constant time, not revoked and not expired.
+func (s *Snapshot) Authenticate(token string, now time.Time) (*VirtualKey, bool) {
+	lookup, ok := secret.Lookup(secret.PrefixVirtualKey, token)
+	if !ok {
+		return nil, false
+	}
+	k := s.keys[lookup]
+	if k == nil || !k.Hash.Equal(secret.HashOf(token)) {
+		return nil, false
+	}
+	if k.RevokedAt != nil || (k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)) {
+		return nil, false
+	}
+	return k, true
+}
+
+// Holder owns the current snapshot and rebuilds it from the store.
+type Holder struct {
+	st  store.Store
+	log *slog.Logger
+	cur atomic.Pointer[Snapshot]
+	mu  sync.Mutex // serialises rebuilds so an older read never wins
+}
+
+// NewHolder returns a Holder with no snapshot; call Reload before serving.
+func NewHolder(st store.Store, log *slog.Logger) *Holder {
+	return &Holder{st: st, log: log}
+}
+
+// Current returns the latest snapshot, or nil before the first Reload.
+func (h *Holder) Current() *Snapshot { return h.cur.Load() }
+
+// Reload reads the store and swaps in a new snapshot. On error the current
+// snapshot stays in place, so a store outage degrades to stale routing
+// rather than no routing.
+func (h *Holder) Reload(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	start := time.Now()
+	st, err := h.st.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("snapshot: reload: %w", err)
+	}
+	s := Build(st, start)
+	h.cur.Store(s)
+	h.log.Debug("snapshot rebuilt", "orgs", len(st.Orgs), "providers", len(st.Providers),
+		"routes", len(st.Routes), "keys", len(st.VirtualKeys), "took", time.Since(start))
+	return nil
+}
