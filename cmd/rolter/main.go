@@ -1,0 +1,137 @@
+// Command rolter is the rolter LLM gateway: `rolter serve` runs it,
+// `rolter migrate` prepares its store. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/server"
+	"github.com/rolter/rolter/internal/store/sqlstore"
+)
+
+const usage = `rolter — a self-hosted LLM gateway
+
+Usage:
+  rolter serve   [flags]   run the gateway (client API, admin API, /metrics)
+  rolter migrate [flags]   apply store migrations and exit
+  rolter help              show this text
+
+Run "rolter <command> -h" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], stdout, stderr)
+	case "migrate":
+		err = migrate(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "rolter: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rolter %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+// storeFlags are shared by every command that opens the store.
+type storeFlags struct {
+	dataDir, store string
+}
+
+func (s *storeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.dataDir, "data-dir", envOr("ROLTER_DATA_DIR", "./rolter-data"), "data directory: SQLite file and local state (env ROLTER_DATA_DIR)")
+	fs.StringVar(&s.store, "store", envOr("ROLTER_STORE", "sqlite"), `"sqlite" (in the data dir), "sqlite:PATH" or a postgres:// URL (env ROLTER_STORE)`)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rolter serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		sf       storeFlags
+		cfg      server.Config
+		logLevel string
+	)
+	sf.register(fs)
+	fs.StringVar(&cfg.Listen, "listen", envOr("ROLTER_LISTEN", "127.0.0.1:4000"), "listen address (env ROLTER_LISTEN)")
+	fs.StringVar(&cfg.ConfigFile, "config", os.Getenv("ROLTER_CONFIG"), "YAML file imported on start: creates what is missing, never overwrites (env ROLTER_CONFIG)")
+	fs.BoolVar(&cfg.Demo, "demo", false, "serve and register a simulated upstream (provider and route \"demo\")")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
+	fs.StringVar(&logLevel, "log-level", envOr("ROLTER_LOG_LEVEL", "info"), "debug, info, warn or error (env ROLTER_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	log, err := newLogger(stderr, logLevel)
+	if err != nil {
+		return err
+	}
+	cfg.DataDir, cfg.Store, cfg.Out = sf.dataDir, sf.store, stdout
+	cfg.AdminToken = secret.New(os.Getenv("ROLTER_ADMIN_TOKEN"))
+	cfg.MasterKey = secret.New(os.Getenv("ROLTER_MASTER_KEY"))
+	return server.Run(ctx, cfg, log)
+}
+
+func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rolter migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var sf storeFlags
+	sf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	db, err := sqlstore.Open(ctx, sf.store, sf.dataDir, nil) // Open migrates
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	fmt.Fprintf(stdout, "rolter: %s store is up to date\n", db.Dialect())
+	return nil
+}

@@ -1,0 +1,48 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/rolter/rolter/internal/admin"
+	"github.com/rolter/rolter/internal/demo"
+)
+
+// Names --demo registers.
+const (
+	DemoProvider = "demo"
+	DemoRoute    = "demo"
+	DemoModel    = "demo-model"
+)
+
+// mountDemo serves the simulated upstream under /demo and registers it as
+// provider "demo" with route "demo" in the default project. The provider's
+// base_url follows the listen address, which may change between runs; the
+// route is created once and then left to the operator.
+func (s *Server) mountDemo(ctx context.Context, mux *http.ServeMux, svc *admin.Service) error {
+	mux.Handle("/demo/", http.StripPrefix("/demo", demo.New(demo.Options{})))
+	host, port, err := net.SplitHostPort(s.Addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	base := "http://" + net.JoinHostPort(host, port) + "/demo/v1"
+	_, err = svc.CreateProvider(ctx, DefaultOrg, admin.ProviderInput{
+		Name: "rolter demo upstream", Slug: DemoProvider, Kind: "vllm", BaseURL: base, Models: []string{DemoModel}})
+	if isConflict(err) {
+		_, err = svc.UpdateProvider(ctx, DefaultOrg, DemoProvider, admin.ProviderPatch{BaseURL: &base}, false)
+	}
+	if err != nil {
+		return fmt.Errorf("--demo: register provider %q in org %q: %w", DemoProvider, DefaultOrg, err)
+	}
+	_, err = svc.CreateRoute(ctx, DefaultOrg, DefaultProject, admin.RouteInput{
+		Model: DemoRoute, Targets: []admin.TargetInput{{Provider: DemoProvider, UpstreamModel: DemoModel}}})
+	if err != nil && !isConflict(err) {
+		return fmt.Errorf("--demo: register route %q: %w", DemoRoute, err)
+	}
+	return nil
+}

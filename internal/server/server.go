@@ -1,0 +1,219 @@
+// Package server assembles `rolter serve`: it opens the store, performs the
+// first-start bootstrap and config import, builds the routing snapshot,
+// mounts the HTTP surfaces and shuts down gracefully.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/rolter/rolter/internal/admin"
+	"github.com/rolter/rolter/internal/config"
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/snapshot"
+	"github.com/rolter/rolter/internal/store/sqlstore"
+)
+
+// Config is the start-up contract of SPEC §1.
+type Config struct {
+	Listen          string        // (default 127.0.0.1:4000)
+	DataDir         string        // (default ./rolter-data)
+	Store           string        // "sqlite" (default), "sqlite:PATH" or a postgres:// URL
+	ConfigFile      string        // YAML imported on start; optional
+	Demo            bool          // register the built-in simulated upstream
+	AdminToken      secret.Secret // ROLTER_ADMIN_TOKEN
+	MasterKey       secret.Secret // ROLTER_MASTER_KEY
+	ShutdownTimeout time.Duration // in-flight grace on SIGTERM (default 30s)
+	// Out receives the first-start banner (default: discarded).
+	Out io.Writer
+}
+
+func (c *Config) defaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:4000"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "./rolter-data"
+	}
+	if c.Store == "" {
+		c.Store = "sqlite"
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+}
+
+// Server is a started gateway.
+type Server struct {
+	// Addr is the bound listen address (useful with port 0).
+	Addr string
+
+	cfg      Config
+	log      *slog.Logger
+	db       *sqlstore.DB
+	http     *http.Server
+	ln       net.Listener
+	draining atomic.Bool
+	done     chan error
+}
+
+// Start opens the store, prepares it and starts serving. It returns once
+// the listener is bound; Wait blocks until shutdown.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	cfg.defaults()
+	sealer, err := secret.NewSealer(cfg.MasterKey)
+	if err != nil {
+		return nil, fmt.Errorf("ROLTER_MASTER_KEY: %w", err)
+	}
+	db, err := sqlstore.Open(ctx, cfg.Store, cfg.DataDir, sealer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, db: db, done: make(chan error, 1)}
+	if err := s.prepare(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) prepare(ctx context.Context) error {
+	snap := snapshot.NewHolder(s.db, s.log)
+	// The admin service needs a snapshot for its rebuilds; bootstrap writes
+	// before any exists, so load an initial one first.
+	if err := snap.Reload(ctx); err != nil {
+		return err
+	}
+	svc := admin.NewService(s.db, snap, s.log)
+	if err := bootstrap(ctx, s.db, svc, s.cfg.AdminToken, s.cfg.Out); err != nil {
+		return err
+	}
+	if s.cfg.ConfigFile != "" {
+		f, err := config.Load(s.cfg.ConfigFile)
+		if err != nil {
+			return err
+		}
+		if err := config.Apply(ctx, svc, f, s.cfg.Out, s.log); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	s.ln, s.Addr = ln, ln.Addr().String()
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		// Ready = able to route: a snapshot is loaded and we are not
+		// draining. A store outage does not make us unready, because the
+		// request path serves from the snapshot.
+		if s.draining.Load() || snap.Current() == nil {
+			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	mux.Handle(admin.Prefix+"/", admin.NewHandler(svc))
+	if s.cfg.Demo {
+		if err := s.mountDemo(ctx, mux, svc); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	s.http = &http.Server{
+		Handler:           accessLog(s.log, mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	go func() { s.done <- s.http.Serve(ln) }()
+	s.log.Info("rolter serving", "addr", s.Addr, "store", s.db.Dialect(), "demo", s.cfg.Demo)
+	return nil
+}
+
+// Shutdown stops accepting, lets in-flight requests finish for up to the
+// shutdown timeout, then closes the store.
+func (s *Server) Shutdown() error {
+	s.draining.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := s.http.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("shutdown timeout: closing remaining connections", "timeout", s.cfg.ShutdownTimeout)
+		err = s.http.Close()
+	}
+	if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Run starts the server and shuts it down when ctx is cancelled (SIGTERM,
+// SIGINT). A clean shutdown returns nil.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	s, err := Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "grace", s.cfg.ShutdownTimeout)
+	case err := <-s.done:
+		s.done <- err // Shutdown reads it
+	}
+	return s.Shutdown()
+}
+
+// statusWriter records the status for the access log and keeps Flush
+// working for streamed responses.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// accessLog logs one line per request: method, path, status, duration.
+// Headers and bodies are never logged; they carry credentials.
+func accessLog(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		log.Info("http", "method", r.Method, "path", r.URL.Path, "status", sw.status, "took", time.Since(start))
+	})
+}
