@@ -15,8 +15,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -178,13 +180,14 @@ func isConflict(err error) bool {
 	return errors.As(err, &ae) && ae.Status == http.StatusConflict && (ae.Code == admin.CodeConflict || ae.Code == admin.CodeSlugTaken)
 }
 
-// wrap prefixes the path of the failing resource, with field messages.
+// wrap prefixes the path of the failing resource, with field messages in
+// field order so that the same mistake always reads the same.
 func wrap(where string, err error) error {
 	var ae *admin.Error
 	if errors.As(err, &ae) {
 		msg := ae.Message
-		for f, m := range ae.Fields {
-			msg += fmt.Sprintf("; %s %s", f, m)
+		for _, f := range slices.Sorted(maps.Keys(ae.Fields)) {
+			msg += fmt.Sprintf("; %s %s", f, ae.Fields[f])
 		}
 		return fmt.Errorf("config: %s: %s (%s)", where, msg, ae.Code)
 	}

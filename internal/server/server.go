@@ -98,6 +98,9 @@ func (s *Server) prepare(ctx context.Context) error {
 	if err := bootstrap(ctx, s.db, svc, s.cfg.AdminToken, s.cfg.Out); err != nil {
 		return err
 	}
+	if err := snap.Reload(ctx); err != nil { // admin tokens are written outside Service
+		return err
+	}
 	if s.cfg.ConfigFile != "" {
 		f, err := config.Load(s.cfg.ConfigFile)
 		if err != nil {
@@ -171,6 +174,10 @@ func (s *Server) Shutdown() error {
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	s, err := Start(ctx, cfg, log)
 	if err != nil {
+		if ctx.Err() != nil { // stopped during start-up: that is what was asked
+			log.Info("stopped during start-up")
+			return nil
+		}
 		return err
 	}
 	select {

@@ -1,0 +1,109 @@
+package snapshot_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/snapshot"
+	"github.com/rolter/rolter/internal/store"
+	"github.com/rolter/rolter/internal/store/storetest"
+)
+
+func TestAuthenticate(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	past, future := now.Add(-time.Minute), now.Add(time.Minute)
+	mk := func(name string) (secret.Secret, store.VirtualKey) {
+		tok, lookup := secret.Mint(secret.PrefixVirtualKey)
+		return tok, store.VirtualKey{ID: int64(len(name)), ProjectID: 1, Name: name, Lookup: lookup, Hash: secret.HashOf(tok.Reveal())}
+	}
+	live, kLive := mk("live")
+	expiring, kExp := mk("expiring")
+	kExp.ExpiresAt = &future
+	expired, kExpired := mk("expired!")
+	kExpired.ExpiresAt = &past
+	revoked, kRev := mk("revoked")
+	kRev.RevokedAt = &past
+	st := &store.State{
+		Orgs:        []store.Org{{ID: 1, Name: "o"}},
+		Projects:    []store.Project{{ID: 1, OrgID: 1, Name: "p"}},
+		VirtualKeys: []store.VirtualKey{kLive, kExp, kExpired, kRev},
+		AdminTokens: []store.AdminToken{{Hash: secret.HashOf("admin-1")}, {Hash: secret.HashOf("admin-2")}},
+	}
+	s := snapshot.Build(st, now)
+	for _, c := range []struct {
+		token string
+		ok    bool
+	}{
+		{live.Reveal(), true},
+		{expiring.Reveal(), true},
+		{expired.Reveal(), false},
+		{revoked.Reveal(), false},
+		{live.Reveal() + "x", false}, // same lookup id, wrong secret
+		{live.Reveal()[:len(live.Reveal())-1], false},
+		{"", false},
+		{"sk-" + live.Reveal()[3:], false},
+	} {
+		k, ok := s.Authenticate(c.token, now)
+		if ok != c.ok || (ok && k.Project.Name != "p") {
+			t.Errorf("Authenticate(%d chars) = %v, want %v", len(c.token), ok, c.ok)
+		}
+	}
+	for tok, want := range map[string]bool{"admin-1": true, "admin-2": true, "admin-3": false, "": false} {
+		if s.AdminAuthorized(tok) != want {
+			t.Errorf("AdminAuthorized(%q) != %v", tok, want)
+		}
+	}
+}
+
+func TestBuildDropsDeletedProviders(t *testing.T) {
+	gone := time.Now()
+	st := &store.State{
+		Orgs:     []store.Org{{ID: 1, Name: "o"}},
+		Projects: []store.Project{{ID: 1, OrgID: 1, Name: "p"}},
+		Providers: []store.Provider{
+			{ID: 1, OrgID: 1, Slug: "live"},
+			{ID: 2, OrgID: 1, Slug: "gone", DeletedAt: &gone},
+		},
+		Routes: []store.Route{{ID: 1, ProjectID: 1, Model: "m", Targets: []store.Target{{ProviderID: 1, Weight: 1}, {ProviderID: 2, Weight: 1}}}},
+	}
+	s := snapshot.Build(st, gone)
+	o := s.Org("o")
+	if o.Providers["gone"] != nil || o.Providers["live"] == nil {
+		t.Fatalf("providers: %v", o.Providers)
+	}
+	r := o.Projects["p"].Routes["m"]
+	if len(r.Targets) != 1 || r.Targets[0].Provider.Slug != "live" {
+		t.Fatalf("targets: %+v", r.Targets)
+	}
+}
+
+// TestStoreOutageKeepsSnapshot: when the store cannot be read, Reload fails
+// and the previous snapshot keeps serving.
+func TestStoreOutageKeepsSnapshot(t *testing.T) {
+	for _, d := range storetest.Dialects {
+		t.Run(d, func(t *testing.T) {
+			db := storetest.Open(t, d, nil)
+			ctx := context.Background()
+			o := &store.Org{Name: "o"}
+			if err := db.CreateOrg(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			h := snapshot.NewHolder(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err := h.Reload(ctx); err != nil {
+				t.Fatal(err)
+			}
+			before := h.Current()
+			db.Close() // the store goes away
+			if err := h.Reload(ctx); err == nil {
+				t.Fatal("reload from a closed store succeeded")
+			}
+			if h.Current() != before || h.Current().Org("o") == nil {
+				t.Fatal("snapshot lost during store outage")
+			}
+		})
+	}
+}
