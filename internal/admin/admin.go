@@ -91,6 +91,7 @@ func (h *Handler) routes() {
 	h.handle("POST /orgs/{org}/providers/{slug}/keys", h.addProviderKey)
 	h.handle("DELETE /orgs/{org}/providers/{slug}/keys/{id}", h.deleteProviderKey)
 	h.handle("GET /orgs/{org}/slugs/{slug}", h.checkSlug)
+	h.handle("GET /orgs/{org}/usage", h.listUsage)
 
 	h.handle("GET /orgs/{org}/projects/{project}/routes", h.listRoutes)
 	h.handle("POST /orgs/{org}/projects/{project}/routes", h.createRoute)

@@ -1,5 +1,5 @@
 // Package store is rolter's persistent state: orgs, projects, providers and
-// their key pools, routes, virtual keys and admin tokens.
+// their key pools, routes, virtual keys, admin tokens and usage records.
 //
 // Store is the one interface the rest of rolter uses; package sqlstore
 // implements it on SQLite (the embedded default) and PostgreSQL. The request
@@ -154,6 +154,50 @@ type AdminToken struct {
 	CreatedAt time.Time
 }
 
+// UsageRecord is one gateway request as accounted (SPEC §4). It copies ids
+// and names rather than referencing rows, so records outlive purged
+// providers and revoked keys.
+type UsageRecord struct {
+	ID        int64
+	CreatedAt time.Time // request start; zero: the time of insert
+	OrgID     int64
+	ProjectID int64
+	KeyID     int64 // virtual key
+	// AddressKind is how the client addressed the model: "route",
+	// "provider" or "group".
+	AddressKind string
+	// Address is the model string the client sent: a route alias or
+	// "slug/model".
+	Address       string
+	Route         string // route model; empty when not addressed by route
+	ProviderID    int64  // 0: no provider was reached
+	ProviderSlug  string
+	UpstreamModel string
+	// Status is the HTTP status sent to the client; 499 when the client
+	// cancelled.
+	Status int
+	// Class is the failure class ("upstream_unavailable", "rate_limited",
+	// "client_cancelled", ...); empty on success.
+	Class    string
+	Attempts int
+	// Latency and TTFT are stored in whole milliseconds. TTFT is 0 when the
+	// request was not streamed or no token arrived.
+	Latency          time.Duration
+	TTFT             time.Duration
+	PromptTokens     int
+	CompletionTokens int
+	Stream           bool
+}
+
+// UsageFilter narrows ListUsage. Zero values match everything.
+type UsageFilter struct {
+	OrgID     int64 // required
+	ProjectID int64
+	KeyID     int64
+	Route     string
+	Since     time.Time // created_at >= Since
+}
+
 // State is everything the request path needs, read in one consistent
 // transaction. Soft-deleted providers and revoked keys are included so that
 // the snapshot can tell "gone" from "never existed"; the snapshot decides.
@@ -223,6 +267,12 @@ type Store interface {
 
 	CreateAdminToken(ctx context.Context, t *AdminToken) error
 	CountAdminTokens(ctx context.Context) (int, error)
+
+	// InsertUsage appends recs in one transaction: all or none. IDs are
+	// assigned by the store and not reported back.
+	InsertUsage(ctx context.Context, recs []UsageRecord) error
+	// ListUsage returns the org's records matching f, ordered by id.
+	ListUsage(ctx context.Context, f UsageFilter, p Page) ([]UsageRecord, error)
 
 	// Load reads the whole routing state in one consistent transaction.
 	Load(ctx context.Context) (*State, error)

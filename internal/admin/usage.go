@@ -1,0 +1,163 @@
+package admin
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+// UsageView is one usage record as the API shows it: the project by name,
+// the provider by slug, durations in milliseconds.
+type UsageView struct {
+	ID               int64     `json:"id"`
+	CreatedAt        time.Time `json:"created_at"`
+	Project          string    `json:"project"`
+	KeyID            int64     `json:"key_id"`
+	AddressKind      string    `json:"address_kind"`
+	Address          string    `json:"address"`
+	Route            string    `json:"route"`
+	Provider         string    `json:"provider"`
+	UpstreamModel    string    `json:"upstream_model"`
+	Status           int       `json:"status"`
+	Class            string    `json:"class"`
+	Attempts         int       `json:"attempts"`
+	LatencyMS        int64     `json:"latency_ms"`
+	TTFTMS           int64     `json:"ttft_ms"`
+	PromptTokens     int       `json:"prompt_tokens"`
+	CompletionTokens int       `json:"completion_tokens"`
+	Stream           bool      `json:"stream"`
+}
+
+func usageView(u store.UsageRecord, project string) UsageView {
+	return UsageView{ID: u.ID, CreatedAt: u.CreatedAt, Project: project, KeyID: u.KeyID,
+		AddressKind: u.AddressKind, Address: u.Address, Route: u.Route, Provider: u.ProviderSlug,
+		UpstreamModel: u.UpstreamModel, Status: u.Status, Class: u.Class, Attempts: u.Attempts,
+		LatencyMS: u.Latency.Milliseconds(), TTFTMS: u.TTFT.Milliseconds(),
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, Stream: u.Stream}
+}
+
+// usageParams are the query parameters GET .../usage accepts. Anything else
+// is refused: a misspelt filter must not silently return everything.
+var usageParams = []string{"project", "key", "route", "since", "limit", "cursor"}
+
+// parseUsageFilter reads the usage query filters into f, adding malformed
+// values to fe by parameter name. It returns the project name filter, which
+// the caller resolves.
+func parseUsageFilter(q url.Values, f *store.UsageFilter, fe fieldErrors) (project string) {
+	for name, vs := range q {
+		switch {
+		case !slices.Contains(usageParams, name):
+			fe.add(name, "is not a filter; use project, key, route, since, limit or cursor")
+		case len(vs) > 1:
+			fe.add(name, "must be given at most once")
+		case vs[0] == "" && name != "limit" && name != "cursor":
+			fe.add(name, "must not be empty; leave it out to match everything")
+		}
+	}
+	project = q.Get("project")
+	if project != "" {
+		checkName(fe, "project", project)
+	}
+	if v := q.Get("key"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			fe.add("key", "must be a virtual key id (a positive integer)")
+		}
+		f.KeyID = n
+	}
+	if v := q.Get("route"); v != "" {
+		checkModelName(fe, "route", v)
+		f.Route = v
+	}
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			fe.add("since", "must be an RFC 3339 time, e.g. 2025-01-31T00:00:00Z")
+		}
+		f.Since = t
+	}
+	return project
+}
+
+// projectNames maps the project ids of rows to names. It reads the org's
+// projects a page at a time and stops as soon as every id is named, so a
+// usage page costs one project query in all but very large orgs. A
+// project that no longer exists is shown with an empty name.
+func (s *Service) projectNames(ctx context.Context, orgID int64, rows []store.UsageRecord) (map[int64]string, error) {
+	names := map[int64]string{}
+	want := 0
+	for _, r := range rows {
+		if _, ok := names[r.ProjectID]; !ok {
+			names[r.ProjectID] = ""
+			want++
+		}
+	}
+	page := store.Page{Limit: maxLimit}
+	for want > 0 {
+		pjs, err := s.st.ListProjects(ctx, orgID, page)
+		if err != nil {
+			return nil, fromStore(err, "projects")
+		}
+		for _, p := range pjs {
+			if name, ok := names[p.ID]; ok && name == "" {
+				names[p.ID] = p.Name
+				want--
+			}
+		}
+		if len(pjs) < page.Limit {
+			break
+		}
+		page.After = pjs[len(pjs)-1].ID
+	}
+	return names, nil
+}
+
+// listUsage serves GET /orgs/{org}/usage: the org's usage records oldest
+// first, filtered by project, key, route and since. A malformed filter or
+// page parameter is a 400 naming every bad parameter; a project that does
+// not exist is a 404.
+func (h *Handler) listUsage(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	o, err := h.svc.org(ctx, r.PathValue("org"))
+	if err != nil {
+		return err
+	}
+	fe := fieldErrors{}
+	page, limit, err := pageOf(r)
+	if ae, ok := err.(*Error); ok {
+		maps.Copy(fe, ae.Fields)
+	} else if err != nil {
+		return err
+	}
+	f := store.UsageFilter{OrgID: o.ID}
+	project := parseUsageFilter(r.URL.Query(), &f, fe)
+	if err := fe.err(); err != nil {
+		return err
+	}
+	var names map[int64]string
+	if project != "" {
+		pj, err := h.svc.st.GetProject(ctx, o.ID, project)
+		if err != nil {
+			return fromStore(err, "project "+quote(project)+" in org "+quote(o.Name))
+		}
+		f.ProjectID, names = pj.ID, map[int64]string{pj.ID: pj.Name}
+	}
+	rows, err := h.svc.st.ListUsage(ctx, f, page)
+	if err != nil {
+		return fromStore(err, "usage")
+	}
+	if names == nil {
+		if names, err = h.svc.projectNames(ctx, o.ID, rows[:min(len(rows), limit)]); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, paginate(rows, limit, func(u store.UsageRecord) int64 { return u.ID },
+		func(u store.UsageRecord) UsageView { return usageView(u, names[u.ProjectID]) }))
+	return nil
+}
