@@ -102,6 +102,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.ConfigFile, "config", os.Getenv("ROLTER_CONFIG"), "YAML file imported on start: creates what is missing, never overwrites (env ROLTER_CONFIG)")
 	fs.BoolVar(&cfg.Demo, "demo", false, "serve and register a simulated upstream (provider and route \"demo\")")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
+	fs.Int64Var(&cfg.Gateway.MaxBody, "max-body", 32<<20, "request body limit in bytes; larger requests get 413")
+	fs.DurationVar(&cfg.Gateway.FirstByteTimeout, "first-byte-timeout", 300*time.Second, "per attempt, until the upstream's first byte (providers may override)")
+	fs.DurationVar(&cfg.Gateway.IdleTimeout, "idle-timeout", 120*time.Second, "between stream events (providers may override)")
+	fs.IntVar(&cfg.Gateway.MaxAttempts, "max-attempts", 3, "upstream attempts per request, failovers included")
 	fs.StringVar(&logLevel, "log-level", envOr("ROLTER_LOG_LEVEL", "info"), "debug, info, warn or error (env ROLTER_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err

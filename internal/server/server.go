@@ -14,11 +14,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/config"
+	"github.com/rolter/rolter/internal/gateway"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store/sqlstore"
+	"github.com/rolter/rolter/internal/usage"
 )
 
 // Config is the start-up contract of SPEC §1.
@@ -31,6 +37,8 @@ type Config struct {
 	AdminToken      secret.Secret // ROLTER_ADMIN_TOKEN
 	MasterKey       secret.Secret // ROLTER_MASTER_KEY
 	ShutdownTimeout time.Duration // in-flight grace on SIGTERM (default 30s)
+	Gateway         gateway.Config
+	Usage           usage.Config
 	// Out receives the first-start banner (default: discarded).
 	Out io.Writer
 }
@@ -65,6 +73,10 @@ type Server struct {
 	ln       net.Listener
 	draining atomic.Bool
 	done     chan error
+	// Background work owned by the server: stopped after the HTTP server
+	// has drained, so the last requests' usage is still written.
+	bgStop context.CancelFunc
+	bgDone chan struct{}
 }
 
 // Start opens the store, prepares it and starts serving. It returns once
@@ -133,9 +145,25 @@ func (s *Server) prepare(ctx context.Context) error {
 		_, _ = io.WriteString(w, "ready\n")
 	})
 	mux.Handle(admin.Prefix+"/", admin.NewHandler(svc))
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rec := usage.New(s.db, s.cfg.Usage, s.log)
+	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg})
+	rec.OnDrop = gw.Metrics().UsageDropped
+	bg, stop := context.WithCancel(context.Background())
+	s.bgStop, s.bgDone = stop, make(chan struct{})
+	go func() {
+		defer close(s.bgDone)
+		rec.Run(bg)
+	}()
+	mux.Handle("/v1/", gw)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if s.cfg.Demo {
 		if err := s.mountDemo(ctx, mux, svc); err != nil {
 			ln.Close()
+			stop()
+			<-s.bgDone
 			return err
 		}
 	}
@@ -163,6 +191,8 @@ func (s *Server) Shutdown() error {
 	if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
+	s.bgStop()
+	<-s.bgDone
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}

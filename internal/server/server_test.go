@@ -263,3 +263,30 @@ func TestDemoFollowsListenAddress(t *testing.T) {
 		_ = r.srv.Shutdown()
 	}
 }
+
+// TestDemoServes is the newcomer's first minute: the printed key and model
+// "demo" get a completion, streamed or not, through the real gateway.
+func TestDemoServes(t *testing.T) {
+	r := start(t, server.Config{DataDir: t.TempDir(), Demo: true})
+	defer r.srv.Shutdown()
+	key := keyRe.FindStringSubmatch(r.out.String())[1]
+	code, body := r.call(t, "POST", "/v1/chat/completions", key, `{"model":"demo","messages":[{"role":"user","content":"hi"}]}`)
+	if code != 200 || !strings.Contains(body, `"model":"demo"`) || !strings.Contains(body, `"content":"Hello`) {
+		t.Fatalf("demo completion: %d %s", code, body)
+	}
+	code, body = r.call(t, "POST", "/v1/chat/completions", key, `{"model":"demo","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if code != 200 || !strings.HasSuffix(body, "data: [DONE]\n\n") || strings.Contains(body, "demo-model") || strings.Contains(body, `"usage":{`) {
+		t.Fatalf("demo stream: %d %s", code, body)
+	}
+	code, body = r.call(t, "GET", "/v1/models", key, "")
+	if code != 200 || !strings.Contains(body, `"id":"demo"`) {
+		t.Fatalf("models: %d %s", code, body)
+	}
+	code, body = r.call(t, "GET", "/metrics", "", "")
+	if code != 200 || !strings.Contains(body, `rolter_requests_total{class="",provider="demo",route="demo",status="200"} 2`) {
+		t.Fatalf("metrics: %d %s", code, body)
+	}
+	if strings.Contains(body, key) {
+		t.Fatal("virtual key in metrics")
+	}
+}

@@ -164,6 +164,21 @@ type Holder struct {
 	log *slog.Logger
 	cur atomic.Pointer[Snapshot]
 	mu  sync.Mutex // serialises rebuilds so an older read never wins
+	// onSwap are called, under mu, with each new snapshot: consumers derive
+	// their own tables there, once per change rather than per request.
+	onSwap []func(*Snapshot)
+}
+
+// OnSwap registers fn to run with every new snapshot, before Reload
+// returns, and runs it now with the current one if there is one. fn must be
+// quick and must not call Reload.
+func (h *Holder) OnSwap(fn func(*Snapshot)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onSwap = append(h.onSwap, fn)
+	if s := h.cur.Load(); s != nil {
+		fn(s)
+	}
 }
 
 // NewHolder returns a Holder with no snapshot; call Reload before serving.
@@ -187,7 +202,21 @@ func (h *Holder) Reload(ctx context.Context) error {
 	}
 	s := Build(st, start)
 	h.cur.Store(s)
+	for _, fn := range h.onSwap {
+		fn(s)
+	}
 	h.log.Debug("snapshot rebuilt", "orgs", len(st.Orgs), "providers", len(st.Providers),
 		"routes", len(st.Routes), "keys", len(st.VirtualKeys), "took", time.Since(start))
 	return nil
+}
+
+// EachRoute calls fn for every route of every project.
+func (s *Snapshot) EachRoute(fn func(*Route)) {
+	for _, o := range s.orgs {
+		for _, p := range o.Projects {
+			for _, r := range p.Routes {
+				fn(r)
+			}
+		}
+	}
 }

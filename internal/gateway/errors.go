@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// apiError is an OpenAI-shaped error: {"error":{"message","type","param","code"}}.
+type apiError struct {
+	status  int
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+	// retryAfter, when set, becomes a Retry-After header (seconds).
+	retryAfter int
+}
+
+func newError(status int, code, msg string) *apiError {
+	typ := "invalid_request_error"
+	switch {
+	case status == http.StatusUnauthorized:
+		typ = "authentication_error"
+	case status == http.StatusForbidden:
+		typ = "permission_error"
+	case status == http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case status >= 500:
+		typ = "api_error"
+	}
+	return &apiError{status: status, Message: msg, Type: typ, Code: code}
+}
+
+// errUnauthorized is the one answer for a missing, unknown, revoked or
+// expired key: the body must not tell them apart.
+var errUnauthorized = newError(http.StatusUnauthorized, "unauthorized",
+	"invalid or missing API key: send a rolter virtual key as Authorization: Bearer <key> or x-api-key")
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if e.retryAfter > 0 {
+		h.Set("Retry-After", itoa(e.retryAfter))
+	}
+	w.WriteHeader(e.status)
+	b, _ := json.Marshal(map[string]*apiError{"error": e})
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// sseError is the event that ends a stream that broke after its first
+// byte: well-formed, so clients see a failure rather than a clean end.
+func sseError(code, msg string) []byte {
+	b, _ := json.Marshal(map[string]*apiError{"error": {Message: msg, Type: "api_error", Code: code}})
+	out := make([]byte, 0, len(b)+8)
+	out = append(out, "data: "...)
+	out = append(out, b...)
+	return append(out, "\n\n"...)
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

@@ -1,0 +1,421 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rolter/rolter/internal/balancer"
+	"github.com/rolter/rolter/internal/modelfield"
+)
+
+// result is how one attempt ended.
+type result struct {
+	class      Class
+	status     int           // upstream status, when there was a response
+	retryAfter time.Duration // from a 429
+	committed  bool          // bytes reached the client: no more failover
+}
+
+// forward runs attempts until one succeeds, the request is the caller's
+// fault, the client leaves, or attempts and the retry deadline run out.
+// Before the first byte reaches the client any retryable failure moves on
+// to another target or key; after it, nothing is retried.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) {
+	plan := x.plan
+	n := len(plan.targets)
+	cands := make([]balancer.Candidate, n)
+	tried := make([]bool, n)
+	triedKeys := map[int64]bool{}
+	deadline := g.clock.Now().Add(g.cfg.RetryDeadline)
+	var (
+		last          result
+		maxRetryAfter time.Duration
+	)
+	for x.attempts < g.cfg.MaxAttempts && (x.attempts == 0 || g.clock.Now().Before(deadline)) {
+		i, tgProbe := g.pickTarget(plan, cands, tried)
+		if i < 0 {
+			break
+		}
+		tg := plan.targets[i]
+		key, keyProbe, ok := g.pickKey(tg.provider, triedKeys)
+		if !ok { // every key of this provider was tried: the target is spent
+			tried[i] = true
+			if tgProbe {
+				tg.breaker.Abandon()
+			}
+			continue
+		}
+		if x.attempts > 0 {
+			g.metrics.failovers.WithLabelValues(plan.route.Model).Inc()
+		}
+		x.attempts++
+		x.target = tg
+		tg.stats.Begin()
+		began := time.Now()
+		res := g.attempt(w, r, x, tg, key, body)
+		tg.stats.End(time.Since(began), res.class == ClassNone)
+		last = res
+		g.metrics.attempts.WithLabelValues(tg.provider.slug, attemptLabel(res.class)).Inc()
+		g.judge(tg, key, tgProbe, keyProbe, res)
+
+		v := verdicts[res.class]
+		if res.class == ClassNone || res.committed || !v.retry {
+			x.status, x.class = res.status, res.class
+			if res.class == ClassClientCancelled {
+				x.status = 499
+			}
+			return
+		}
+		if res.class == ClassRateLimited {
+			maxRetryAfter = max(maxRetryAfter, res.retryAfter)
+			if key != nil {
+				triedKeys[key.id] = true // another key of the same target may still serve
+				continue
+			}
+		}
+		tried[i] = true
+	}
+	g.exhausted(w, x, last, maxRetryAfter)
+}
+
+// judge feeds an attempt's outcome to the target's and key's breakers.
+func (g *Gateway) judge(tg *targetRT, key *keyRT, tgProbe, keyProbe bool, res result) {
+	v := verdicts[res.class]
+	switch {
+	case res.class == ClassNone || res.class == ClassCaller:
+		tg.breaker.Success()
+		if key != nil {
+			key.breaker.Success()
+		}
+		return
+	case v.rateLimit:
+		if key != nil {
+			key.breaker.RateLimited(res.retryAfter)
+		} else {
+			tg.breaker.RateLimited(res.retryAfter)
+			return
+		}
+	case v.penalise:
+		tg.breaker.Failure()
+		if keyProbe {
+			key.breaker.Abandon()
+		}
+		return
+	}
+	// Neither verdict touched these probes (client cancel, or the target of
+	// a rate-limited key): release them for the next caller.
+	if tgProbe {
+		tg.breaker.Abandon()
+	}
+	if keyProbe && !v.rateLimit {
+		key.breaker.Abandon()
+	}
+}
+
+func attemptLabel(c Class) string {
+	if c == ClassNone {
+		return "ok"
+	}
+	return string(c)
+}
+
+// pickTarget chooses an untried target: by the route's strategy among those
+// not cooling, else (panic mode) the untried one whose cooldown ends first,
+// so that a fully cooled pool still gets a chance instead of failing every
+// request. probe reports that this request holds the target's half-open
+// probe.
+func (g *Gateway) pickTarget(plan *routePlan, cands []balancer.Candidate, tried []bool) (int, bool) {
+	now := g.clock.Now()
+	for {
+		for i, tg := range plan.targets {
+			cands[i] = balancer.Candidate{Weight: plan.weights[i], Stats: tg.stats,
+				Skip: tried[i] || tg.breaker.Until().After(now)}
+		}
+		i := plan.selector.Pick(cands)
+		if i < 0 {
+			return g.panicTarget(plan, tried), false
+		}
+		ok, probe := plan.targets[i].breaker.Allow()
+		if ok {
+			return i, probe
+		}
+		// Another request holds the half-open probe: not ours to send.
+		tried[i] = true
+	}
+}
+
+func (g *Gateway) panicTarget(plan *routePlan, tried []bool) int {
+	best := -1
+	var bestUntil time.Time
+	for i, tg := range plan.targets {
+		if tried[i] || plan.weights[i] == 0 {
+			continue
+		}
+		if u := tg.breaker.Until(); best < 0 || u.Before(bestUntil) {
+			best, bestUntil = i, u
+		}
+	}
+	return best
+}
+
+// pickKey chooses a pool key: random by weight among keys neither tried nor
+// cooling, else the untried key whose cooldown ends first. A provider
+// without keys sends no credential (ok, key nil). ok is false when every key
+// was tried.
+func (g *Gateway) pickKey(p *providerRT, tried map[int64]bool) (key *keyRT, probe, ok bool) {
+	if len(p.keys) == 0 {
+		return nil, false, true
+	}
+	now := g.clock.Now()
+	for {
+		total := 0
+		for _, k := range p.keys {
+			if !tried[k.id] && k.weight > 0 && !k.breaker.Until().After(now) {
+				total += k.weight
+			}
+		}
+		if total == 0 {
+			break
+		}
+		n := rand.IntN(total)
+		for _, k := range p.keys {
+			if tried[k.id] || k.weight <= 0 || k.breaker.Until().After(now) {
+				continue
+			}
+			if n -= k.weight; n < 0 {
+				key = k
+				break
+			}
+		}
+		if ok, probe := key.breaker.Allow(); ok {
+			return key, probe, true
+		}
+		tried[key.id] = true
+	}
+	// Panic mode for keys.
+	for _, k := range p.keys {
+		if tried[k.id] {
+			continue
+		}
+		if key == nil || tried[key.id] || k.breaker.Until().Before(key.breaker.Until()) {
+			key = k
+		}
+	}
+	if key == nil || tried[key.id] {
+		return nil, false, false
+	}
+	return key, false, true
+}
+
+// exhausted answers when no attempt succeeded, naming the class that ended
+// it. Upstream 5xx bodies are never echoed.
+func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last result, maxRetryAfter time.Duration) {
+	x.class = last.class
+	if x.attempts == 0 {
+		x.class = ClassConnect
+		e := newError(http.StatusServiceUnavailable, "upstream_unavailable", "no target of "+quoteModel(x.model)+" is available")
+		x.status = e.status
+		writeError(w, e)
+		return
+	}
+	v := verdicts[last.class]
+	msg := "all upstream attempts failed (" + itoa(x.attempts) + " tried); the last ended with " + string(last.class)
+	if last.status != 0 {
+		msg += " (upstream status " + itoa(last.status) + ")"
+	}
+	e := newError(v.status, v.clientCode, msg)
+	if last.class == ClassRateLimited || maxRetryAfter > 0 {
+		if last.class == ClassRateLimited {
+			e = newError(http.StatusTooManyRequests, "rate_limited", msg)
+		}
+		e.retryAfter = int((maxRetryAfter + time.Second - 1) / time.Second)
+	}
+	x.status = e.status
+	writeError(w, e)
+}
+
+// hop-by-hop and credential headers never cross the gateway.
+var dropRequest = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Authorization": true, "X-Api-Key": true, "Cookie": true, "Content-Length": true, "Accept-Encoding": true,
+	"Host": true,
+}
+
+var dropResponse = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Content-Length": true, "Set-Cookie": true,
+}
+
+func copyHeaders(dst, src http.Header, drop map[string]bool) {
+	var also []string
+	for _, v := range src.Values("Connection") {
+		for _, f := range strings.Split(v, ",") {
+			also = append(also, http.CanonicalHeaderKey(strings.TrimSpace(f)))
+		}
+	}
+	for k, vs := range src {
+		if drop[k] || contains(also, k) {
+			continue
+		}
+		dst[k] = vs
+	}
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// watchdog cancels an attempt that goes quiet: first with the first-byte
+// timeout, then, once data flows, with the idle timeout between events.
+type watchdog struct {
+	t       *time.Timer
+	started atomic.Bool
+	idle    time.Duration
+}
+
+func newWatchdog(firstByte, idle time.Duration, cancel context.CancelCauseFunc) *watchdog {
+	wd := &watchdog{idle: idle}
+	wd.t = time.AfterFunc(firstByte, func() {
+		if wd.started.Load() {
+			cancel(errIdleTimeout)
+		} else {
+			cancel(errFirstByteTimeout)
+		}
+	})
+	return wd
+}
+
+// progress records data: the idle timeout restarts.
+func (wd *watchdog) progress() {
+	wd.started.Store(true)
+	wd.t.Reset(wd.idle)
+}
+
+func (wd *watchdog) stop() { wd.t.Stop() }
+
+// attempt sends the request to one target with one key.
+func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, tg *targetRT, key *keyRT, body []byte) result {
+	upstreamModel := tg.id.model
+	if upstreamModel == "" {
+		upstreamModel = x.model
+	}
+	x.upstreamModel = upstreamModel
+	out := body
+	if upstreamModel != x.model {
+		var err error
+		if out, _, err = modelfield.Set(nil, body, upstreamModel); err != nil {
+			return result{class: ClassCaller, status: http.StatusBadRequest}
+		}
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.provider.base+x.endpoint, bytes.NewReader(out))
+	if err != nil {
+		return result{class: ClassConnect}
+	}
+	copyHeaders(req.Header, r.Header, dropRequest)
+	if key != nil {
+		req.Header.Set("Authorization", key.auth)
+	}
+	wd := newWatchdog(tg.provider.firstByteTimeout, tg.provider.idleTimeout, cancel)
+	defer wd.stop()
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return result{class: classifyErr(err, ctx, r.Context())}
+	}
+	defer resp.Body.Close()
+	switch cls := classifyStatus(resp.StatusCode); cls {
+	case ClassNone:
+	case ClassCaller:
+		// The caller's fault: relay unchanged, no retry.
+		copyHeaders(w.Header(), resp.Header, dropResponse)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+		return result{class: ClassCaller, status: resp.StatusCode, committed: true}
+	default:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keep the connection reusable
+		return result{class: cls, status: resp.StatusCode, retryAfter: retryAfter(resp.Header, g.clock.Now())}
+	}
+	if isEventStream(resp.Header) {
+		return g.relay(w, r, x, ctx, resp, wd)
+	}
+	return g.respond(w, r, x, ctx, resp, wd)
+}
+
+func isEventStream(h http.Header) bool {
+	return strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
+}
+
+// progressReader reports every successful read to the watchdog.
+type progressReader struct {
+	r  io.Reader
+	wd *watchdog
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.wd.progress()
+	}
+	return n, err
+}
+
+// respond relays a non-streamed response: read whole (bounded), rewrite the
+// model to the client's address, send.
+func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, ctx context.Context, resp *http.Response, wd *watchdog) result {
+	body, err := io.ReadAll(io.LimitReader(progressReader{resp.Body, wd}, g.cfg.MaxResponse+1))
+	if err != nil {
+		return result{class: classifyErr(err, ctx, r.Context())}
+	}
+	if int64(len(body)) > g.cfg.MaxResponse {
+		return result{class: ClassServer, status: resp.StatusCode}
+	}
+	wd.stop()
+	if m, ok, _ := modelfield.Get(body); ok && m != "" {
+		x.upstreamModel = m
+	}
+	if out, replaced, err := modelfield.Set(nil, body, x.model); err == nil && replaced {
+		body = out
+	}
+	x.promptTokens, x.outputTokens = usageOf(body)
+	h := w.Header()
+	copyHeaders(h, resp.Header, dropResponse)
+	h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
+	h.Set("Content-Length", itoa(len(body)))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body)
+	return result{status: resp.StatusCode, committed: true}
+}
+
+// usageOf reads token counts from the top-level "usage" member, decoding
+// only that member (chat/completions and responses field names).
+func usageOf(doc []byte) (prompt, completion int) {
+	s, e, found, err := modelfield.LocateKey(doc, "usage")
+	if err != nil || !found || doc[s] != '{' {
+		return 0, 0
+	}
+	var u struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+		InputTokens      int `json:"input_tokens"`
+		OutputTokens     int `json:"output_tokens"`
+	}
+	if json.Unmarshal(doc[s:e], &u) != nil {
+		return 0, 0
+	}
+	return u.PromptTokens + u.InputTokens, u.CompletionTokens + u.OutputTokens
+}

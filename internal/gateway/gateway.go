@@ -1,0 +1,279 @@
+// Package gateway is rolter's data path: the OpenAI-compatible client API
+// (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses,
+// /v1/models).
+//
+// A request goes auth → resolve → pick target → pick key → rewrite model →
+// forward → relay → account (serve, in this file). Routing state comes from
+// the snapshot, never from the store; failures are classified in one table
+// (failure.go) that drives failover, cooldowns, metrics and error codes.
+package gateway
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/snapshot"
+	"github.com/rolter/rolter/internal/store"
+)
+
+// Config tunes the data path. Zero values take the defaults shown.
+type Config struct {
+	MaxBody          int64         // request body limit (default 32 MiB)
+	MaxAttempts      int           // attempts per request, failovers included (default 3)
+	RetryDeadline    time.Duration // no new attempt starts after this long (default 10m)
+	FirstByteTimeout time.Duration // per attempt, until the first response byte (default 300s); per provider override
+	IdleTimeout      time.Duration // between stream events (default 120s); per provider override
+	MaxResponse      int64         // non-streamed response body limit (default 64 MiB)
+	Cooldown         cooldown.Config
+}
+
+func (c *Config) defaults() {
+	if c.MaxBody <= 0 {
+		c.MaxBody = 32 << 20
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 3
+	}
+	if c.RetryDeadline <= 0 {
+		c.RetryDeadline = 10 * time.Minute
+	}
+	if c.FirstByteTimeout <= 0 {
+		c.FirstByteTimeout = 300 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 120 * time.Second
+	}
+	if c.MaxResponse <= 0 {
+		c.MaxResponse = 64 << 20
+	}
+}
+
+// UsageSink receives one record per request; it must not block.
+type UsageSink interface{ Record(store.UsageRecord) }
+
+// Gateway serves the client API.
+type Gateway struct {
+	cfg     Config
+	log     *slog.Logger
+	clock   cooldown.Clock
+	client  *http.Client
+	usage   UsageSink
+	metrics *Metrics
+	table   atomic.Pointer[table]
+	mu      sync.Mutex // serialises table rebuilds
+	mux     *http.ServeMux
+}
+
+// Options are the collaborators of a Gateway.
+type Options struct {
+	Log      *slog.Logger
+	Clock    cooldown.Clock        // default: the system clock
+	Usage    UsageSink             // default: discard
+	Registry prometheus.Registerer // default: a private registry
+	// Transport for upstream requests (default: a tuned http.Transport).
+	Transport http.RoundTripper
+}
+
+type discardUsage struct{}
+
+func (discardUsage) Record(store.UsageRecord) {}
+
+// New returns a Gateway that follows snap.
+func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
+	cfg.defaults()
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Clock == nil {
+		o.Clock = cooldown.SystemClock
+	}
+	if o.Usage == nil {
+		o.Usage = discardUsage{}
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	if o.Transport == nil {
+		o.Transport = &http.Transport{
+			Proxy:               nil, // upstreams are addressed directly
+			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			// Identity bodies: the model field is rewritten in place, and
+			// transparent gzip would cost CPU on both sides for no gain on a
+			// LAN.
+			DisableCompression: true,
+			ForceAttemptHTTP2:  false,
+		}
+	}
+	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage,
+		client:  &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		metrics: NewMetrics(o.Registry), mux: http.NewServeMux()}
+	o.Registry.MustRegister(cooldownCollector{g: g, desc: prometheus.NewDesc("rolter_cooldown",
+		"Targets and keys per provider by breaker state.", []string{"provider", "kind", "state"}, nil)})
+	snap.OnSwap(func(s *snapshot.Snapshot) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.table.Store(g.buildTable(s, g.table.Load()))
+	})
+	for _, ep := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"} {
+		g.mux.HandleFunc("POST "+ep, g.serve)
+	}
+	g.mux.HandleFunc("GET /v1/models", g.listModels)
+	g.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, newError(http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path))
+	})
+	return g
+}
+
+// Metrics returns the gateway's metrics (for wiring the usage drop count).
+func (g *Gateway) Metrics() *Metrics { return g.metrics }
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+
+// exchange is the state of one client request as it moves along the path.
+type exchange struct {
+	start    time.Time
+	key      *snapshot.VirtualKey
+	model    string // as the client sent it: the stable caller address
+	stream   bool
+	endpoint string // upstream path under base_url, e.g. "/chat/completions"
+	plan     *routePlan
+	// addedUsage: the gateway asked the upstream for a usage chunk the client
+	// did not ask for, so the relay strips it.
+	addedUsage bool
+
+	// outcome
+	status        int
+	class         Class
+	attempts      int
+	target        *targetRT
+	upstreamModel string
+	ttft          time.Duration
+	promptTokens  int
+	outputTokens  int
+}
+
+// serve is the request path, top to bottom.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
+	g.metrics.inFlight.Inc()
+	defer g.metrics.inFlight.Dec()
+	t := g.table.Load()
+	x := &exchange{start: time.Now(), endpoint: r.URL.Path[len("/v1"):]}
+
+	key, ok := authenticate(t.snap, r, x.start)
+	if !ok {
+		writeError(w, errUnauthorized)
+		return
+	}
+	x.key = key
+	body, aerr := g.readBody(w, r)
+	if aerr != nil {
+		g.fail(w, x, aerr)
+		return
+	}
+	if aerr := x.parse(body); aerr != nil {
+		g.fail(w, x, aerr)
+		return
+	}
+	if !allowed(key, x.model) {
+		g.fail(w, x, newError(http.StatusForbidden, "model_not_allowed",
+			"this API key may not use model "+quoteModel(x.model)))
+		return
+	}
+	if x.plan, aerr = t.resolve(key, x.model); aerr != nil {
+		g.fail(w, x, aerr)
+		return
+	}
+	if x.stream {
+		body, x.addedUsage = requestUsage(body, x.endpoint)
+	}
+	g.forward(w, r, x, body)
+	g.account(x)
+}
+
+// readBody reads the whole request body once, refusing more than MaxBody
+// before any upstream is dialled.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	if r.ContentLength > g.cfg.MaxBody {
+		return nil, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body exceeds the gateway's limit")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body exceeds the gateway's limit")
+	case err != nil:
+		return nil, newError(http.StatusBadRequest, "invalid_request", "could not read the request body")
+	}
+	return body, nil
+}
+
+// parse finds the model and the stream flag without decoding the body.
+func (x *exchange) parse(body []byte) *apiError {
+	// The whole body is checked so that a second "model" key, which the
+	// upstream's decoder would prefer, cannot slip past the allowlist.
+	if _, _, _, err := modelfield.LocateStrict(body, "model"); errors.Is(err, modelfield.ErrDuplicateKey) {
+		return newError(http.StatusBadRequest, "invalid_request", "\"model\" appears more than once")
+	} else if err != nil {
+		return newError(http.StatusBadRequest, "invalid_request", "the request body must be a JSON object")
+	}
+	model, ok, err := modelfield.Get(body)
+	switch {
+	case err != nil && !ok:
+		return newError(http.StatusBadRequest, "invalid_request", "the request body must be a JSON object")
+	case err != nil:
+		return newError(http.StatusBadRequest, "invalid_request", "\"model\" must be a string")
+	case !ok || model == "":
+		return newError(http.StatusBadRequest, "invalid_request", "\"model\" is required")
+	}
+	x.model = model
+	x.stream = streamRequested(body)
+	return nil
+}
+
+// fail answers a request that never reached an upstream.
+func (g *Gateway) fail(w http.ResponseWriter, x *exchange, e *apiError) {
+	writeError(w, e)
+	x.status = e.status
+	g.account(x)
+}
+
+// account records metrics and usage, exactly once per request.
+func (g *Gateway) account(x *exchange) {
+	if x.key == nil {
+		return // unauthenticated: no project to bill, nothing to record
+	}
+	route, provider := "", ""
+	if x.plan != nil {
+		route = x.plan.route.Model
+	}
+	rec := store.UsageRecord{CreatedAt: x.start, OrgID: x.key.Project.OrgID, ProjectID: x.key.ProjectID, KeyID: x.key.ID,
+		AddressKind: "route", Address: x.model, Route: route, Status: x.status, Class: string(x.class),
+		Attempts: x.attempts, Latency: time.Since(x.start), TTFT: x.ttft, PromptTokens: x.promptTokens,
+		CompletionTokens: x.outputTokens, Stream: x.stream, UpstreamModel: x.upstreamModel}
+	if x.target != nil {
+		provider = x.target.provider.slug
+		rec.ProviderID, rec.ProviderSlug = x.target.provider.id, provider
+	}
+	g.usage.Record(rec)
+	g.metrics.requests.WithLabelValues(route, provider, statusLabel(x.status), string(x.class)).Inc()
+	g.metrics.latency.WithLabelValues(route).Observe(rec.Latency.Seconds())
+	if x.ttft > 0 {
+		g.metrics.ttft.WithLabelValues(route).Observe(x.ttft.Seconds())
+	}
+	g.log.Debug("request", "route", route, "provider", provider, "upstream_model", x.upstreamModel,
+		"status", x.status, "class", x.class, "attempts", x.attempts, "took", rec.Latency)
+}

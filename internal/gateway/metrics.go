@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the data path's Prometheus series. Label values are bounded:
+// route names and provider slugs come from the operator's configuration,
+// status and class from fixed sets; nothing comes from client strings or
+// secrets. A slug/model address is labelled by its provider, never by model.
+type Metrics struct {
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	ttft       *prometheus.HistogramVec
+	inFlight   prometheus.Gauge
+	attempts   *prometheus.CounterVec
+	failovers  *prometheus.CounterVec
+	usageDrops prometheus.Counter
+}
+
+// NewMetrics registers the data path metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	buckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rolter_requests_total", Help: "Client requests by route, provider, HTTP status and failure class.",
+		}, []string{"route", "provider", "status", "class"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rolter_request_duration_seconds", Help: "Client request duration, to the last byte.", Buckets: buckets,
+		}, []string{"route"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rolter_time_to_first_token_seconds", Help: "Time to the first streamed event.", Buckets: buckets,
+		}, []string{"route"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rolter_in_flight_requests", Help: "Client requests being served.",
+		}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rolter_upstream_attempts_total", Help: "Upstream attempts by provider and outcome class (\"ok\" on success).",
+		}, []string{"provider", "class"}),
+		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rolter_failovers_total", Help: "Attempts that moved on to another candidate.",
+		}, []string{"route"}),
+		usageDrops: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rolter_usage_dropped_total", Help: "Usage records dropped: buffer full or store unavailable.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.ttft, m.inFlight, m.attempts, m.failovers, m.usageDrops)
+	return m
+}
+
+// UsageDropped counts dropped usage records; wire it to the recorder.
+func (m *Metrics) UsageDropped(n int) { m.usageDrops.Add(float64(n)) }
+
+func statusLabel(code int) string { return strconv.Itoa(code) }
+
+// cooldownCollector reports, at scrape time, how many targets and keys of
+// each provider are cooling: no per-request work.
+type cooldownCollector struct {
+	g    *Gateway
+	desc *prometheus.Desc
+}
+
+func (c cooldownCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c cooldownCollector) Collect(ch chan<- prometheus.Metric) {
+	t := c.g.table.Load()
+	if t == nil {
+		return
+	}
+	type key struct{ provider, kind, state string }
+	counts := map[key]int{}
+	for _, p := range t.providers {
+		for _, k := range p.keys {
+			counts[key{p.slug, "key", k.breaker.State()}]++
+		}
+	}
+	for _, tg := range t.targets {
+		counts[key{tg.provider.slug, "target", tg.breaker.State()}]++
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k.provider, k.kind, k.state)
+	}
+}

@@ -1,0 +1,90 @@
+package gateway
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/snapshot"
+)
+
+// authenticate finds the caller's virtual key: Authorization: Bearer or
+// x-api-key (Anthropic SDKs send the latter).
+func authenticate(s *snapshot.Snapshot, r *http.Request, now time.Time) (*snapshot.VirtualKey, bool) {
+	tok := r.Header.Get("x-api-key")
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		tok = strings.TrimSpace(v)
+	}
+	if tok == "" || s == nil {
+		return nil, false
+	}
+	return s.Authenticate(tok, now)
+}
+
+// allowed checks the key's model allowlist against the address the client
+// sent. An entry is an exact model, "prefix/*" for everything under a
+// provider or group slug, or "*".
+func allowed(k *snapshot.VirtualKey, model string) bool {
+	if len(k.Models) == 0 {
+		return true
+	}
+	for _, m := range k.Models {
+		if m == model || m == "*" {
+			return true
+		}
+		if p, ok := strings.CutSuffix(m, "/*"); ok && strings.HasPrefix(model, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve maps the client's model string to a plan in the key's project.
+func (t *table) resolve(k *snapshot.VirtualKey, model string) (*routePlan, *apiError) {
+	if r := k.Project.Routes[model]; r != nil {
+		if plan := t.routes[r]; plan != nil && len(plan.targets) > 0 {
+			return plan, nil
+		}
+	}
+	return nil, newError(http.StatusNotFound, "model_not_found",
+		"model "+quoteModel(model)+" does not exist or has no serving target; GET /v1/models lists the models this key can use")
+}
+
+func quoteModel(m string) string {
+	if len(m) > 120 {
+		m = m[:120] + "…"
+	}
+	return `"` + m + `"`
+}
+
+// streamRequested reports whether the top-level "stream" member is true.
+func streamRequested(body []byte) bool {
+	s, e, found, err := modelfield.LocateKey(body, "stream")
+	return err == nil && found && string(body[s:e]) == "true"
+}
+
+// usageOption is inserted into streamed chat and completion requests whose
+// client did not set stream_options, so the upstream reports token counts
+// in a final chunk (which the relay then strips).
+var usageOption = []byte(`"stream_options":{"include_usage":true},`)
+
+// requestUsage asks the upstream for a usage chunk when the client did not
+// set stream_options itself. It reports whether it changed the body.
+func requestUsage(body []byte, endpoint string) ([]byte, bool) {
+	if endpoint != "/chat/completions" && endpoint != "/completions" {
+		return body, false
+	}
+	if _, _, found, err := modelfield.LocateKey(body, "stream_options"); found || err != nil {
+		return body, false
+	}
+	i := bytes.IndexByte(body, '{')
+	if i < 0 {
+		return body, false
+	}
+	out := make([]byte, 0, len(body)+len(usageOption))
+	out = append(out, body[:i+1]...)
+	out = append(out, usageOption...)
+	return append(out, body[i+1:]...), true
+}

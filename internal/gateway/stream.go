@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/sse"
+)
+
+// relay streams an SSE response event by event. The first event is read
+// before anything is sent, so an upstream that fails before producing one
+// can still fail over; after that every event is written and flushed as it
+// arrives, with only its model value rewritten.
+func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx context.Context, resp *http.Response, wd *watchdog) result {
+	rd := sse.NewReader(resp.Body, 0)
+	ev, err := rd.Next()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return result{class: ClassServer, status: resp.StatusCode} // 200 with an empty stream
+		}
+		return result{class: classifyErr(err, ctx, r.Context())}
+	}
+	wd.progress()
+	x.ttft = time.Since(x.start)
+	if ev.Data != nil {
+		if m, ok, _ := modelfield.Get(ev.Data); ok && m != "" {
+			x.upstreamModel = m
+		}
+	}
+	h := w.Header()
+	copyHeaders(h, resp.Header, dropResponse)
+	h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
+	h.Set("X-Accel-Buffering", "no") // tell buffering proxies in front of us to pass events through
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	nested := x.endpoint == "/responses" // responses events carry the model inside "response"
+	var buf []byte
+	for {
+		out := ev.Raw
+		switch {
+		case ev.IsDone():
+		case ev.Data != nil && ev.DataOffset >= 0:
+			if x.usageChunk(ev.Data) {
+				goto next // asked for by us, not by the client
+			}
+			buf = rewriteEvent(buf[:0], ev, x.model, nested)
+			out = buf
+		}
+		if _, err := w.Write(out); err != nil {
+			return result{class: ClassClientCancelled, status: resp.StatusCode, committed: true}
+		}
+		if err := rc.Flush(); err != nil {
+			return result{class: ClassClientCancelled, status: resp.StatusCode, committed: true}
+		}
+		if ev.IsDone() {
+			return result{status: resp.StatusCode, committed: true}
+		}
+	next:
+		ev, err = rd.Next()
+		if err == nil {
+			wd.progress()
+			continue
+		}
+		if errors.Is(err, io.EOF) && nested {
+			return result{status: resp.StatusCode, committed: true} // responses streams end without [DONE]
+		}
+		cls := classifyErr(err, ctx, r.Context())
+		if cls == ClassClientCancelled {
+			return result{class: cls, status: resp.StatusCode, committed: true}
+		}
+		if cls != ClassIdleTimeout {
+			cls = ClassStreamBroken
+		}
+		msg := "the upstream stream broke before it finished"
+		if cls == ClassIdleTimeout {
+			msg = "the upstream sent no event within the idle timeout"
+		}
+		_, _ = w.Write(sseError(verdicts[cls].clientCode, msg))
+		_ = rc.Flush()
+		return result{class: cls, status: resp.StatusCode, committed: true}
+	}
+}
+
+// usageChunk records token counts from a chunk carrying usage and reports
+// whether the chunk exists only because the gateway asked for it (no
+// choices, usage added by us), in which case it is not relayed.
+func (x *exchange) usageChunk(data []byte) bool {
+	s, e, found, err := modelfield.LocateKey(data, "usage")
+	if err != nil || !found || data[s] != '{' {
+		return false
+	}
+	x.promptTokens, x.outputTokens = usageOf(data)
+	if !x.addedUsage {
+		return false
+	}
+	_ = e
+	cs, ce, found, _ := modelfield.LocateKey(data, "choices")
+	return found && string(data[cs:ce]) == "[]"
+}
+
+// rewriteEvent appends ev.Raw to dst with the model value of its data line
+// replaced by model. Nothing else in the event changes.
+func rewriteEvent(dst []byte, ev sse.Event, model string, nested bool) []byte {
+	data := ev.Data
+	base := ev.DataOffset
+	if nested {
+		s, e, found, err := modelfield.LocateKey(data, "response")
+		if err != nil || !found || data[s] != '{' {
+			return append(dst, ev.Raw...)
+		}
+		base += s
+		data = data[s:e]
+	}
+	s, e, found, err := modelfield.Locate(data)
+	if err != nil || !found {
+		return append(dst, ev.Raw...)
+	}
+	dst = append(dst, ev.Raw[:base+s]...)
+	dst = modelfield.AppendString(dst, model)
+	return append(dst, ev.Raw[base+e:]...)
+}
