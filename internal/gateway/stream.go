@@ -44,7 +44,7 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 		switch {
 		case ev.IsDone():
 		case ev.Data != nil && ev.DataOffset >= 0:
-			if x.usageChunk(ev.Data) {
+			if x.usageChunk(ev.Data, nested) {
 				goto next // asked for by us, not by the client
 			}
 			buf = rewriteEvent(buf[:0], ev, x.model, nested)
@@ -87,9 +87,17 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 
 // usageChunk records token counts from a chunk carrying usage and reports
 // whether the chunk exists only because the gateway asked for it (no
-// choices, usage added by us), in which case it is not relayed.
-func (x *exchange) usageChunk(data []byte) bool {
-	s, e, found, err := modelfield.LocateKey(data, "usage")
+// choices, usage added by us), in which case it is not relayed. Responses
+// API events carry usage inside "response".
+func (x *exchange) usageChunk(data []byte, nested bool) bool {
+	if nested {
+		s, e, found, err := modelfield.LocateKey(data, "response")
+		if err != nil || !found || data[s] != '{' {
+			return false
+		}
+		data = data[s:e]
+	}
+	s, _, found, err := modelfield.LocateKey(data, "usage")
 	if err != nil || !found || data[s] != '{' {
 		return false
 	}
@@ -97,7 +105,6 @@ func (x *exchange) usageChunk(data []byte) bool {
 	if !x.addedUsage {
 		return false
 	}
-	_ = e
 	cs, ce, found, _ := modelfield.LocateKey(data, "choices")
 	return found && string(data[cs:ce]) == "[]"
 }
