@@ -90,6 +90,11 @@ func (h *Handler) routes() {
 	h.handle("GET /orgs/{org}/providers/{slug}/keys", h.listProviderKeys)
 	h.handle("POST /orgs/{org}/providers/{slug}/keys", h.addProviderKey)
 	h.handle("DELETE /orgs/{org}/providers/{slug}/keys/{id}", h.deleteProviderKey)
+	h.handle("GET /orgs/{org}/groups", h.listGroups)
+	h.handle("POST /orgs/{org}/groups", h.createGroup)
+	h.handle("GET /orgs/{org}/groups/{slug}", h.getGroup)
+	h.handle("PATCH /orgs/{org}/groups/{slug}", h.patchGroup)
+	h.handle("DELETE /orgs/{org}/groups/{slug}", h.deleteGroup)
 	h.handle("GET /orgs/{org}/slugs/{slug}", h.checkSlug)
 	h.handle("GET /orgs/{org}/usage", h.listUsage)
 

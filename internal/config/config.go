@@ -1,11 +1,11 @@
 // Package config imports a YAML file of rolter resources (`--config`,
-// `rolter import`): orgs with their providers, and projects with their
-// routes and virtual keys.
+// `rolter import`): orgs with their providers and provider groups, and
+// projects with their routes and virtual keys.
 //
 // Parsing is strict: an unknown key is an error naming its line. Applying
 // creates what is missing and never overwrites: a resource that already
-// exists (same org or project name, provider slug, route model, or live
-// virtual key name) is left exactly as it is, and reported.
+// exists (same org or project name, provider or group slug, route model, or
+// live virtual key name) is left exactly as it is, and reported.
 package config
 
 import (
@@ -36,7 +36,10 @@ type File struct {
 type Org struct {
 	admin.OrgInput `yaml:",inline"`
 	Providers      []admin.ProviderInput `yaml:"providers"`
-	Projects       []Project             `yaml:"projects"`
+	// Groups are created after the providers they name. A group whose slug
+	// is taken, by a group or a provider, counts as existing and is skipped.
+	Groups   []admin.GroupInput `yaml:"groups"`
+	Projects []Project          `yaml:"projects"`
 }
 
 // Project is a project with its routes and keys.
@@ -115,9 +118,9 @@ func cleanYAMLError(err error) error {
 }
 
 // Apply creates every resource of f that does not exist yet, in dependency
-// order (org, providers, projects, routes, keys). Secrets of created virtual
-// keys are printed once to out. It stops at the first invalid resource; the
-// resources created before it stay, and a re-run skips them.
+// order (org, providers, groups, projects, routes, keys). Secrets of created
+// virtual keys are printed once to out. It stops at the first invalid
+// resource; the resources created before it stay, and a re-run skips them.
 func Apply(ctx context.Context, svc *admin.Service, f *File, out io.Writer, log *slog.Logger) error {
 	skip := func(kind, name string) { log.Info("config: exists, left unchanged", "kind", kind, "name", name) }
 	for oi, o := range f.Orgs {
@@ -132,6 +135,13 @@ func Apply(ctx context.Context, svc *admin.Service, f *File, out io.Writer, log 
 				skip("provider", o.Name+"/"+firstNonEmpty(p.Slug, p.Name))
 			} else if err != nil {
 				return wrap(fmt.Sprintf("%s.providers[%d]", where, pi), err)
+			}
+		}
+		for gi, g := range o.Groups {
+			if _, err := svc.CreateGroup(ctx, o.Name, g); isConflict(err) {
+				skip("group", o.Name+"/"+firstNonEmpty(g.Slug, g.Name))
+			} else if err != nil {
+				return wrap(fmt.Sprintf("%s.groups[%d]", where, gi), err)
 			}
 		}
 		for pi, p := range o.Projects {

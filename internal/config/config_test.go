@@ -3,6 +3,7 @@ package config_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -137,6 +138,16 @@ func TestParseFull(t *testing.T) {
 					},
 				},
 				{Name: "Local vLLM", Kind: "vllm", BaseURL: "http://10.0.0.5:8000/v1/", MetadataSource: "upstream"},
+			},
+			Groups: []admin.GroupInput{
+				{
+					Name: "Acme fleet", Slug: "acme-fleet", Strategy: "round_robin",
+					Members: []admin.GroupMemberInput{
+						{Provider: "openai-prod", Weight: intp(2)},
+						{Provider: "local-vllm", ModelMap: map[string]string{"gpt-4o": "meta/llama-3-70b"}},
+					},
+				},
+				{Name: "vLLM only", Members: []admin.GroupMemberInput{{Provider: "local-vllm"}}},
 			},
 			Projects: []config.Project{
 				{
@@ -285,6 +296,15 @@ func (h *harness) provider(t *testing.T, org, slug string) *store.Provider {
 	return p
 }
 
+func (h *harness) group(t *testing.T, org, slug string) *store.Group {
+	t.Helper()
+	g, err := h.db.GetGroup(context.Background(), h.org(t, org).ID, slug)
+	if err != nil {
+		t.Fatalf("group %s/%s: %v", org, slug, err)
+	}
+	return g
+}
+
 func (h *harness) route(t *testing.T, org, project, model string) *store.Route {
 	t.Helper()
 	r, err := h.db.GetRoute(context.Background(), h.project(t, org, project).ID, model)
@@ -417,6 +437,32 @@ func TestApplyFull(t *testing.T) {
 			t.Errorf("openai-prod in globex: err = %v, want ErrNotFound (providers belong to their org)", err)
 		}
 
+		// Provider groups, created after the providers they name.
+		type member struct {
+			slug   string
+			weight int
+			mm     string
+		}
+		members := func(g *store.Group) []member {
+			var ms []member
+			for _, m := range g.Members {
+				ms = append(ms, member{m.ProviderSlug, m.Weight, fmt.Sprint(m.ModelMap)})
+			}
+			return ms
+		}
+		fleet := h.group(t, "acme", "acme-fleet")
+		if got, want := members(fleet), []member{{"openai-prod", 2, "map[]"}, {"local-vllm", 1, "map[gpt-4o:meta/llama-3-70b]"}}; fleet.Name != "Acme fleet" ||
+			fleet.Strategy != "round_robin" || !slices.Equal(got, want) {
+			t.Errorf("acme-fleet = %s %s %v, want round_robin %v", fleet.Name, fleet.Strategy, got, want)
+		}
+		only := h.group(t, "acme", "vllm-only") // slug derived from "vLLM only"
+		if got, want := members(only), []member{{"local-vllm", 1, "map[]"}}; only.Name != "vLLM only" || only.Strategy != "weighted" || !slices.Equal(got, want) {
+			t.Errorf("vllm-only = %s %s %v, want weighted %v", only.Name, only.Strategy, got, want)
+		}
+		if gs, err := h.db.ListGroups(ctx, globex.ID, store.Page{}); err != nil || len(gs) != 0 {
+			t.Errorf("globex groups = %d, %v, want none", len(gs), err)
+		}
+
 		// Projects and routes.
 		if p := h.project(t, "acme", "web"); p.Description != "the web app" {
 			t.Errorf("web description = %q", p.Description)
@@ -537,6 +583,10 @@ func TestApplyIdempotentNeverOverwrites(t *testing.T) {
 		if err := h.db.UpdateOrg(ctx, acme); err != nil {
 			t.Fatalf("UpdateOrg: %v", err)
 		}
+		fleetName := "renamed by hand"
+		if _, err := h.svc.UpdateGroup(ctx, "acme", "acme-fleet", admin.GroupPatch{Name: &fleetName}, false); err != nil {
+			t.Fatalf("UpdateGroup: %v", err)
+		}
 		rt := h.route(t, "acme", "web", "llama")
 		rt.Policy.MaxConcurrency = 2
 		if err := h.db.UpdateRoute(ctx, rt); err != nil {
@@ -556,13 +606,15 @@ func TestApplyIdempotentNeverOverwrites(t *testing.T) {
 			t.Errorf("second Apply printed %q, want nothing: no key is created twice", out)
 		}
 		logs := h.logs.String()
-		// 2 orgs, 3 providers, 3 projects, 3 routes, 4 virtual keys.
-		if n := strings.Count(logs, "exists, left unchanged"); n != 15 {
-			t.Errorf("%d \"exists, left unchanged\" log lines, want 15:\n%s", n, logs)
+		// 2 orgs, 3 providers, 2 groups, 3 projects, 3 routes, 4 virtual keys.
+		if n := strings.Count(logs, "exists, left unchanged"); n != 17 {
+			t.Errorf("%d \"exists, left unchanged\" log lines, want 17:\n%s", n, logs)
 		}
 		for _, want := range []string{
 			`kind=org name=acme`,
 			`kind=provider name=acme/openai-prod`,
+			`kind=group name=acme/acme-fleet`,
+			`kind=group name="acme/vLLM only"`,
 			`kind=project name=globex/research`,
 			`kind=route name=acme/web/gpt-4o`,
 			`kind="virtual key" name=acme/web/web-frontend`,
@@ -579,6 +631,9 @@ func TestApplyIdempotentNeverOverwrites(t *testing.T) {
 		}
 		if o := h.org(t, "acme"); o.Description != "changed by hand" {
 			t.Errorf("acme description after re-Apply = %q", o.Description)
+		}
+		if g := h.group(t, "acme", "acme-fleet"); g.Name != fleetName || len(g.Members) != 2 {
+			t.Errorf("acme-fleet after re-Apply: %q with %d members, want %q with 2", g.Name, len(g.Members), fleetName)
 		}
 		if r := h.route(t, "acme", "web", "llama"); r.Policy.MaxConcurrency != 2 {
 			t.Errorf("llama max_concurrency after re-Apply = %d, want 2", r.Policy.MaxConcurrency)
@@ -679,6 +734,31 @@ func TestApplyInvalid(t *testing.T) {
               - provider: nope
 `,
 			want: []string{"config: orgs[0].projects[0].routes[1]: ", "targets[1].provider no such provider", "(unknown_provider)"},
+		},
+		{
+			name: "group with unknown provider",
+			yaml: vllm + `    groups:
+      - slug: fleet
+        members:
+          - provider: vllm
+          - provider: nope
+`,
+			want: []string{"config: orgs[0].groups[0]: ", "members[1].provider no such provider", "(unknown_provider)"},
+		},
+		{
+			name: "group in group",
+			yaml: vllm + `    groups:
+      - slug: fleet
+        members: [{provider: vllm}]
+      - slug: fleets
+        members: [{provider: fleet}]
+`,
+			want: []string{"config: orgs[0].groups[1]: groups cannot contain groups", "(validation_failed)"},
+		},
+		{
+			name: "group without members",
+			yaml: vllm + "    groups:\n      - slug: fleet\n",
+			want: []string{"config: orgs[0].groups[0]: ", "members needs at least one member", "(validation_failed)"},
 		},
 		{
 			name: "ftp base_url",
@@ -822,6 +902,15 @@ func purgeOrg(t *testing.T, h *harness, o *store.Org) {
 			t.Fatalf("cannot purge project %s with %d keys", pj.Name, len(ks))
 		}
 		if err := h.db.DeleteProject(ctx, pj.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gs, err := h.db.ListGroups(ctx, o.ID, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		if err := h.db.DeleteGroup(ctx, g.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -131,6 +131,30 @@ type Policy struct {
 	MaxConcurrency  int    `json:"max_concurrency,omitempty" yaml:"max_concurrency"`
 }
 
+// Group is an org-scoped set of providers addressed as "group-slug/model"
+// (design 000, addendum). Its slug shares the org's namespace with
+// providers. Groups never contain groups.
+type Group struct {
+	ID        int64
+	OrgID     int64
+	Slug      string
+	Name      string
+	Strategy  string
+	Members   []GroupMember
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// GroupMember is one provider of a group. ModelMap maps the model a client
+// asks for (the right part of "group/model") to the model sent to this
+// member; a model not in the map passes through unchanged.
+type GroupMember struct {
+	ProviderID   int64
+	ProviderSlug string // filled on read
+	Weight       int
+	ModelMap     map[string]string
+}
+
 // VirtualKey is a client credential of a project. Only its hash is stored.
 type VirtualKey struct {
 	ID        int64
@@ -206,6 +230,7 @@ type State struct {
 	Projects    []Project
 	Providers   []Provider
 	Routes      []Route
+	Groups      []Group
 	VirtualKeys []VirtualKey
 	AdminTokens []AdminToken
 }
@@ -251,6 +276,17 @@ type Store interface {
 	PurgeProvider(ctx context.Context, id int64) error
 	AddProviderKey(ctx context.Context, k *ProviderKey) error
 	DeleteProviderKey(ctx context.Context, providerID, keyID int64) error
+
+	// CreateGroup claims the slug and inserts the group and its members in
+	// one transaction; a taken slug is a *ConflictError with What "slug".
+	CreateGroup(ctx context.Context, g *Group) error
+	GetGroup(ctx context.Context, orgID int64, slug string) (*Group, error)
+	ListGroups(ctx context.Context, orgID int64, p Page) ([]Group, error)
+	// UpdateGroup writes the group and replaces its members; a changed Slug
+	// moves the claim in the namespace.
+	UpdateGroup(ctx context.Context, g *Group) error
+	// DeleteGroup removes the group and frees its slug.
+	DeleteGroup(ctx context.Context, id int64) error
 
 	// CreateRoute inserts the route and its targets in one transaction.
 	CreateRoute(ctx context.Context, r *Route) error

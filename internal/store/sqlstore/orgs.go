@@ -69,11 +69,12 @@ func (s *DB) UpdateOrg(ctx context.Context, o *store.Org) error {
 }
 
 // DeleteOrg implements store.Store. An org that still owns projects,
-// providers or slugs is refused: deleting a tenant is never a cascade.
+// groups, providers or slugs is refused: deleting a tenant is never a cascade.
 func (s *DB) DeleteOrg(ctx context.Context, id int64) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		for _, c := range []struct{ what, query string }{
 			{"projects", `SELECT COUNT(*) FROM projects WHERE org_id = ?`},
+			{"groups", `SELECT COUNT(*) FROM provider_groups WHERE org_id = ?`},
 			{"providers", `SELECT COUNT(*) FROM slugs WHERE org_id = ?`},
 		} {
 			var n int

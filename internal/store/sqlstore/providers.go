@@ -209,7 +209,8 @@ func (s *DB) SoftDeleteProvider(ctx context.Context, id int64, at time.Time) err
 		at.UTC().Truncate(time.Microsecond), now(), id)
 }
 
-// PurgeProvider implements store.Store.
+// PurgeProvider implements store.Store. It is refused while route targets
+// or group members name the provider.
 func (s *DB) PurgeProvider(ctx context.Context, id int64) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		var (
@@ -219,12 +220,19 @@ func (s *DB) PurgeProvider(ctx context.Context, id int64) error {
 		if err := tx.QueryRowContext(ctx, s.q(`SELECT org_id, slug FROM providers WHERE id = ?`), id).Scan(&org, &slug); err != nil {
 			return s.classify(err, "")
 		}
-		var n int
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM route_targets WHERE provider_id = ?`), id).Scan(&n); err != nil {
-			return s.classify(err, "")
-		}
-		if n > 0 {
-			return &store.InUseError{What: "route targets"}
+		// Soft delete is always allowed (the snapshot drops the provider
+		// from rotation); purge waits until nothing names it.
+		for _, c := range []struct{ what, query string }{
+			{"route targets", `SELECT COUNT(*) FROM route_targets WHERE provider_id = ?`},
+			{"group members", `SELECT COUNT(*) FROM group_members WHERE provider_id = ?`},
+		} {
+			var n int
+			if err := tx.QueryRowContext(ctx, s.q(c.query), id).Scan(&n); err != nil {
+				return s.classify(err, "")
+			}
+			if n > 0 {
+				return &store.InUseError{What: c.what}
+			}
 		}
 		if err := s.exec(ctx, tx, "", `DELETE FROM provider_keys WHERE provider_id = ?`, id); err != nil && err != store.ErrNotFound {
 			return err

@@ -285,6 +285,12 @@ func (s *DB) Load(ctx context.Context) (*store.State, error) {
 	if err := s.attachTargets(ctx, tx, st.Routes, true); err != nil {
 		return nil, err
 	}
+	if st.Groups, err = list(ctx, s, tx, scanGroup, `SELECT `+groupCols+` FROM provider_groups ORDER BY id`); err != nil {
+		return nil, err
+	}
+	if err := s.attachMembers(ctx, tx, st.Groups, true); err != nil {
+		return nil, err
+	}
 	if st.VirtualKeys, err = list(ctx, s, tx, scanVirtualKey, `SELECT `+vkeyCols+` FROM virtual_keys ORDER BY id`); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,327 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+// GroupInput creates a provider group (design 000, addendum): one address,
+// "group-slug/model", for a set of providers of the org.
+type GroupInput struct {
+	Slug     string             `json:"slug,omitempty" yaml:"slug"`
+	Name     string             `json:"name,omitempty" yaml:"name"`
+	Strategy string             `json:"strategy,omitempty" yaml:"strategy"`
+	Members  []GroupMemberInput `json:"members" yaml:"members"`
+}
+
+// GroupMemberInput is one provider of a group, named by slug. ModelMap
+// rewrites the model a client asks for before it is sent to this member;
+// models not in it pass through unchanged.
+type GroupMemberInput struct {
+	Provider string            `json:"provider" yaml:"provider"`
+	Weight   *int              `json:"weight,omitempty" yaml:"weight"`
+	ModelMap map[string]string `json:"model_map,omitempty" yaml:"model_map"`
+}
+
+// GroupPatch changes a group; absent fields stay, and Members, when
+// present, replaces them all.
+type GroupPatch struct {
+	Slug     *string             `json:"slug"`
+	Name     *string             `json:"name"`
+	Strategy *string             `json:"strategy"`
+	Members  *[]GroupMemberInput `json:"members"`
+}
+
+// GroupView is a group as the API shows it.
+type GroupView struct {
+	Slug      string            `json:"slug"`
+	Name      string            `json:"name"`
+	Strategy  string            `json:"strategy"`
+	Members   []GroupMemberView `json:"members"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
+	Warnings  []string          `json:"warnings,omitempty"`
+}
+
+// GroupMemberView is a member as the API shows it. A soft-deleted provider
+// stays listed: the group keeps it, routing skips it.
+type GroupMemberView struct {
+	Provider string            `json:"provider"`
+	Weight   int               `json:"weight"`
+	ModelMap map[string]string `json:"model_map"`
+}
+
+func groupView(g store.Group) GroupView {
+	v := GroupView{Slug: g.Slug, Name: g.Name, Strategy: g.Strategy, Members: []GroupMemberView{},
+		CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt}
+	for _, m := range g.Members {
+		mm := m.ModelMap
+		if mm == nil {
+			mm = map[string]string{}
+		}
+		v.Members = append(v.Members, GroupMemberView{Provider: m.ProviderSlug, Weight: m.Weight, ModelMap: mm})
+	}
+	return v
+}
+
+// checkGroup validates what a create and a patch share, except members.
+func checkGroup(fe fieldErrors, g *store.Group) {
+	if strings.TrimSpace(g.Name) == "" || len(g.Name) > 200 {
+		fe.add("name", "is required (1-200 characters)")
+	}
+	if !slugPattern.MatchString(g.Slug) {
+		fe.add("slug", slugRule)
+	}
+	if g.Strategy == "" {
+		g.Strategy = "weighted"
+	}
+	if !contains(strategies, g.Strategy) {
+		fe.add("strategy", "must be one of %s", strings.Join(strategies, ", "))
+	}
+}
+
+// resolveMembers validates members and resolves their provider slugs in
+// the org. Only live providers may join; a slug that names a group is
+// refused because groups do not nest (design 000, addendum).
+func (s *Service) resolveMembers(ctx context.Context, orgID int64, fe fieldErrors, in []GroupMemberInput) ([]store.GroupMember, error) {
+	if len(in) == 0 {
+		fe.add("members", "needs at least one member")
+	}
+	var (
+		out     []store.GroupMember
+		unknown []string
+		nested  bool
+		seen    = map[string]int{}
+	)
+	for i, m := range in {
+		field := fmt.Sprintf("members[%d]", i)
+		w := checkWeight(fe, field+".weight", m.Weight)
+		for _, from := range slices.Sorted(maps.Keys(m.ModelMap)) { // sorted: the same mistake reads the same
+			checkModelName(fe, field+".model_map", from)
+			checkModelName(fe, field+".model_map", m.ModelMap[from])
+		}
+		if m.Provider == "" {
+			fe.add(field+".provider", "is required")
+			continue
+		}
+		if j, dup := seen[m.Provider]; dup {
+			fe.add(field+".provider", "repeats members[%d].provider; list each provider once", j)
+			continue
+		}
+		seen[m.Provider] = i
+		pv, err := s.st.GetProvider(ctx, orgID, m.Provider)
+		switch {
+		case err == nil && pv.DeletedAt == nil:
+			out = append(out, store.GroupMember{ProviderID: pv.ID, ProviderSlug: pv.Slug, Weight: w, ModelMap: m.ModelMap})
+			continue
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return nil, fromStore(err, "provider")
+		case err == nil: // soft-deleted
+			unknown = append(unknown, field+".provider")
+			continue
+		}
+		switch _, err := s.st.GetGroup(ctx, orgID, m.Provider); {
+		case err == nil:
+			fe.add(field+".provider", "names a group; groups cannot contain groups")
+			nested = true
+		case errors.Is(err, store.ErrNotFound):
+			unknown = append(unknown, field+".provider")
+		default:
+			return nil, fromStore(err, "group")
+		}
+	}
+	if err := fe.err(); err != nil {
+		if ae, ok := err.(*Error); ok && nested {
+			ae.Message = "groups cannot contain groups; see fields"
+		}
+		return nil, err
+	}
+	if len(unknown) > 0 {
+		e := &Error{Status: http.StatusBadRequest, Code: CodeUnknownProvider,
+			Message: "a member names a provider that does not exist (or is deleted) in this org", Fields: map[string]string{}}
+		for _, f := range unknown {
+			e.Fields[f] = "no such provider"
+		}
+		return nil, e
+	}
+	return out, nil
+}
+
+// CreateGroup creates a provider group. A missing slug is derived from the
+// name and a missing name defaults to the slug, as for providers; a taken
+// slug (by a provider or a group) is a 409 with a suggestion.
+func (s *Service) CreateGroup(ctx context.Context, org string, in GroupInput) (GroupView, error) {
+	o, err := s.org(ctx, org)
+	if err != nil {
+		return GroupView{}, err
+	}
+	fe := fieldErrors{}
+	g := &store.Group{OrgID: o.ID, Slug: in.Slug, Name: in.Name, Strategy: in.Strategy}
+	if g.Name == "" && g.Slug != "" {
+		g.Name = g.Slug
+	}
+	if g.Slug == "" {
+		if g.Slug = DeriveSlug(g.Name); g.Slug == "" && g.Name != "" {
+			fe.add("slug", "is required: the name has no ASCII letter or digit to derive one from")
+		}
+	}
+	checkGroup(fe, g)
+	if g.Members, err = s.resolveMembers(ctx, o.ID, fe, in.Members); err != nil {
+		return GroupView{}, err
+	}
+	if err := s.st.CreateGroup(ctx, g); err != nil {
+		var ce *store.ConflictError
+		if errors.As(err, &ce) && ce.What == "slug" {
+			return GroupView{}, s.slugTaken(ctx, o.ID, g.Slug)
+		}
+		return GroupView{}, fromStore(err, "group")
+	}
+	s.changed(ctx)
+	return groupView(*g), nil
+}
+
+func (s *Service) group(ctx context.Context, org, slug string) (*store.Org, *store.Group, error) {
+	o, err := s.org(ctx, org)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := s.st.GetGroup(ctx, o.ID, slug)
+	if err != nil {
+		return nil, nil, fromStore(err, "group "+quote(slug)+" in org "+quote(org))
+	}
+	return o, g, nil
+}
+
+// UpdateGroup applies a patch. As for providers, changing the slug changes
+// every "slug/model" address, so it needs allowSlugChange and the answer
+// carries a warning. Without members in the patch the stored ones stay as
+// they are, soft-deleted providers included.
+func (s *Service) UpdateGroup(ctx context.Context, org, slug string, in GroupPatch, allowSlugChange bool) (GroupView, error) {
+	o, g, err := s.group(ctx, org, slug)
+	if err != nil {
+		return GroupView{}, err
+	}
+	if in.Name != nil {
+		g.Name = *in.Name
+	}
+	if in.Strategy != nil {
+		g.Strategy = *in.Strategy
+	}
+	var warnings []string
+	if in.Slug != nil && *in.Slug != g.Slug {
+		if !allowSlugChange {
+			return GroupView{}, &Error{Status: http.StatusBadRequest, Code: CodeSlugImmutable,
+				Message: "slugs are immutable because callers address models as slug/model; repeat with ?allow_slug_change=true to change it anyway",
+				Fields:  map[string]string{"slug": "immutable"}}
+		}
+		warnings = append(warnings, fmt.Sprintf("slug changed from %q to %q: addresses %q/<model> no longer resolve; callers must use %q/<model>",
+			g.Slug, *in.Slug, g.Slug, *in.Slug))
+		g.Slug = *in.Slug
+	}
+	fe := fieldErrors{}
+	checkGroup(fe, g)
+	if in.Members != nil {
+		if g.Members, err = s.resolveMembers(ctx, o.ID, fe, *in.Members); err != nil {
+			return GroupView{}, err
+		}
+	} else if err := fe.err(); err != nil {
+		return GroupView{}, err
+	}
+	if err := s.st.UpdateGroup(ctx, g); err != nil {
+		var ce *store.ConflictError
+		if errors.As(err, &ce) && ce.What == "slug" {
+			return GroupView{}, s.slugTaken(ctx, o.ID, g.Slug)
+		}
+		return GroupView{}, fromStore(err, "group")
+	}
+	s.changed(ctx)
+	v := groupView(*g)
+	v.Warnings = warnings
+	return v, nil
+}
+
+// DeleteGroup removes a group and frees its slug at once. Groups have no
+// soft delete: no route or key refers to a group, and its members stay.
+func (s *Service) DeleteGroup(ctx context.Context, org, slug string) error {
+	_, g, err := s.group(ctx, org, slug)
+	if err != nil {
+		return err
+	}
+	if err := s.st.DeleteGroup(ctx, g.ID); err != nil {
+		return fromStore(err, "group "+quote(slug))
+	}
+	s.changed(ctx)
+	return nil
+}
+
+func (h *Handler) listGroups(w http.ResponseWriter, r *http.Request) error {
+	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	if err != nil {
+		return err
+	}
+	page, limit, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	rows, err := h.svc.st.ListGroups(r.Context(), o.ID, page)
+	if err != nil {
+		return fromStore(err, "groups")
+	}
+	writeJSON(w, http.StatusOK, paginate(rows, limit, func(g store.Group) int64 { return g.ID }, groupView))
+	return nil
+}
+
+func (h *Handler) createGroup(w http.ResponseWriter, r *http.Request) error {
+	var in GroupInput
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	v, err := h.svc.CreateGroup(r.Context(), r.PathValue("org"), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+func (h *Handler) getGroup(w http.ResponseWriter, r *http.Request) error {
+	_, g, err := h.svc.group(r.Context(), r.PathValue("org"), r.PathValue("slug"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, groupView(*g))
+	return nil
+}
+
+func (h *Handler) patchGroup(w http.ResponseWriter, r *http.Request) error {
+	var in GroupPatch
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	allow, err := boolQuery(r, "allow_slug_change")
+	if err != nil {
+		return err
+	}
+	v, err := h.svc.UpdateGroup(r.Context(), r.PathValue("org"), r.PathValue("slug"), in, allow)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (h *Handler) deleteGroup(w http.ResponseWriter, r *http.Request) error {
+	if err := h.svc.DeleteGroup(r.Context(), r.PathValue("org"), r.PathValue("slug")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,191 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+const groupCols = `id, org_id, slug, name, strategy, created_at, updated_at`
+
+func scanGroup(sc interface{ Scan(...any) error }) (store.Group, error) {
+	var g store.Group
+	err := sc.Scan(&g.ID, &g.OrgID, &g.Slug, &g.Name, &g.Strategy, &g.CreatedAt, &g.UpdatedAt)
+	g.CreatedAt, g.UpdatedAt = g.CreatedAt.UTC(), g.UpdatedAt.UTC()
+	return g, err
+}
+
+func modelMap(m map[string]string) string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	return jsonText(m)
+}
+
+// CreateGroup implements store.Store.
+func (s *DB) CreateGroup(ctx context.Context, g *store.Group) error {
+	t := now()
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'group')`), g.OrgID, g.Slug); err != nil {
+			return s.classify(err, "slug")
+		}
+		id, err := s.insert(ctx, tx, "slug",
+			`INSERT INTO provider_groups (org_id, slug, name, strategy, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			g.OrgID, g.Slug, g.Name, g.Strategy, t, t)
+		if err != nil {
+			return err
+		}
+		g.ID, g.CreatedAt, g.UpdatedAt = id, t, t
+		return s.insertMembers(ctx, tx, g.ID, g.OrgID, g.Members)
+	})
+}
+
+// insertMembers writes members in order. A member must be a provider of the
+// group's org: the insert selects it by id and org, so a caller's mistake
+// can never route one tenant's group to another tenant's credentials.
+func (s *DB) insertMembers(ctx context.Context, tx *sql.Tx, groupID, orgID int64, ms []store.GroupMember) error {
+	for i, m := range ms {
+		res, err := tx.ExecContext(ctx, s.q(`INSERT INTO group_members (group_id, provider_id, weight, model_map, position)
+			SELECT ?, id, ?, ?, ? FROM providers WHERE id = ? AND org_id = ?`),
+			groupID, m.Weight, modelMap(m.ModelMap), i, m.ProviderID, orgID)
+		if err != nil {
+			return s.classify(err, "group member")
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return fmt.Errorf("%w: member provider %d is not a provider of org %d", store.ErrNotFound, m.ProviderID, orgID)
+		}
+	}
+	return nil
+}
+
+// GetGroup implements store.Store.
+func (s *DB) GetGroup(ctx context.Context, orgID int64, slug string) (*store.Group, error) {
+	g, err := scanGroup(s.db.QueryRowContext(ctx,
+		s.q(`SELECT `+groupCols+` FROM provider_groups WHERE org_id = ? AND slug = ?`), orgID, slug))
+	if err != nil {
+		return nil, s.classify(err, "")
+	}
+	gs := []store.Group{g}
+	if err := s.attachMembers(ctx, s.db, gs, false); err != nil {
+		return nil, err
+	}
+	return &gs[0], nil
+}
+
+// ListGroups implements store.Store.
+func (s *DB) ListGroups(ctx context.Context, orgID int64, p store.Page) ([]store.Group, error) {
+	gs, err := list(ctx, s, s.db, scanGroup,
+		`SELECT `+groupCols+` FROM provider_groups WHERE org_id = ? AND id > ? ORDER BY id LIMIT ?`, orgID, p.After, limitOf(p))
+	if err != nil {
+		return nil, err
+	}
+	return gs, s.attachMembers(ctx, s.db, gs, false)
+}
+
+// attachMembers fills Members (with ProviderSlug) for gs; all reads every
+// member (for Load). Soft-deleted providers stay listed: the snapshot
+// leaves them out of rotation.
+func (s *DB) attachMembers(ctx context.Context, qr querier, gs []store.Group, all bool) error {
+	if len(gs) == 0 {
+		return nil
+	}
+	byID := make(map[int64]*store.Group, len(gs))
+	query := `SELECT m.group_id, m.provider_id, p.slug, m.weight, m.model_map
+		FROM group_members m JOIN providers p ON p.id = m.provider_id`
+	var args []any
+	if !all {
+		marks := make([]string, len(gs))
+		for i := range gs {
+			marks[i] = "?"
+			args = append(args, gs[i].ID)
+		}
+		query += ` WHERE m.group_id IN (` + strings.Join(marks, ",") + `)`
+	}
+	for i := range gs {
+		byID[gs[i].ID] = &gs[i]
+		gs[i].Members = []store.GroupMember{}
+	}
+	rows, err := qr.QueryContext(ctx, s.q(query+` ORDER BY m.group_id, m.position`), args...)
+	if err != nil {
+		return s.classify(err, "")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			m     store.GroupMember
+			group int64
+			mm    string
+		)
+		if err := rows.Scan(&group, &m.ProviderID, &m.ProviderSlug, &m.Weight, &mm); err != nil {
+			return s.classify(err, "")
+		}
+		if err := json.Unmarshal([]byte(mm), &m.ModelMap); err != nil {
+			return fmt.Errorf("store: group %d member %d: model_map column: %w", group, m.ProviderID, err)
+		}
+		if g := byID[group]; g != nil {
+			g.Members = append(g.Members, m)
+		}
+	}
+	return s.classify(rows.Err(), "")
+}
+
+// UpdateGroup implements store.Store. The org comes from the stored row: a
+// group never moves between orgs.
+func (s *DB) UpdateGroup(ctx context.Context, g *store.Group) error {
+	t := now()
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var (
+			org int64
+			old string
+		)
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT org_id, slug FROM provider_groups WHERE id = ?`), g.ID).Scan(&org, &old); err != nil {
+			return s.classify(err, "")
+		}
+		if old != g.Slug {
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'group')`), org, g.Slug); err != nil {
+				return s.classify(err, "slug")
+			}
+			if err := s.exec(ctx, tx, "", `DELETE FROM slugs WHERE org_id = ? AND slug = ? AND owner_kind = 'group'`, org, old); err != nil {
+				return err
+			}
+		}
+		if err := s.exec(ctx, tx, "slug",
+			`UPDATE provider_groups SET slug = ?, name = ?, strategy = ?, updated_at = ? WHERE id = ?`,
+			g.Slug, g.Name, g.Strategy, t, g.ID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM group_members WHERE group_id = ?`), g.ID); err != nil {
+			return s.classify(err, "")
+		}
+		if err := s.insertMembers(ctx, tx, g.ID, org, g.Members); err != nil {
+			return err
+		}
+		g.OrgID, g.UpdatedAt = org, t
+		return nil
+	})
+}
+
+// DeleteGroup implements store.Store. Groups have no soft delete: nothing
+// else refers to a group, so removing it frees the slug at once.
+func (s *DB) DeleteGroup(ctx context.Context, id int64) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var (
+			org  int64
+			slug string
+		)
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT org_id, slug FROM provider_groups WHERE id = ?`), id).Scan(&org, &slug); err != nil {
+			return s.classify(err, "")
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM group_members WHERE group_id = ?`), id); err != nil {
+			return s.classify(err, "")
+		}
+		if err := s.exec(ctx, tx, "", `DELETE FROM provider_groups WHERE id = ?`, id); err != nil {
+			return err
+		}
+		return s.exec(ctx, tx, "", `DELETE FROM slugs WHERE org_id = ? AND slug = ? AND owner_kind = 'group'`, org, slug)
+	})
+}
