@@ -53,7 +53,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 			continue
 		}
 		if x.attempts > 0 {
-			g.metrics.failovers.WithLabelValues(plan.route.Model).Inc()
+			g.metrics.failovers.WithLabelValues(plan.label).Inc()
 		}
 		x.attempts++
 		x.target = tg
@@ -140,6 +140,9 @@ func (g *Gateway) pickTarget(plan *routePlan, cands []balancer.Candidate, tried 
 		}
 		i := plan.selector.Pick(cands)
 		if i < 0 {
+			if plan.pinned {
+				return -1, false
+			}
 			return g.panicTarget(plan, tried), false
 		}
 		ok, probe := plan.targets[i].breaker.Allow()
@@ -220,7 +223,20 @@ func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last result, max
 	x.class = last.class
 	if x.attempts == 0 {
 		x.class = ClassConnect
-		e := newError(http.StatusServiceUnavailable, "upstream_unavailable", "no target of "+quoteModel(x.model)+" is available")
+		msg := "no target of " + quoteModel(x.model) + " is available"
+		var wait time.Duration
+		if x.plan.pinned {
+			// A pinned request is never sent elsewhere, nor forced onto a
+			// cooling provider: say when it may be tried again.
+			for _, tg := range x.plan.targets {
+				if d := tg.breaker.Until().Sub(g.clock.Now()); d > 0 && (wait == 0 || d < wait) {
+					wait = d
+				}
+			}
+			msg = "the pinned provider " + quoteModel(x.plan.targets[0].provider.slug) + " is cooling down after upstream failures; it is not replaced by another provider"
+		}
+		e := newError(http.StatusServiceUnavailable, "upstream_unavailable", msg)
+		e.retryAfter = int((wait + time.Second - 1) / time.Second)
 		x.status = e.status
 		writeError(w, e)
 		return

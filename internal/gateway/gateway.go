@@ -72,6 +72,10 @@ type Gateway struct {
 	table   atomic.Pointer[table]
 	mu      sync.Mutex // serialises table rebuilds
 	mux     *http.ServeMux
+	// states remembers deployments' health and load by (provider, model)
+	// across configuration changes; nstates bounds it.
+	states  sync.Map
+	nstates atomic.Int64
 }
 
 // Options are the collaborators of a Gateway.
@@ -193,7 +197,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 			"this API key may not use model "+quoteModel(x.model)))
 		return
 	}
-	if x.plan, aerr = t.resolve(key, x.model); aerr != nil {
+	if x.plan, aerr = g.resolve(t, key, x.model, r.Header.Get("X-Rolter-Provider")); aerr != nil {
 		g.fail(w, x, aerr)
 		return
 	}
@@ -256,24 +260,24 @@ func (g *Gateway) account(x *exchange) {
 	if x.key == nil {
 		return // unauthenticated: no project to bill, nothing to record
 	}
-	route, provider := "", ""
-	if x.plan != nil {
-		route = x.plan.route.Model
-	}
+	label, provider := "", ""
 	rec := store.UsageRecord{CreatedAt: x.start, OrgID: x.key.Project.OrgID, ProjectID: x.key.ProjectID, KeyID: x.key.ID,
-		AddressKind: "route", Address: x.model, Route: route, Status: x.status, Class: string(x.class),
+		Address: x.model, Status: x.status, Class: string(x.class),
 		Attempts: x.attempts, Latency: time.Since(x.start), TTFT: x.ttft, PromptTokens: x.promptTokens,
 		CompletionTokens: x.outputTokens, Stream: x.stream, UpstreamModel: x.upstreamModel}
+	if x.plan != nil {
+		label, rec.Route, rec.AddressKind = x.plan.label, x.plan.route, string(x.plan.kind)
+	}
 	if x.target != nil {
 		provider = x.target.provider.slug
 		rec.ProviderID, rec.ProviderSlug = x.target.provider.id, provider
 	}
 	g.usage.Record(rec)
-	g.metrics.requests.WithLabelValues(route, provider, statusLabel(x.status), string(x.class)).Inc()
-	g.metrics.latency.WithLabelValues(route).Observe(rec.Latency.Seconds())
+	g.metrics.requests.WithLabelValues(label, provider, statusLabel(x.status), string(x.class)).Inc()
+	g.metrics.latency.WithLabelValues(label).Observe(rec.Latency.Seconds())
 	if x.ttft > 0 {
-		g.metrics.ttft.WithLabelValues(route).Observe(x.ttft.Seconds())
+		g.metrics.ttft.WithLabelValues(label).Observe(x.ttft.Seconds())
 	}
-	g.log.Debug("request", "route", route, "provider", provider, "upstream_model", x.upstreamModel,
+	g.log.Debug("request", "address", rec.AddressKind, "route", rec.Route, "provider", provider, "upstream_model", x.upstreamModel,
 		"status", x.status, "class", x.class, "attempts", x.attempts, "took", rec.Latency)
 }

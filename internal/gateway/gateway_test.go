@@ -410,7 +410,7 @@ func TestWeightsHold(t *testing.T) {
 	c := h.provider("c", mk(&hitsC), store.ProviderSettings{})
 	h.route("m", "weighted", store.Target{ProviderID: a, Weight: 3}, store.Target{ProviderID: b, Weight: 1}, store.Target{ProviderID: c, Weight: 2})
 	// Target c cools: no request may reach it, and a and b keep 3:1.
-	h.gw.table.Load().targets[targetID{c, ""}].breaker.RateLimited(time.Hour)
+	h.gw.state(targetID{c, ""}).breaker.RateLimited(time.Hour)
 	const n = 10000
 	for range n {
 		resp := h.post("/v1/chat/completions", `{"model":"m"}`)
@@ -470,7 +470,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 			t.Fatalf("record %+v", r)
 		}
 	}
-	if st := h.gw.table.Load().targets[targetID{pid, ""}].breaker.State(); st != "closed" {
+	if st := h.gw.state(targetID{pid, ""}).breaker.State(); st != "closed" {
 		t.Fatalf("target penalised: %s", st)
 	}
 }

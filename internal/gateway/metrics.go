@@ -76,9 +76,12 @@ func (c cooldownCollector) Collect(ch chan<- prometheus.Metric) {
 			counts[key{p.slug, "key", k.breaker.State()}]++
 		}
 	}
-	for _, tg := range t.targets {
-		counts[key{tg.provider.slug, "target", tg.breaker.State()}]++
-	}
+	c.g.states.Range(func(k, v any) bool {
+		if p := t.providers[k.(targetID).provider]; p != nil {
+			counts[key{p.slug, "target", v.(*deployState).breaker.State()}]++
+		}
+		return true
+	})
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k.provider, k.kind, k.state)
 	}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sort"
 	"time"
+
+	"github.com/rolter/rolter/internal/resolve"
 )
 
 type modelEntry struct {
@@ -12,10 +14,14 @@ type modelEntry struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// AddressKind says what the id addresses: "route", "provider" (a
+	// provider-slug/model pin) or "group" (group-slug/model fan-out).
+	AddressKind string `json:"address_kind"`
 }
 
-// listModels answers GET /v1/models with the routes of the key's project
-// that have a serving target, filtered by the key's allowlist.
+// listModels answers GET /v1/models: the routes of the key's project that
+// have a serving target, then every provider-slug/model and group-slug/model
+// address of its org, all filtered by the key's allowlist.
 func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 	t := g.table.Load()
 	key, ok := authenticate(t.snap, r, time.Now())
@@ -28,9 +34,16 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 		if plan := t.routes[rt]; plan == nil || len(plan.targets) == 0 || !allowed(key, name) {
 			continue
 		}
-		data = append(data, modelEntry{ID: name, Object: "model", Created: rt.CreatedAt.Unix(), OwnedBy: "rolter"})
+		data = append(data, modelEntry{ID: name, Object: "model", Created: rt.CreatedAt.Unix(), OwnedBy: "rolter",
+			AddressKind: string(resolve.KindRoute)})
 	}
 	sort.Slice(data, func(i, j int) bool { return data[i].ID < data[j].ID })
+	for _, m := range t.models[key.Project.Org] {
+		// A route named like an address shadows it (routes win).
+		if key.Project.Routes[m.ID] == nil && allowed(key, m.ID) {
+			data = append(data, m)
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/resolve"
 	"github.com/rolter/rolter/internal/snapshot"
 )
 
@@ -41,15 +42,25 @@ func allowed(k *snapshot.VirtualKey, model string) bool {
 	return false
 }
 
-// resolve maps the client's model string to a plan in the key's project.
-func (t *table) resolve(k *snapshot.VirtualKey, model string) (*routePlan, *apiError) {
-	if r := k.Project.Routes[model]; r != nil {
-		if plan := t.routes[r]; plan != nil && len(plan.targets) > 0 {
-			return plan, nil
+// resolve maps the client's model string to a plan in the key's scope
+// (package resolve has the rules), then applies x-rolter-provider.
+func (g *Gateway) resolve(t *table, k *snapshot.VirtualKey, model, pin string) (*routePlan, *apiError) {
+	a, ok := resolve.Resolve(k.Project, model)
+	var plan *routePlan
+	if ok {
+		plan = g.plan(t, a)
+	}
+	if plan == nil || len(plan.targets) == 0 {
+		return nil, newError(http.StatusNotFound, "model_not_found",
+			"model "+quoteModel(model)+" does not exist or has no serving target; GET /v1/models lists the models this key can use")
+	}
+	if pin != "" {
+		if plan = plan.only(pin); len(plan.targets) == 0 {
+			return nil, newError(http.StatusBadRequest, "provider_not_in_route",
+				"x-rolter-provider names "+quoteModel(pin)+", which serves no target of "+quoteModel(model))
 		}
 	}
-	return nil, newError(http.StatusNotFound, "model_not_found",
-		"model "+quoteModel(model)+" does not exist or has no serving target; GET /v1/models lists the models this key can use")
+	return plan, nil
 }
 
 func quoteModel(m string) string {

@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/rolter/rolter/internal/balancer"
 	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/resolve"
 	"github.com/rolter/rolter/internal/snapshot"
 )
 
@@ -17,17 +19,27 @@ import (
 type table struct {
 	snap      *snapshot.Snapshot
 	routes    map[*snapshot.Route]*routePlan
-	providers map[int64]*providerRT  // by provider id
-	targets   map[targetID]*targetRT // by (provider, upstream model)
-	keys      map[int64]*keyRT       // by provider key id
+	groups    map[*snapshot.Group]balancer.Selector
+	providers map[int64]*providerRT // by provider id
+	keys      map[int64]*keyRT      // by provider key id
+	// models are the /v1/models entries of each org's provider and group
+	// addresses, sorted; routes are listed per project.
+	models map[*snapshot.Org][]modelEntry
+	pin    balancer.Selector // for single-target plans
 }
 
-// routePlan is a route ready to balance.
+// routePlan is an address ready to balance: a route's targets, a group's
+// members, or one pinned provider.
 type routePlan struct {
-	route    *snapshot.Route
+	kind     resolve.Kind
+	label    string // route model for routes: the bounded "route" metric label
+	route    string // route model, for usage; "" for provider and group addresses
 	selector balancer.Selector
 	targets  []*targetRT
-	weights  []int // per target, from the route
+	weights  []int // per target
+	// pinned plans never fall back to panic mode: the caller asked for this
+	// provider, so a cooling one fails clearly instead of being tried.
+	pinned bool
 }
 
 // targetID is the identity of a deployment: a provider serving a model.
@@ -37,12 +49,40 @@ type targetID struct {
 	model    string
 }
 
-// targetRT is the runtime state of one deployment.
+// targetRT is one deployment as a request sees it: its provider's current
+// configuration and its lasting runtime state.
 type targetRT struct {
 	id       targetID
 	provider *providerRT
-	stats    *balancer.Stats
-	breaker  *cooldown.Breaker
+	*deployState
+}
+
+// deployState is what the gateway remembers about a deployment across
+// configuration changes.
+type deployState struct {
+	stats   *balancer.Stats
+	breaker *cooldown.Breaker
+}
+
+// maxStates bounds remembered deployments: provider and group addresses
+// let clients name models, and each named model is a deployment. Beyond the
+// bound a deployment gets fresh state per request (no memory growth).
+const maxStates = 50_000
+
+// state returns the lasting state of a deployment, creating it on first use.
+func (g *Gateway) state(id targetID) *deployState {
+	if v, ok := g.states.Load(id); ok {
+		return v.(*deployState)
+	}
+	st := &deployState{stats: &balancer.Stats{}, breaker: cooldown.New(g.cfg.Cooldown, g.clock)}
+	if g.nstates.Load() >= maxStates {
+		return st
+	}
+	v, loaded := g.states.LoadOrStore(id, st)
+	if !loaded {
+		g.nstates.Add(1)
+	}
+	return v.(*deployState)
 }
 
 // providerRT is a provider with its endpoint facts and key pool.
@@ -64,66 +104,119 @@ type keyRT struct {
 	breaker *cooldown.Breaker
 }
 
-// buildTable derives a table from s, reusing runtime state from prev.
+// buildTable derives a table from s, reusing key state from prev.
 func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
-	t := &table{snap: s, routes: map[*snapshot.Route]*routePlan{}, providers: map[int64]*providerRT{},
-		targets: map[targetID]*targetRT{}, keys: map[int64]*keyRT{}}
+	t := &table{snap: s, routes: map[*snapshot.Route]*routePlan{}, groups: map[*snapshot.Group]balancer.Selector{},
+		providers: map[int64]*providerRT{}, keys: map[int64]*keyRT{}, models: map[*snapshot.Org][]modelEntry{}}
+	t.pin, _ = balancer.New("")
 	if prev == nil {
-		prev = &table{targets: map[targetID]*targetRT{}, keys: map[int64]*keyRT{}}
+		prev = &table{keys: map[int64]*keyRT{}}
 	}
-	provider := func(p *snapshot.Provider) *providerRT {
-		if rt := t.providers[p.ID]; rt != nil {
-			return rt
-		}
-		rt := &providerRT{id: p.ID, slug: p.Slug, kind: p.Kind, base: strings.TrimRight(p.BaseURL, "/"),
-			firstByteTimeout: g.cfg.FirstByteTimeout, idleTimeout: g.cfg.IdleTimeout}
-		if d := time.Duration(p.Settings.FirstByteTimeout); d > 0 {
-			rt.firstByteTimeout = d
-		}
-		if d := time.Duration(p.Settings.IdleTimeout); d > 0 {
-			rt.idleTimeout = d
-		}
-		for _, k := range p.Keys {
-			kr := &keyRT{id: k.ID, weight: k.Weight, auth: "Bearer " + k.Secret.Reveal()}
-			if old := prev.keys[k.ID]; old != nil {
-				kr.breaker = old.breaker
-			} else {
-				kr.breaker = cooldown.New(g.cfg.Cooldown, g.clock)
-			}
-			rt.keys = append(rt.keys, kr)
-			t.keys[k.ID] = kr
-		}
-		t.providers[p.ID] = rt
-		return rt
-	}
-	target := func(p *snapshot.Provider, model string) *targetRT {
-		id := targetID{p.ID, model}
-		if tr := t.targets[id]; tr != nil {
-			return tr
-		}
-		tr := &targetRT{id: id, provider: provider(p)}
-		if old := prev.targets[id]; old != nil {
-			tr.stats, tr.breaker = old.stats, old.breaker
-		} else {
-			tr.stats, tr.breaker = &balancer.Stats{}, cooldown.New(g.cfg.Cooldown, g.clock)
-		}
-		t.targets[id] = tr
-		return tr
-	}
-	s.EachRoute(func(r *snapshot.Route) {
-		sel, err := balancer.New(r.Strategy)
+	selector := func(strategy, what string) balancer.Selector {
+		sel, err := balancer.New(strategy)
 		if err != nil { // the admin API validates strategies; stay up regardless
-			g.log.Error("route has an unknown strategy; using weighted", "route", r.Model, "err", err)
+			g.log.Error("unknown strategy; using weighted", "for", what, "err", err)
 			sel, _ = balancer.New("")
 		}
-		plan := &routePlan{route: r, selector: sel}
-		for _, tg := range r.Targets {
-			plan.targets = append(plan.targets, target(tg.Provider, tg.UpstreamModel))
-			plan.weights = append(plan.weights, tg.Weight)
+		return sel
+	}
+	s.EachOrg(func(o *snapshot.Org) {
+		for _, p := range o.Providers {
+			t.providers[p.ID] = g.providerRT(p, prev, t)
 		}
-		t.routes[r] = plan
+		var models []modelEntry
+		for _, p := range o.Providers {
+			for _, m := range p.Catalog {
+				models = append(models, modelEntry{ID: p.Slug + "/" + m, Object: "model", Created: p.CreatedAt.Unix(),
+					OwnedBy: p.Slug, AddressKind: string(resolve.KindProvider)})
+			}
+		}
+		for _, gr := range o.Groups {
+			t.groups[gr] = selector(gr.Strategy, "group "+gr.Slug)
+			if len(gr.Members) == 0 {
+				continue
+			}
+			for _, m := range gr.Catalog {
+				models = append(models, modelEntry{ID: gr.Slug + "/" + m, Object: "model", Created: gr.CreatedAt.Unix(),
+					OwnedBy: gr.Slug, AddressKind: string(resolve.KindGroup)})
+			}
+		}
+		slices.SortFunc(models, func(a, b modelEntry) int { return strings.Compare(a.ID, b.ID) })
+		t.models[o] = models
+		for _, pj := range o.Projects {
+			for _, r := range pj.Routes {
+				plan := &routePlan{kind: resolve.KindRoute, label: r.Model, route: r.Model, selector: selector(r.Strategy, "route "+r.Model)}
+				for _, tg := range r.Targets {
+					plan.targets = append(plan.targets, g.target(t, tg.Provider.ID, tg.UpstreamModel))
+					plan.weights = append(plan.weights, tg.Weight)
+				}
+				t.routes[r] = plan
+			}
+		}
 	})
 	return t
+}
+
+func (g *Gateway) providerRT(p *snapshot.Provider, prev, t *table) *providerRT {
+	rt := &providerRT{id: p.ID, slug: p.Slug, kind: p.Kind, base: strings.TrimRight(p.BaseURL, "/"),
+		firstByteTimeout: g.cfg.FirstByteTimeout, idleTimeout: g.cfg.IdleTimeout}
+	if d := time.Duration(p.Settings.FirstByteTimeout); d > 0 {
+		rt.firstByteTimeout = d
+	}
+	if d := time.Duration(p.Settings.IdleTimeout); d > 0 {
+		rt.idleTimeout = d
+	}
+	for _, k := range p.Keys {
+		kr := &keyRT{id: k.ID, weight: k.Weight, auth: "Bearer " + k.Secret.Reveal()}
+		if old := prev.keys[k.ID]; old != nil {
+			kr.breaker = old.breaker
+		} else {
+			kr.breaker = cooldown.New(g.cfg.Cooldown, g.clock)
+		}
+		rt.keys = append(rt.keys, kr)
+		t.keys[k.ID] = kr
+	}
+	return rt
+}
+
+// target is the deployment (provider, model) of table t.
+func (g *Gateway) target(t *table, provider int64, model string) *targetRT {
+	id := targetID{provider, model}
+	return &targetRT{id: id, provider: t.providers[provider], deployState: g.state(id)}
+}
+
+// plan turns a resolved address into candidates. Route plans are prebuilt;
+// provider and group plans depend on the model the client named.
+func (g *Gateway) plan(t *table, a resolve.Address) *routePlan {
+	switch a.Kind {
+	case resolve.KindRoute:
+		return t.routes[a.Route]
+	case resolve.KindProvider:
+		return &routePlan{kind: a.Kind, selector: t.pin, pinned: true,
+			targets: []*targetRT{g.target(t, a.Provider.ID, a.Model)}, weights: []int{1}}
+	}
+	plan := &routePlan{kind: a.Kind, selector: t.groups[a.Group]}
+	for _, m := range a.Group.Members {
+		model := resolve.MemberModel(m, a.Model)
+		if !m.Provider.Serves(model) {
+			continue // its catalog is known and lacks the model
+		}
+		plan.targets = append(plan.targets, g.target(t, m.Provider.ID, model))
+		plan.weights = append(plan.weights, m.Weight)
+	}
+	return plan
+}
+
+// only narrows a plan to one provider's targets (x-rolter-provider).
+func (p *routePlan) only(slug string) *routePlan {
+	out := &routePlan{kind: p.kind, label: p.label, route: p.route, selector: p.selector, pinned: true}
+	for i, tg := range p.targets {
+		if tg.provider.slug == slug {
+			out.targets = append(out.targets, tg)
+			out.weights = append(out.weights, p.weights[i])
+		}
+	}
+	return out
 }
 
 func (t *targetRT) String() string { return fmt.Sprintf("%s/%s", t.provider.slug, t.id.model) }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,12 +35,39 @@ type Org struct {
 	store.Org
 	// Providers are the live (not soft-deleted) providers by slug.
 	Providers map[string]*Provider
-	Projects  map[string]*Project
+	// Groups by slug; provider and group slugs never collide.
+	Groups   map[string]*Group
+	Projects map[string]*Project
 }
 
 // Provider is a live provider with its opened key pool.
 type Provider struct {
 	store.Provider
+	// Catalog is every model the provider is known to serve, sorted: its
+	// configured models and the upstream models routes send it.
+	Catalog []string
+	catalog map[string]bool
+}
+
+// Serves reports whether the provider is known to serve model. A provider
+// whose catalog is unknown (nothing configured) serves everything.
+func (p *Provider) Serves(model string) bool {
+	return len(p.Models) == 0 || p.catalog[model]
+}
+
+// Group is a provider group with its live members.
+type Group struct {
+	store.Group
+	Members []Member
+	// Catalog is the sorted union of what the members serve, as clients
+	// address it (model_map keys included).
+	Catalog []string
+}
+
+// Member is a group member resolved to its live provider.
+type Member struct {
+	store.GroupMember
+	Provider *Provider
 }
 
 // Project is a project with its routes.
@@ -73,7 +101,7 @@ func Build(st *store.State, at time.Time) *Snapshot {
 	s := &Snapshot{BuiltAt: at, orgs: map[string]*Org{}, keys: map[string]*VirtualKey{}}
 	orgByID := map[int64]*Org{}
 	for _, o := range st.Orgs {
-		org := &Org{Org: o, Providers: map[string]*Provider{}, Projects: map[string]*Project{}}
+		org := &Org{Org: o, Providers: map[string]*Provider{}, Groups: map[string]*Group{}, Projects: map[string]*Project{}}
 		s.orgs[o.Name] = org
 		orgByID[o.ID] = org
 	}
@@ -83,7 +111,10 @@ func Build(st *store.State, at time.Time) *Snapshot {
 		if org == nil || p.DeletedAt != nil {
 			continue
 		}
-		pv := &Provider{Provider: p}
+		pv := &Provider{Provider: p, catalog: map[string]bool{}}
+		for _, m := range p.Models {
+			pv.catalog[m] = true
+		}
 		org.Providers[p.Slug] = pv
 		provByID[p.ID] = pv
 	}
@@ -106,9 +137,40 @@ func Build(st *store.State, at time.Time) *Snapshot {
 		for _, t := range r.Targets {
 			if pv := provByID[t.ProviderID]; pv != nil {
 				rt.Targets = append(rt.Targets, Target{Target: t, Provider: pv})
+				m := t.UpstreamModel
+				if m == "" {
+					m = r.Model
+				}
+				pv.catalog[m] = true
 			}
 		}
 		pj.Routes[r.Model] = rt
+	}
+	for _, pv := range provByID {
+		pv.Catalog = sortedKeys(pv.catalog)
+	}
+	for _, g := range st.Groups {
+		org := orgByID[g.OrgID]
+		if org == nil {
+			continue
+		}
+		grp := &Group{Group: g}
+		union := map[string]bool{}
+		for _, m := range g.Members {
+			pv := provByID[m.ProviderID]
+			if pv == nil { // soft-deleted: out of rotation
+				continue
+			}
+			grp.Members = append(grp.Members, Member{GroupMember: m, Provider: pv})
+			for _, c := range pv.Catalog {
+				union[c] = true
+			}
+			for k := range m.ModelMap {
+				union[k] = true
+			}
+		}
+		grp.Catalog = sortedKeys(union)
+		org.Groups[g.Slug] = grp
 	}
 	for _, k := range st.VirtualKeys {
 		if pj := projByID[k.ProjectID]; pj != nil {
@@ -119,6 +181,15 @@ func Build(st *store.State, at time.Time) *Snapshot {
 		s.adminTokens = append(s.adminTokens, a.Hash)
 	}
 	return s
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Org returns the org by name.
@@ -208,6 +279,13 @@ func (h *Holder) Reload(ctx context.Context) error {
 	h.log.Debug("snapshot rebuilt", "orgs", len(st.Orgs), "providers", len(st.Providers),
 		"routes", len(st.Routes), "keys", len(st.VirtualKeys), "took", time.Since(start))
 	return nil
+}
+
+// EachOrg calls fn for every org.
+func (s *Snapshot) EachOrg(fn func(*Org)) {
+	for _, o := range s.orgs {
+		fn(o)
+	}
 }
 
 // EachRoute calls fn for every route of every project.
