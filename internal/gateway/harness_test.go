@@ -57,10 +57,20 @@ type harness struct {
 	key   string
 }
 
-func newHarness(t *testing.T, cfg Config) *harness {
+func newHarness(t *testing.T, cfg Config) *harness { return newHarnessOn(t, "sqlite", cfg) }
+
+// onEveryStore runs fn with a harness on each store dialect: the tests
+// whose subject is state read from the store.
+func onEveryStore(t *testing.T, fn func(t *testing.T, h *harness)) {
+	for _, d := range storetest.Dialects {
+		t.Run(d, func(t *testing.T) { fn(t, newHarnessOn(t, d, Config{})) })
+	}
+}
+
+func newHarnessOn(t *testing.T, dialect string, cfg Config) *harness {
 	t.Helper()
 	ctx := context.Background()
-	h := &harness{t: t, db: storetest.Open(t, "sqlite", nil), clock: cooldown.NewManualClock(time.Unix(1_800_000_000, 0)),
+	h := &harness{t: t, db: storetest.Open(t, dialect, nil), clock: cooldown.NewManualClock(time.Unix(1_800_000_000, 0)),
 		usage: &usageLog{}, reg: prometheus.NewRegistry()}
 	h.org = &store.Org{Name: "default"}
 	must(t, h.db.CreateOrg(ctx, h.org))
