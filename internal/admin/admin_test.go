@@ -420,3 +420,20 @@ func TestSecretsShownOnce(t *testing.T) {
 		})
 	}
 }
+
+func TestTargetContextLimit(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		e.ok("POST", "/orgs/default/providers", `{"name":"conf","kind":"vllm","base_url":"http://a/v1","context_limit":32768}`, 201)
+		e.ok("POST", "/orgs/default/providers", `{"name":"disc","kind":"vllm","base_url":"http://b/v1","metadata_source":"upstream"}`, 201)
+		r := e.ok("POST", "/orgs/default/projects/default/routes", `{"model":"m","targets":[{"provider":"conf","context_limit":8192}]}`, 201)
+		if tg := r["targets"].([]any)[0].(map[string]any); tg["context_limit"].(float64) != 8192 {
+			t.Fatalf("target: %v", tg)
+		}
+		before := e.state()
+		e.fail("POST", "/orgs/default/projects/default/routes", `{"model":"n","targets":[{"provider":"disc","context_limit":8192}]}`, 400, admin.CodeValidation)
+		e.fail("POST", "/orgs/default/projects/default/routes", `{"model":"n","targets":[{"provider":"conf","context_limit":-1}]}`, 400, admin.CodeValidation)
+		if e.state() != before {
+			t.Fatal("a refused route changed the store")
+		}
+	})
+}

@@ -27,6 +27,9 @@ type TargetInput struct {
 	Provider      string `json:"provider" yaml:"provider"`
 	UpstreamModel string `json:"upstream_model,omitempty" yaml:"upstream_model"`
 	Weight        *int   `json:"weight,omitempty" yaml:"weight"`
+	// ContextLimit overrides the provider's context for this target;
+	// configured providers only.
+	ContextLimit int `json:"context_limit,omitempty" yaml:"context_limit"`
 }
 
 // RoutePatch changes a route; Targets, when present, replaces them all.
@@ -52,12 +55,13 @@ type TargetView struct {
 	Provider      string `json:"provider"`
 	UpstreamModel string `json:"upstream_model,omitempty"`
 	Weight        int    `json:"weight"`
+	ContextLimit  int    `json:"context_limit,omitempty"`
 }
 
 func routeView(r store.Route) RouteView {
 	v := RouteView{Model: r.Model, Strategy: r.Strategy, Targets: []TargetView{}, Policy: r.Policy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	for _, t := range r.Targets {
-		v.Targets = append(v.Targets, TargetView{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: t.Weight})
+		v.Targets = append(v.Targets, TargetView{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: t.Weight, ContextLimit: t.ContextLimit})
 	}
 	return v
 }
@@ -117,7 +121,12 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 		pv, err := s.st.GetProvider(ctx, orgID, t.Provider)
 		switch {
 		case err == nil && pv.DeletedAt == nil:
-			r.Targets = append(r.Targets, store.Target{ProviderID: pv.ID, ProviderSlug: pv.Slug, UpstreamModel: t.UpstreamModel, Weight: w})
+			if t.ContextLimit < 0 {
+				fe.add(field+".context_limit", "must be positive")
+			} else if t.ContextLimit > 0 && pv.MetadataSource == MetadataUpstream {
+				fe.add(field+".context_limit", "cannot be configured for a provider whose metadata_source is \"upstream\": the upstream reports it")
+			}
+			r.Targets = append(r.Targets, store.Target{ProviderID: pv.ID, ProviderSlug: pv.Slug, UpstreamModel: t.UpstreamModel, Weight: w, ContextLimit: t.ContextLimit})
 		case err == nil || err == store.ErrNotFound:
 			unknown = append(unknown, field+".provider")
 		default:
@@ -227,7 +236,7 @@ func (h *Handler) patchRoute(w http.ResponseWriter, r *http.Request) error {
 	targets := make([]TargetInput, 0, len(rt.Targets))
 	for _, t := range rt.Targets {
 		w := t.Weight
-		targets = append(targets, TargetInput{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: &w})
+		targets = append(targets, TargetInput{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: &w, ContextLimit: t.ContextLimit})
 	}
 	if in.Targets != nil {
 		targets = *in.Targets

@@ -120,6 +120,7 @@ type Target struct {
 	ProviderSlug  string // filled on read
 	UpstreamModel string // empty: send the client's model string
 	Weight        int
+	ContextLimit  int // 0: the provider's
 }
 
 // Policy is the router-owned part of a route (SPEC §6). Zero values mean

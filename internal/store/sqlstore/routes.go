@@ -48,8 +48,8 @@ func (s *DB) insertTargets(ctx context.Context, tx *sql.Tx, r *store.Route) erro
 	for i := range r.Targets {
 		tg := &r.Targets[i]
 		id, err := s.insert(ctx, tx, "route target",
-			`INSERT INTO route_targets (route_id, provider_id, upstream_model, weight, position) VALUES (?, ?, ?, ?, ?)`,
-			r.ID, tg.ProviderID, tg.UpstreamModel, tg.Weight, i)
+			`INSERT INTO route_targets (route_id, provider_id, upstream_model, weight, position, context_limit) VALUES (?, ?, ?, ?, ?, ?)`,
+			r.ID, tg.ProviderID, tg.UpstreamModel, tg.Weight, i, tg.ContextLimit)
 		if err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func (s *DB) attachTargets(ctx context.Context, qr querier, rs []store.Route, al
 		return nil
 	}
 	byID := make(map[int64]*store.Route, len(rs))
-	query := `SELECT t.id, t.route_id, t.provider_id, p.slug, t.upstream_model, t.weight
+	query := `SELECT t.id, t.route_id, t.provider_id, p.slug, t.upstream_model, t.weight, t.context_limit
 		FROM route_targets t JOIN providers p ON p.id = t.provider_id`
 	var args []any
 	if !all {
@@ -113,7 +113,7 @@ func (s *DB) attachTargets(ctx context.Context, qr querier, rs []store.Route, al
 			tg    store.Target
 			route int64
 		)
-		if err := rows.Scan(&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight); err != nil {
+		if err := rows.Scan(&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight, &tg.ContextLimit); err != nil {
 			return s.classify(err, "")
 		}
 		if r := byID[route]; r != nil {
