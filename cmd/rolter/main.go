@@ -25,6 +25,8 @@ const usage = `rolter — a self-hosted LLM gateway
 Usage:
   rolter serve   [flags]   run the gateway (client API, admin API, /metrics)
   rolter migrate [flags]   apply store migrations and exit
+  rolter import  [flags] FILE
+                           import a LiteLLM config.yaml or a rolter config file
   rolter help              show this text
 
 Run "rolter <command> -h" for a command's flags.
@@ -47,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = serve(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		err = migrate(ctx, args[1:], stdout, stderr)
+	case "import":
+		err = importCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

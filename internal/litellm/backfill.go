@@ -1,0 +1,111 @@
+package litellm
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/rolter/rolter/internal/admin"
+)
+
+// Slug lengths of the backfill (design 000, "Slug collision handling" 1).
+const (
+	slugMax      = 63 // a bare slug
+	suffixedBase = 58 // the base of "base-N", so that it fits in 63
+)
+
+// fallbackBase is the base of a name with no ASCII letter or digit.
+const fallbackBase = "provider"
+
+// Claimant is one provider of an org taking part in a slug backfill.
+type Claimant struct {
+	// Name is the provider's display name; its base slug is derived from it.
+	Name string
+	// Slug is the slug an existing provider already holds, which it keeps;
+	// "" for a new provider that needs one.
+	Slug string
+}
+
+// Assigned is the backfill's answer for one claimant.
+type Assigned struct {
+	// Base is the slug derived from the name (truncated to 63).
+	Base string
+	// Final is the slug the provider holds: Base, Base truncated to 58 with
+	// "-N", or for an existing claimant the slug it already had.
+	Final string
+}
+
+// Adjusted reports whether the final slug differs from the base, which is
+// what the backfill report lists.
+func (a Assigned) Adjusted() bool { return a.Base != a.Final }
+
+// BaseSlug is the backfill base of a provider name: admin.DeriveSlug, or
+// "provider" when the name has no ASCII letter or digit.
+func BaseSlug(name string) string {
+	if b := admin.DeriveSlug(name); b != "" {
+		return b
+	}
+	return fallbackBase
+}
+
+// Backfill assigns slugs to the new claimants of one org, the bulk backfill
+// of design 000. claimants are the org's providers in id order: existing
+// ones first (they keep their slugs but count as claimants of their base),
+// then the new ones in the order they will be created. held lists every
+// slug already claimed in the org's namespace (providers, soft-deleted ones
+// included, and groups).
+//
+// The first claimant of a base keeps it bare; the k-th claimant of the same
+// base gets "base-k" with the base cut to 58 characters (and any '-' left at
+// the cut trimmed). A candidate that is taken, by a held slug or by an
+// earlier assignment, moves on to the next N until one is free, so the
+// backfill never fails. The result depends only on the order of claimants
+// and on the set of held slugs.
+func Backfill(claimants []Claimant, held []string) []Assigned {
+	taken := make(map[string]bool, len(held)+len(claimants))
+	for _, s := range held {
+		taken[s] = true
+	}
+	for _, c := range claimants {
+		if c.Slug != "" {
+			taken[c.Slug] = true
+		}
+	}
+	rows := map[string]int{} // claimants of each base so far
+	out := make([]Assigned, len(claimants))
+	for i, c := range claimants {
+		base := BaseSlug(c.Name)
+		rows[base]++
+		if c.Slug != "" {
+			out[i] = Assigned{Base: base, Final: c.Slug}
+			continue
+		}
+		n := rows[base]
+		cand := candidate(base, n)
+		for taken[cand] {
+			n++
+			cand = candidate(base, n)
+		}
+		taken[cand] = true
+		out[i] = Assigned{Base: base, Final: cand}
+	}
+	return out
+}
+
+// candidate is the slug of the n-th claimant of base: the base itself for
+// n = 1, "base-n" otherwise.
+func candidate(base string, n int) string {
+	if n <= 1 {
+		return truncate(base, slugMax)
+	}
+	suffix := "-" + strconv.Itoa(n)
+	return truncate(base, min(suffixedBase, slugMax-len(suffix))) + suffix
+}
+
+// truncate cuts s to n bytes (slugs are ASCII) without leaving a trailing
+// '-'.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		s = strings.TrimRight(s[:n], "-")
+	}
+	return s
+}
