@@ -1,0 +1,390 @@
+// Package metadata is the gateway's readiness cache: it probes every
+// provider in the background and keeps, per provider, whether it is ready
+// and what an upstream-metadata provider says it serves (design 003).
+//
+// # Two kinds of provider
+//
+// A configured provider (metadata_source "configured") has its model and
+// context in rolter's configuration; the cache only watches its health. It
+// starts Ready, before any probe: until the first probe the gateway's
+// passive health covers it, and a gateway restart must not blackhole
+// traffic to a healthy fleet.
+//
+// An upstream-metadata provider (Provider.Upstream) delegates its model id
+// and context to the one inference server at its endpoint. It starts NOT
+// ready ("no probe has completed yet") and is ready only while the server is
+// healthy AND GET {base}/models lists exactly one model whose card carries a
+// context length; for llama.cpp /props must also agree. Anything missing,
+// ambiguous, malformed or inconsistent makes it not ready: the gateway never
+// routes on a guessed model or context.
+//
+// # What is probed
+//
+//	kind                  health probe                 upstream metadata
+//	vllm, sglang          GET {root}/health            GET {base}/models
+//	llamacpp              GET {root}/health            GET {base}/models, GET {root}/props
+//	openai, anthropic     GET {base}/models            (the same response)
+//
+// root is the base URL without a trailing "/v1". No probe sends a completion
+// or any other POST, so probes cost no tokens. (SGLang's /health runs a
+// one-token generation inside the engine when it is idle; that is the
+// engine's own liveness check, not a billed request.) Every body is read
+// through Config.MaxBody.
+//
+// # State machine
+//
+//	        FailAfter consecutive failed probes, or unusable
+//	        upstream metadata (at once)
+//	Ready ─────────────────────────────────────────────▶ not ready
+//	      ◀─────────────────────────────────────────────
+//	        RecoverAfter consecutive successful probes
+//
+// A failed probe is an unreachable endpoint, a timeout or a non-2xx answer,
+// on /health or on a metadata request. Unusable metadata (two models, bad
+// JSON, a body over MaxBody, an alias that disagrees, no context) takes an
+// upstream provider out at once: there is nothing safe to route on. On a
+// successful probe of a ready upstream provider, new facts (a new model or
+// context at the same endpoint: the model was replaced) take effect at once.
+// A provider that has never been ready becomes ready on its first success
+// whatever RecoverAfter says: RecoverAfter damps flapping, and a provider
+// that was never up cannot flap.
+package metadata
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/secret"
+)
+
+// Provider is what the cache needs to know about one provider.
+type Provider struct {
+	ID         int64
+	Kind       string        // "openai", "anthropic", "vllm", "sglang", "llamacpp"
+	BaseURL    string        // e.g. http://10.0.0.5:8000/v1 (no trailing slash)
+	Credential secret.Secret // first pool key; zero if none
+	Upstream   bool          // metadata_source == "upstream": discover model id and context
+}
+
+// Facts are what an upstream provider reports about itself.
+type Facts struct {
+	ModelID    string
+	Context    int      // 0 if unknown; never 0 for a ready upstream provider (no context, not ready)
+	Modalities []string // e.g. ["text","image","audio"]; nil if unknown
+	Slots      int      // llama.cpp total_slots; 0 if unknown
+	Build      string   // llama.cpp build_info
+}
+
+// Equal reports whether f and o are the same facts.
+func (f Facts) Equal(o Facts) bool {
+	return f.ModelID == o.ModelID && f.Context == o.Context && f.Slots == o.Slots &&
+		f.Build == o.Build && slices.Equal(f.Modalities, o.Modalities)
+}
+
+// Status is a provider's readiness as last observed.
+type Status struct {
+	Ready bool
+	// Reason says why the provider is not ready; empty when it is. Examples:
+	// "health probe failed: GET /health: ... connection refused",
+	// "GET /models returned 2 models; an upstream-metadata provider must
+	// serve exactly one", "no probe has completed yet".
+	Reason string
+	// Facts are what an Upstream provider serves; set only while Ready (and
+	// zero for configured providers). Modalities is shared: do not modify it.
+	Facts     Facts
+	LastProbe time.Time // zero before the first probe
+	LastError string    // last probe error, kept after recovery for the admin view
+}
+
+// ReasonNoProbe is the Reason of an upstream provider before its first probe.
+const ReasonNoProbe = "no probe has completed yet"
+
+// Config tunes the cache. Zero fields take their defaults.
+type Config struct {
+	Interval     time.Duration // between probes of one provider (default 10s), with ±10% jitter
+	Timeout      time.Duration // per probe request (default 5s)
+	FailAfter    int           // consecutive failures before a ready provider goes down (default 2)
+	RecoverAfter int           // consecutive successes before a down provider is ready (default 1)
+	MaxBody      int64         // cap on every probe body read (default 1 MiB)
+}
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultInterval     = 10 * time.Second
+	DefaultTimeout      = 5 * time.Second
+	DefaultFailAfter    = 2
+	DefaultRecoverAfter = 1
+	DefaultMaxBody      = 1 << 20
+)
+
+func (c Config) withDefaults() Config {
+	if c.Interval <= 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.FailAfter <= 0 {
+		c.FailAfter = DefaultFailAfter
+	}
+	if c.RecoverAfter <= 0 {
+		c.RecoverAfter = DefaultRecoverAfter
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	return c
+}
+
+// Cache is the readiness cache. Create it with New; safe for concurrent use.
+type Cache struct {
+	cfg    Config
+	clock  cooldown.Clock
+	client *http.Client
+	log    *slog.Logger
+
+	// entries is an immutable map swapped by Sync, so Status is one atomic
+	// load plus a map read.
+	entries atomic.Pointer[map[int64]*entry]
+
+	mu     sync.Mutex    // serializes Sync
+	synced chan struct{} // guarded by mu; closed and replaced by every Sync to wake Run
+
+	onChange atomic.Pointer[func()]
+	notifyMu sync.Mutex  // held while onChange runs
+	pending  atomic.Bool // a change has not been announced yet
+}
+
+// providerKey is what must stay the same for Sync to keep a provider's state.
+type providerKey struct {
+	id       int64
+	kind     string
+	baseURL  string
+	upstream bool
+}
+
+func keyOf(p Provider) providerKey {
+	return providerKey{p.ID, p.Kind, p.BaseURL, p.Upstream}
+}
+
+// entry is one provider's state.
+type entry struct {
+	key      providerKey
+	provider atomic.Pointer[Provider] // the credential may change without resetting state
+	status   atomic.Pointer[Status]   // read by Status; written under mu
+
+	mu sync.Mutex // serializes probes of this provider; guards tr
+	tr tracker
+}
+
+func newEntry(p Provider) *entry {
+	e := &entry{key: keyOf(p)}
+	e.provider.Store(&p)
+	e.tr = newTracker(p.Upstream)
+	st := e.tr.status
+	e.status.Store(&st)
+	return e
+}
+
+// New returns an empty cache; call Sync to give it providers. A nil clock
+// is the system clock, a nil client a plain http.Client (each probe request
+// has its own Config.Timeout), a nil log discards.
+func New(cfg Config, clock cooldown.Clock, client *http.Client, log *slog.Logger) *Cache {
+	if clock == nil {
+		clock = cooldown.SystemClock
+	}
+	if client == nil {
+		client = &http.Client{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Cache{cfg: cfg.withDefaults(), clock: clock, client: client, log: log, synced: make(chan struct{})}
+	c.entries.Store(&map[int64]*entry{})
+	return c
+}
+
+// Sync sets the provider list (called on every configuration change). State
+// is kept for providers whose (ID, Kind, BaseURL, Upstream) are unchanged
+// (a new Credential is used from the next probe); others start fresh. Run,
+// if running, starts and stops probe loops to match. Sync does not call the
+// OnChange function: the caller is rebuilding its tables already.
+func (c *Cache) Sync(ps []Provider) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := *c.entries.Load()
+	next := make(map[int64]*entry, len(ps))
+	for _, p := range ps {
+		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
+		if _, dup := next[p.ID]; dup {
+			c.log.Warn("metadata: duplicate provider id; the later one wins", "provider", p.ID)
+		}
+		if e, ok := old[p.ID]; ok && e.key == keyOf(p) {
+			e.provider.Store(&p)
+			next[p.ID] = e
+			continue
+		}
+		next[p.ID] = newEntry(p)
+	}
+	c.entries.Store(&next)
+	close(c.synced)
+	c.synced = make(chan struct{})
+}
+
+// Status returns the provider's status; ok is false if the provider is
+// unknown. It takes no lock: it is called per request.
+func (c *Cache) Status(id int64) (Status, bool) {
+	e, ok := (*c.entries.Load())[id]
+	if !ok {
+		return Status{}, false
+	}
+	return *e.status.Load(), true
+}
+
+// OnChange registers fn, called after any provider's Ready or Facts change
+// so the gateway can rebuild its tables. Calls never overlap, and changes
+// that happen while fn runs are announced by one more call after it returns
+// (so several changes may share a call, and fn may run on the goroutine of
+// a probe other than the one that saw the change). When fn runs, Status
+// already reports the change. Set it before Run.
+func (c *Cache) OnChange(fn func()) {
+	if fn == nil {
+		c.onChange.Store(nil)
+		return
+	}
+	c.onChange.Store(&fn)
+}
+
+// announce runs the OnChange function unless a call already running will
+// run it again: the goroutine holding notifyMu re-checks pending after it
+// unlocks, so a change recorded while it was busy is never lost.
+func (c *Cache) announce() {
+	fn := c.onChange.Load()
+	if fn == nil {
+		return
+	}
+	c.pending.Store(true)
+	for c.pending.Load() && c.notifyMu.TryLock() {
+		if c.pending.Swap(false) {
+			(*fn)()
+		}
+		c.notifyMu.Unlock()
+	}
+}
+
+// ProbeAll probes every provider once, concurrently, and returns when done
+// (tests and start-up use it). Results of probes cut short by ctx are
+// discarded.
+func (c *Cache) ProbeAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, e := range *c.entries.Load() {
+		wg.Go(func() { c.probe(ctx, e) })
+	}
+	wg.Wait()
+}
+
+// Run probes each provider every Interval (±10% jitter, independent
+// schedules) until ctx is cancelled, following Sync as providers come and
+// go. A provider never probed yet is probed at once. Run returns after all
+// its probe goroutines have exited.
+func (c *Cache) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	loops := map[*entry]context.CancelFunc{}
+	defer func() {
+		for _, cancel := range loops {
+			cancel()
+		}
+		wg.Wait()
+	}()
+	for {
+		c.mu.Lock()
+		synced, cur := c.synced, *c.entries.Load()
+		c.mu.Unlock()
+		for e, cancel := range loops {
+			if cur[e.key.id] != e {
+				cancel()
+				delete(loops, e)
+			}
+		}
+		for _, e := range cur {
+			if _, ok := loops[e]; !ok {
+				ectx, cancel := context.WithCancel(ctx)
+				loops[e] = cancel
+				wg.Go(func() { c.loop(ectx, e) })
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-synced:
+		}
+	}
+}
+
+// loop probes one provider until ctx is cancelled.
+func (c *Cache) loop(ctx context.Context, e *entry) {
+	var first time.Duration
+	if !e.status.Load().LastProbe.IsZero() {
+		first = c.jitter() // already probed (ProbeAll at start-up, or a kept entry)
+	}
+	t := time.NewTimer(first)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.probe(ctx, e)
+		t.Reset(c.jitter())
+	}
+}
+
+// jitter returns Interval ±10%.
+func (c *Cache) jitter() time.Duration {
+	d := float64(c.cfg.Interval)
+	return time.Duration(d * (0.9 + 0.2*rand.Float64()))
+}
+
+// probe observes one provider and records the result.
+func (c *Cache) probe(ctx context.Context, e *entry) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := *e.provider.Load()
+	o := c.observe(ctx, p)
+	if ctx.Err() != nil {
+		return // shutting down or given up on: the observation says nothing about the provider
+	}
+	prev := e.tr.status
+	changed := e.tr.apply(o, c.clock.Now(), c.cfg)
+	st := e.tr.status
+	e.status.Store(&st)
+	c.logTransition(p, prev, st, o)
+	if changed && (*c.entries.Load())[p.ID] == e {
+		c.announce()
+	}
+}
+
+func (c *Cache) logTransition(p Provider, prev, cur Status, o observation) {
+	switch {
+	case cur.Ready && !prev.Ready:
+		c.log.Info("metadata: provider ready", "provider", p.ID, "kind", p.Kind,
+			"model", cur.Facts.ModelID, "context", cur.Facts.Context)
+	case !cur.Ready && prev.Ready:
+		c.log.Warn("metadata: provider not ready", "provider", p.ID, "kind", p.Kind, "reason", cur.Reason)
+	case cur.Ready && !cur.Facts.Equal(prev.Facts):
+		c.log.Info("metadata: provider facts changed", "provider", p.ID, "kind", p.Kind,
+			"model", cur.Facts.ModelID, "context", cur.Facts.Context,
+			"previous_model", prev.Facts.ModelID, "previous_context", prev.Facts.Context)
+	case !o.ok():
+		c.log.Debug("metadata: probe failed", "provider", p.ID, "kind", p.Kind, "error", o.message())
+	}
+}

@@ -1,0 +1,198 @@
+package metadata
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/rolter/rolter/internal/secret"
+)
+
+// Provider kinds the cache knows. Any other kind is probed like openai.
+const (
+	KindOpenAI    = "openai"
+	KindAnthropic = "anthropic"
+	KindVLLM      = "vllm"
+	KindSGLang    = "sglang"
+	KindLlamaCpp  = "llamacpp"
+)
+
+// anthropicVersion is the API version sent with x-api-key.
+const anthropicVersion = "2023-06-01"
+
+// errTooLarge is returned by get for a body over Config.MaxBody.
+var errTooLarge = errors.New("body too large")
+
+// observe probes p once. It only ever sends GETs.
+func (c *Cache) observe(ctx context.Context, p Provider) observation {
+	base := p.BaseURL
+	root := strings.TrimSuffix(base, "/v1")
+	redact := func(s string) string { return redactSecret(s, p.Credential) }
+
+	var models []byte
+	switch p.Kind {
+	case KindVLLM, KindSGLang, KindLlamaCpp:
+		if _, err := c.get(ctx, p, root+"/health"); err != nil {
+			return observation{failed: redact("health probe failed: GET /health: " + err.Error())}
+		}
+		if !p.Upstream {
+			return observation{}
+		}
+		body, err := c.get(ctx, p, base+"/models")
+		if err != nil {
+			return metadataError("GET /models", err, redact)
+		}
+		models = body
+	default:
+		// A hosted API has no health endpoint; listing models is the
+		// cheapest authenticated GET it serves.
+		body, err := c.get(ctx, p, base+"/models")
+		if err != nil {
+			return observation{failed: redact("health probe failed: GET /models: " + err.Error())}
+		}
+		if !p.Upstream {
+			return observation{}
+		}
+		models = body
+	}
+
+	card, err := parseModels(models)
+	if err != nil {
+		return observation{unusable: redact(err.Error())}
+	}
+	facts := Facts{ModelID: card.id, Context: card.context}
+
+	if p.Kind == KindLlamaCpp {
+		body, err := c.get(ctx, p, root+"/props")
+		if err != nil {
+			return metadataError("GET /props", err, redact)
+		}
+		pr, err := parseProps(body)
+		if err != nil {
+			return observation{unusable: redact(err.Error())}
+		}
+		if pr.alias != "" && pr.alias != card.id {
+			return observation{unusable: redact(fmt.Sprintf("/props model_alias %q disagrees with /v1/models id %q", pr.alias, card.id))}
+		}
+		if pr.context > 0 {
+			// The runtime per-slot context, which llama.cpp enforces;
+			// meta.n_ctx_train on the card is only what the model was
+			// trained for.
+			facts.Context = pr.context
+		}
+		facts.Slots, facts.Modalities, facts.Build = pr.slots, pr.modalities, pr.build
+	}
+	if facts.Context == 0 {
+		return observation{unusable: redact(fmt.Sprintf(
+			"GET /models: model %q reports no context length (looked for %s)", card.id, contextKeysDoc))}
+	}
+	return observation{facts: facts}
+}
+
+// metadataError classifies a failed metadata request: a body over the cap
+// is unusable metadata, anything else (unreachable, non-2xx) a failed probe.
+func metadataError(what string, err error, redact func(string) string) observation {
+	msg := redact(what + ": " + err.Error())
+	if errors.Is(err, errTooLarge) {
+		return observation{unusable: msg}
+	}
+	return observation{failed: "metadata probe failed: " + msg}
+}
+
+// get GETs u with p's credential and returns the body of a 2xx answer, read
+// through the MaxBody cap. Its errors name neither the host nor the
+// credential.
+func (c *Cache) get(ctx context.Context, p Provider, u string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if !p.Credential.IsZero() {
+		if p.Kind == KindAnthropic {
+			req.Header.Set("x-api-key", p.Credential.Reveal())
+			req.Header.Set("anthropic-version", anthropicVersion)
+		} else {
+			req.Header.Set("Authorization", "Bearer "+p.Credential.Reveal())
+		}
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			return nil, fmt.Errorf("timed out after %s", c.cfg.Timeout)
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // drop "Get \"http://host/...\":": the path is in the caller's message
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading body: %w", err)
+	}
+	if int64(len(body)) > c.cfg.MaxBody {
+		return nil, fmt.Errorf("%w: over %d bytes", errTooLarge, c.cfg.MaxBody)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		msg := "returned " + strconv.Itoa(resp.StatusCode)
+		if detail := errorDetail(body); detail != "" {
+			msg += ": " + detail
+		}
+		return nil, errors.New(msg)
+	}
+	return body, nil
+}
+
+// errorDetail extracts the message of an error body in the shapes the
+// engines send: {"error":{"message":...}} (OpenAI, llama.cpp, Anthropic),
+// {"message":...} (vLLM and SGLang ErrorResponse), {"detail":...} (FastAPI).
+func errorDetail(body []byte) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+		Message string `json:"message"`
+		Detail  any    `json:"detail"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	msg := e.Error.Message
+	if msg == "" {
+		msg = e.Message
+	}
+	if s, ok := e.Detail.(string); ok && msg == "" {
+		msg = s
+	}
+	return truncate(msg, 200)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// redactSecret removes the credential from s: an upstream's error message
+// may echo the key it refused, and reasons are logged and shown to admins.
+func redactSecret(s string, cred secret.Secret) string {
+	if k := cred.Reveal(); k != "" {
+		s = strings.ReplaceAll(s, k, secret.Redacted)
+	}
+	return s
+}
