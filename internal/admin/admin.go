@@ -23,6 +23,8 @@ type Service struct {
 	snap *snapshot.Holder
 	log  *slog.Logger
 	now  func() time.Time
+	// ready, when set, adds live readiness to provider views.
+	ready Readiness
 }
 
 // NewService returns a Service that rebuilds snap after each write.

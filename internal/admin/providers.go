@@ -78,7 +78,9 @@ type ProviderView struct {
 	CreatedAt        time.Time      `json:"created_at"`
 	UpdatedAt        time.Time      `json:"updated_at"`
 	DeletedAt        *time.Time     `json:"deleted_at,omitempty"`
-	Warnings         []string       `json:"warnings,omitempty"`
+	// Readiness is the live health and discovered metadata (SPEC §5).
+	Readiness *ReadinessView `json:"readiness,omitempty"`
+	Warnings  []string       `json:"warnings,omitempty"`
 }
 
 // KeyView is a pool key without its secret.
@@ -86,6 +88,15 @@ type KeyView struct {
 	ID        int64     `json:"id"`
 	Weight    int       `json:"weight"`
 	CreatedAt time.Time `json:"created_at"`
+}
+
+// providerView adds the live readiness to a provider view.
+func (s *Service) providerView(p store.Provider) ProviderView {
+	v := providerView(p)
+	if p.DeletedAt == nil {
+		v.Readiness = s.readiness(p.ID)
+	}
+	return v
 }
 
 func providerView(p store.Provider) ProviderView {
@@ -292,7 +303,7 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 	if err != nil {
 		return ProviderView{}, fromStore(err, "provider")
 	}
-	v := providerView(*fresh)
+	v := s.providerView(*fresh)
 	v.Warnings = warnings
 	return v, nil
 }
@@ -310,7 +321,7 @@ func (h *Handler) listProviders(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fromStore(err, "providers")
 	}
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(p store.Provider) int64 { return p.ID }, providerView))
+	writeJSON(w, http.StatusOK, paginate(rows, limit, func(p store.Provider) int64 { return p.ID }, h.svc.providerView))
 	return nil
 }
 
@@ -332,7 +343,7 @@ func (h *Handler) getProvider(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, providerView(*p))
+	writeJSON(w, http.StatusOK, h.svc.providerView(*p))
 	return nil
 }
 

@@ -39,7 +39,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 		maxRetryAfter time.Duration
 	)
 	for x.attempts < g.cfg.MaxAttempts && (x.attempts == 0 || g.clock.Now().Before(deadline)) {
-		i, tgProbe := g.pickTarget(plan, cands, tried)
+		i, tgProbe := g.pickTarget(plan, cands, tried, x.down)
 		if i < 0 {
 			break
 		}
@@ -131,8 +131,11 @@ func attemptLabel(c Class) string {
 // so that a fully cooled pool still gets a chance instead of failing every
 // request. probe reports that this request holds the target's half-open
 // probe.
-func (g *Gateway) pickTarget(plan *routePlan, cands []balancer.Candidate, tried []bool) (int, bool) {
+func (g *Gateway) pickTarget(plan *routePlan, cands []balancer.Candidate, tried, down []bool) (int, bool) {
 	now := g.clock.Now()
+	for i := range tried {
+		tried[i] = tried[i] || down[i] // not routable: never a candidate, not even in panic mode
+	}
 	for {
 		for i, tg := range plan.targets {
 			cands[i] = balancer.Candidate{Weight: plan.weights[i], Stats: tg.stats,
@@ -326,6 +329,11 @@ func (wd *watchdog) stop() { wd.t.Stop() }
 // attempt sends the request to one target with one key.
 func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, tg *targetRT, key *keyRT, body []byte) result {
 	upstreamModel := tg.id.model
+	if upstreamModel == "" && tg.provider.upstream {
+		// design 003: the upstream owns its model id; a race with a
+		// replacement may fail, and is not replayed.
+		upstreamModel = g.status(tg.provider).Facts.ModelID
+	}
 	if upstreamModel == "" {
 		upstreamModel = x.model
 	}

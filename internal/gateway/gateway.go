@@ -76,6 +76,9 @@ type Gateway struct {
 	// across configuration changes; nstates bounds it.
 	states  sync.Map
 	nstates atomic.Int64
+	// limiters hold each route's in-flight count across table rebuilds.
+	limiters sync.Map // route id -> *policy.Limiter
+	ready    Readiness
 }
 
 // Options are the collaborators of a Gateway.
@@ -86,6 +89,9 @@ type Options struct {
 	Registry prometheus.Registerer // default: a private registry
 	// Transport for upstream requests (default: a tuned http.Transport).
 	Transport http.RoundTripper
+	// Readiness gates providers on their active health and discovered
+	// metadata (default: every provider ready, nothing discovered).
+	Readiness Readiness
 }
 
 type discardUsage struct{}
@@ -121,7 +127,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 			ForceAttemptHTTP2:  false,
 		}
 	}
-	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage,
+	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage, ready: o.Readiness,
 		client:  &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		metrics: NewMetrics(o.Registry), mux: http.NewServeMux()}
 	o.Registry.MustRegister(cooldownCollector{g: g, desc: prometheus.NewDesc("rolter_cooldown",
@@ -141,6 +147,20 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 	return g
 }
 
+// Refresh rebuilds the routing table from the current snapshot; call it
+// when readiness or discovered metadata change, so /v1/models and
+// admission follow without an admin write.
+func (g *Gateway) Refresh() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t := g.table.Load(); t != nil {
+		g.table.Store(g.buildTable(t.snap, t))
+	}
+}
+
+// CloseIdleConnections closes idle upstream connections (at shutdown).
+func (g *Gateway) CloseIdleConnections() { g.client.CloseIdleConnections() }
+
 // Metrics returns the gateway's metrics (for wiring the usage drop count).
 func (g *Gateway) Metrics() *Metrics { return g.metrics }
 
@@ -155,6 +175,7 @@ type exchange struct {
 	stream   bool
 	endpoint string // upstream path under base_url, e.g. "/chat/completions"
 	plan     *routePlan
+	down     []bool // per plan target: not routable (health or metadata)
 	// addedUsage: the gateway asked the upstream for a usage chunk the client
 	// did not ask for, so the relay strips it.
 	addedUsage bool
@@ -200,6 +221,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	if x.plan, aerr = g.resolve(t, key, x.model, r.Header.Get("X-Rolter-Provider")); aerr != nil {
 		g.fail(w, x, aerr)
 		return
+	}
+	body, release, aerr := g.admit(x, body)
+	if aerr != nil {
+		g.fail(w, x, aerr)
+		return
+	}
+	if release != nil {
+		defer release()
 	}
 	if x.stream {
 		body, x.addedUsage = requestUsage(body, x.endpoint)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/metadata"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
@@ -55,6 +56,8 @@ type harness struct {
 	org   *store.Org
 	proj  *store.Project
 	key   string
+	// probes, in a probed harness, gate providers on readiness.
+	probes *metadata.Cache
 }
 
 func newHarness(t *testing.T, cfg Config) *harness { return newHarnessOn(t, "sqlite", cfg) }
@@ -68,6 +71,19 @@ func onEveryStore(t *testing.T, fn func(t *testing.T, h *harness)) {
 }
 
 func newHarnessOn(t *testing.T, dialect string, cfg Config) *harness {
+	return newHarnessWith(t, dialect, cfg, false)
+}
+
+// newProbedHarness is a harness whose gateway is gated by a real
+// readiness cache (probes driven by h.probe()).
+func newProbedHarness(t *testing.T, cfg Config) *harness {
+	return newHarnessWith(t, "sqlite", cfg, true)
+}
+
+// probe runs one probe round and lets the gateway follow.
+func (h *harness) probe() { h.probes.ProbeAll(context.Background()) }
+
+func newHarnessWith(t *testing.T, dialect string, cfg Config, probed bool) *harness {
 	t.Helper()
 	ctx := context.Background()
 	h := &harness{t: t, db: storetest.Open(t, dialect, nil), clock: cooldown.NewManualClock(time.Unix(1_800_000_000, 0)),
@@ -80,7 +96,24 @@ func newHarnessOn(t *testing.T, dialect string, cfg Config) *harness {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h.snap = snapshot.NewHolder(h.db, log)
 	must(t, h.snap.Reload(ctx))
-	h.gw = New(cfg, h.snap, Options{Log: log, Clock: h.clock, Usage: h.usage, Registry: h.reg})
+	opts := Options{Log: log, Clock: h.clock, Usage: h.usage, Registry: h.reg}
+	if probed {
+		h.probes = metadata.New(metadata.Config{FailAfter: 1}, h.clock, &http.Client{}, log)
+		h.snap.OnSwap(func(s *snapshot.Snapshot) {
+			var ps []metadata.Provider
+			s.EachOrg(func(o *snapshot.Org) {
+				for _, p := range o.Providers {
+					ps = append(ps, metadata.Provider{ID: p.ID, Kind: p.Kind, BaseURL: p.BaseURL, Upstream: p.MetadataSource == "upstream"})
+				}
+			})
+			h.probes.Sync(ps)
+		})
+		opts.Readiness = h.probes
+	}
+	h.gw = New(cfg, h.snap, opts)
+	if probed {
+		h.probes.OnChange(h.gw.Refresh)
+	}
 	h.srv = httptest.NewServer(h.gw)
 	t.Cleanup(h.srv.Close)
 	return h
@@ -231,3 +264,5 @@ func readEvents(t *testing.T, r io.Reader) []string {
 	}
 	return out
 }
+
+func runtimeGosched() { time.Sleep(time.Millisecond) } // waiting for goroutines to arrive, not a timing assertion

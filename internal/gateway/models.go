@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"sort"
 	"time"
-
-	"github.com/rolter/rolter/internal/resolve"
 )
 
 type modelEntry struct {
@@ -17,6 +15,10 @@ type modelEntry struct {
 	// AddressKind says what the id addresses: "route", "provider" (a
 	// provider-slug/model pin) or "group" (group-slug/model fan-out).
 	AddressKind string `json:"address_kind"`
+	// ContextLength is the context admitted for the address: for a route or
+	// group, the minimum of its routable members (design 002's pool rule).
+	ContextLength int      `json:"context_length,omitempty"`
+	Modalities    []string `json:"modalities,omitempty"`
 }
 
 // listModels answers GET /v1/models: the routes of the key's project that
@@ -31,11 +33,9 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 	}
 	data := []modelEntry{}
 	for name, rt := range key.Project.Routes {
-		if plan := t.routes[rt]; plan == nil || len(plan.targets) == 0 || !allowed(key, name) {
-			continue
+		if e, ok := t.routeModels[rt]; ok && allowed(key, name) {
+			data = append(data, e)
 		}
-		data = append(data, modelEntry{ID: name, Object: "model", Created: rt.CreatedAt.Unix(), OwnedBy: "rolter",
-			AddressKind: string(resolve.KindRoute)})
 	}
 	sort.Slice(data, func(i, j int) bool { return data[i].ID < data[j].ID })
 	for _, m := range t.models[key.Project.Org] {

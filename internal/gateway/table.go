@@ -8,8 +8,10 @@ import (
 
 	"github.com/rolter/rolter/internal/balancer"
 	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/policy"
 	"github.com/rolter/rolter/internal/resolve"
 	"github.com/rolter/rolter/internal/snapshot"
+	"github.com/rolter/rolter/internal/store"
 )
 
 // table is the gateway's view of one snapshot: everything a request needs,
@@ -25,7 +27,10 @@ type table struct {
 	// models are the /v1/models entries of each org's provider and group
 	// addresses, sorted; routes are listed per project.
 	models map[*snapshot.Org][]modelEntry
-	pin    balancer.Selector // for single-target plans
+	// routeModels are the /v1/models entries of routes with a serving
+	// target, with their pool context.
+	routeModels map[*snapshot.Route]modelEntry
+	pin         balancer.Selector // for single-target plans
 }
 
 // routePlan is an address ready to balance: a route's targets, a group's
@@ -39,7 +44,9 @@ type routePlan struct {
 	weights  []int // per target
 	// pinned plans never fall back to panic mode: the caller asked for this
 	// provider, so a cooling one fails clearly instead of being tried.
-	pinned bool
+	pinned  bool
+	policy  store.Policy    // routes only
+	limiter *policy.Limiter // routes with max_concurrency only
 }
 
 // targetID is the identity of a deployment: a provider serving a model.
@@ -54,6 +61,7 @@ type targetID struct {
 type targetRT struct {
 	id       targetID
 	provider *providerRT
+	ctxLimit int // configured per-target context; 0: the provider's
 	*deployState
 }
 
@@ -94,6 +102,8 @@ type providerRT struct {
 	firstByteTimeout time.Duration
 	idleTimeout      time.Duration
 	keys             []*keyRT
+	upstream         bool // metadata_source "upstream": model and context are discovered
+	contextLimit     int  // configured context; 0: unknown
 }
 
 // keyRT is one pool key; auth is the precomputed header value.
@@ -107,7 +117,8 @@ type keyRT struct {
 // buildTable derives a table from s, reusing key state from prev.
 func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 	t := &table{snap: s, routes: map[*snapshot.Route]*routePlan{}, groups: map[*snapshot.Group]balancer.Selector{},
-		providers: map[int64]*providerRT{}, keys: map[int64]*keyRT{}, models: map[*snapshot.Org][]modelEntry{}}
+		providers: map[int64]*providerRT{}, keys: map[int64]*keyRT{}, models: map[*snapshot.Org][]modelEntry{},
+		routeModels: map[*snapshot.Route]modelEntry{}}
 	t.pin, _ = balancer.New("")
 	if prev == nil {
 		prev = &table{keys: map[int64]*keyRT{}}
@@ -126,31 +137,74 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 		}
 		var models []modelEntry
 		for _, p := range o.Providers {
-			for _, m := range p.Catalog {
+			rt := t.providers[p.ID]
+			st := g.status(rt)
+			if !st.Ready {
+				continue
+			}
+			catalog, ctx := p.Catalog, p.ContextLimit
+			if rt.upstream { // the upstream's one model, as discovered
+				catalog, ctx = []string{st.Facts.ModelID}, st.Facts.Context
+			}
+			for _, m := range catalog {
 				models = append(models, modelEntry{ID: p.Slug + "/" + m, Object: "model", Created: p.CreatedAt.Unix(),
-					OwnedBy: p.Slug, AddressKind: string(resolve.KindProvider)})
+					OwnedBy: p.Slug, AddressKind: string(resolve.KindProvider), ContextLength: ctx, Modalities: st.Facts.Modalities})
 			}
 		}
 		for _, gr := range o.Groups {
 			t.groups[gr] = selector(gr.Strategy, "group "+gr.Slug)
-			if len(gr.Members) == 0 {
-				continue
+			union := map[string]int{} // model -> pool context (minimum known)
+			for _, m := range gr.Members {
+				rt := t.providers[m.Provider.ID]
+				st := g.status(rt)
+				if !st.Ready {
+					continue
+				}
+				catalog, ctx := m.Provider.Catalog, m.Provider.ContextLimit
+				if rt.upstream {
+					catalog, ctx = []string{st.Facts.ModelID}, st.Facts.Context
+				}
+				for client, up := range m.ModelMap {
+					if slices.Contains(catalog, up) || len(m.Provider.Models) == 0 && !rt.upstream {
+						catalog = append(catalog[:len(catalog):len(catalog)], client)
+					}
+				}
+				for _, c := range catalog {
+					if old, seen := union[c]; !seen || (ctx > 0 && (old == 0 || ctx < old)) {
+						union[c] = ctx
+					}
+				}
 			}
-			for _, m := range gr.Catalog {
+			for m, ctx := range union {
 				models = append(models, modelEntry{ID: gr.Slug + "/" + m, Object: "model", Created: gr.CreatedAt.Unix(),
-					OwnedBy: gr.Slug, AddressKind: string(resolve.KindGroup)})
+					OwnedBy: gr.Slug, AddressKind: string(resolve.KindGroup), ContextLength: ctx})
 			}
 		}
 		slices.SortFunc(models, func(a, b modelEntry) int { return strings.Compare(a.ID, b.ID) })
 		t.models[o] = models
 		for _, pj := range o.Projects {
 			for _, r := range pj.Routes {
-				plan := &routePlan{kind: resolve.KindRoute, label: r.Model, route: r.Model, selector: selector(r.Strategy, "route "+r.Model)}
+				plan := &routePlan{kind: resolve.KindRoute, label: r.Model, route: r.Model,
+					selector: selector(r.Strategy, "route "+r.Model), policy: r.Policy, limiter: g.limiter(r)}
+				entry := modelEntry{ID: r.Model, Object: "model", Created: r.CreatedAt.Unix(), OwnedBy: "rolter",
+					AddressKind: string(resolve.KindRoute)}
+				serving := false
 				for _, tg := range r.Targets {
-					plan.targets = append(plan.targets, g.target(t, tg.Provider.ID, tg.UpstreamModel))
+					target := g.target(t, tg.Provider.ID, tg.UpstreamModel)
+					target.ctxLimit = tg.ContextLimit
+					plan.targets = append(plan.targets, target)
 					plan.weights = append(plan.weights, tg.Weight)
+					if st := g.status(target.provider); st.Ready && tg.Weight > 0 {
+						serving = true
+						if c := contextOf(target, st); c > 0 && (entry.ContextLength == 0 || c < entry.ContextLength) {
+							entry.ContextLength = c
+						}
+					}
 				}
 				t.routes[r] = plan
+				if serving {
+					t.routeModels[r] = entry
+				}
 			}
 		}
 	})
@@ -159,7 +213,8 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 
 func (g *Gateway) providerRT(p *snapshot.Provider, prev, t *table) *providerRT {
 	rt := &providerRT{id: p.ID, slug: p.Slug, kind: p.Kind, base: strings.TrimRight(p.BaseURL, "/"),
-		firstByteTimeout: g.cfg.FirstByteTimeout, idleTimeout: g.cfg.IdleTimeout}
+		firstByteTimeout: g.cfg.FirstByteTimeout, idleTimeout: g.cfg.IdleTimeout,
+		upstream: p.MetadataSource == "upstream", contextLimit: p.ContextLimit}
 	if d := time.Duration(p.Settings.FirstByteTimeout); d > 0 {
 		rt.firstByteTimeout = d
 	}
@@ -177,6 +232,29 @@ func (g *Gateway) providerRT(p *snapshot.Provider, prev, t *table) *providerRT {
 		t.keys[k.ID] = kr
 	}
 	return rt
+}
+
+// limiter returns the route's concurrency limiter, kept across rebuilds so
+// in-flight counts survive a configuration change; nil when unlimited.
+func (g *Gateway) limiter(r *snapshot.Route) *policy.Limiter {
+	max := r.Policy.MaxConcurrency
+	if max <= 0 {
+		g.limiters.Delete(r.ID)
+		return nil
+	}
+	if v, ok := g.limiters.Load(r.ID); ok {
+		if l := v.(*limiterEntry); l.max == max {
+			return l.Limiter
+		}
+	}
+	l := &limiterEntry{Limiter: policy.NewLimiter(max), max: max}
+	g.limiters.Store(r.ID, l)
+	return l.Limiter
+}
+
+type limiterEntry struct {
+	*policy.Limiter
+	max int
 }
 
 // target is the deployment (provider, model) of table t.
@@ -200,6 +278,11 @@ func (g *Gateway) plan(t *table, a resolve.Address) *routePlan {
 		model := resolve.MemberModel(m, a.Model)
 		if !m.Provider.Serves(model) {
 			continue // its catalog is known and lacks the model
+		}
+		if rt := t.providers[m.Provider.ID]; rt.upstream {
+			if st := g.status(rt); st.Ready && st.Facts.ModelID != model {
+				continue // it serves another model
+			}
 		}
 		plan.targets = append(plan.targets, g.target(t, m.Provider.ID, model))
 		plan.weights = append(plan.weights, m.Weight)

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +21,9 @@ import (
 
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/config"
+	"github.com/rolter/rolter/internal/cooldown"
 	"github.com/rolter/rolter/internal/gateway"
+	"github.com/rolter/rolter/internal/metadata"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store/sqlstore"
@@ -39,6 +42,7 @@ type Config struct {
 	ShutdownTimeout time.Duration // in-flight grace on SIGTERM (default 30s)
 	Gateway         gateway.Config
 	Usage           usage.Config
+	Metadata        metadata.Config // active health probes and upstream discovery
 	// Out receives the first-start banner (default: discarded).
 	Out io.Writer
 }
@@ -77,6 +81,8 @@ type Server struct {
 	// has drained, so the last requests' usage is still written.
 	bgStop context.CancelFunc
 	bgDone chan struct{}
+	// closeIdle release outbound keep-alive connections at shutdown.
+	closeIdle []func()
 }
 
 // Start opens the store, prepares it and starts serving. It returns once
@@ -149,14 +155,24 @@ func (s *Server) prepare(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rec := usage.New(s.db, s.cfg.Usage, s.log)
-	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg})
+	probeTransport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}
+	s.closeIdle = append(s.closeIdle, probeTransport.CloseIdleConnections)
+	probes := metadata.New(s.cfg.Metadata, cooldown.SystemClock, &http.Client{Transport: probeTransport}, s.log)
+	// Sync before the gateway builds its first table, so it sees every
+	// provider's initial readiness.
+	snap.OnSwap(func(sn *snapshot.Snapshot) { probes.Sync(probeTargets(sn)) })
+	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg, Readiness: probes})
+	s.closeIdle = append(s.closeIdle, gw.CloseIdleConnections)
+	probes.OnChange(gw.Refresh)
+	svc.SetReadiness(probes)
 	rec.OnDrop = gw.Metrics().UsageDropped
 	bg, stop := context.WithCancel(context.Background())
 	s.bgStop, s.bgDone = stop, make(chan struct{})
-	go func() {
-		defer close(s.bgDone)
-		rec.Run(bg)
-	}()
+	var bgWG sync.WaitGroup
+	bgWG.Add(2)
+	go func() { defer bgWG.Done(); rec.Run(bg) }()
+	go func() { defer bgWG.Done(); probes.Run(bg) }()
+	go func() { bgWG.Wait(); close(s.bgDone) }()
 	mux.Handle("/v1/", gw)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if s.cfg.Demo {
@@ -177,6 +193,22 @@ func (s *Server) prepare(ctx context.Context) error {
 	return nil
 }
 
+// probeTargets lists every live provider for the readiness cache; the
+// first pool key is the probe's credential.
+func probeTargets(sn *snapshot.Snapshot) []metadata.Provider {
+	var out []metadata.Provider
+	sn.EachOrg(func(o *snapshot.Org) {
+		for _, p := range o.Providers {
+			mp := metadata.Provider{ID: p.ID, Kind: p.Kind, BaseURL: p.BaseURL, Upstream: p.MetadataSource == "upstream"}
+			if len(p.Keys) > 0 {
+				mp.Credential = p.Keys[0].Secret
+			}
+			out = append(out, mp)
+		}
+	})
+	return out
+}
+
 // Shutdown stops accepting, lets in-flight requests finish for up to the
 // shutdown timeout, then closes the store.
 func (s *Server) Shutdown() error {
@@ -193,6 +225,9 @@ func (s *Server) Shutdown() error {
 	}
 	s.bgStop()
 	<-s.bgDone
+	for _, f := range s.closeIdle {
+		f()
+	}
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}

@@ -1,0 +1,188 @@
+package gateway
+
+// Benchmarks of the data path for profiling (issue 8). They drive the
+// gateway over real loopback HTTP, in front of the demo upstream, with a
+// real SQLite store and usage recorder, as `rolter serve` wires them:
+//
+//	go test ./internal/gateway -run '^$' -bench 'Serve' -benchtime 5s \
+//	    -cpuprofile cpu.out -memprofile mem.out
+//	go tool pprof -top -focus 'gateway\.' cpu.out
+//
+// The client and the upstream run in this process too, so a profile holds
+// their net/http work as well; focus on gateway frames, or profile the real
+// process with `rolter bench` (docs/performance.md). Numbers here are for
+// comparing a change with its parent, never asserted.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/rolter/rolter/internal/demo"
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/snapshot"
+	"github.com/rolter/rolter/internal/store"
+	"github.com/rolter/rolter/internal/store/storetest"
+	"github.com/rolter/rolter/internal/usage"
+)
+
+// benchEnv is a gateway with one route, "bench", to the demo upstream, and
+// a catalog of filler routes.
+type benchEnv struct {
+	url    string // the gateway's /v1/chat/completions
+	key    string
+	client *http.Client
+	snap   *snapshot.Holder
+}
+
+func benchCheck(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// newBenchEnv builds the environment; routes counts the catalog's routes,
+// "bench" included, over min(routes-1, 10,000) filler providers.
+func newBenchEnv(b *testing.B, routes int) *benchEnv {
+	b.Helper()
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db := storetest.Open(b, "sqlite", nil)
+	_, err := db.SQL().ExecContext(ctx, "PRAGMA synchronous=OFF") // a throwaway store; see internal/bench/seed.go
+	benchCheck(b, err)
+	org := &store.Org{Name: "default"}
+	benchCheck(b, db.CreateOrg(ctx, org))
+	proj := &store.Project{OrgID: org.ID, Name: "default"}
+	benchCheck(b, db.CreateProject(ctx, proj))
+
+	up := httptest.NewServer(demo.New(demo.Options{}))
+	b.Cleanup(up.Close)
+	p := &store.Provider{OrgID: org.ID, Slug: "demo", Name: "demo", Kind: "vllm", BaseURL: up.URL + "/v1", MetadataSource: "configured",
+		Keys: []store.ProviderKey{{Secret: secret.New("sk-demo"), Weight: 1}}}
+	benchCheck(b, db.CreateProvider(ctx, p))
+	benchCheck(b, db.CreateRoute(ctx, &store.Route{ProjectID: proj.ID, Model: "bench", Strategy: "weighted",
+		Targets: []store.Target{{ProviderID: p.ID, UpstreamModel: demo.ModelID, Weight: 1}}}))
+	fillers := make([]int64, min(routes-1, 10000))
+	for i := range fillers {
+		fp := &store.Provider{OrgID: org.ID, Slug: fmt.Sprintf("filler-%05d", i), Name: "filler", Kind: "vllm",
+			BaseURL: up.URL + "/v1", MetadataSource: "configured", Keys: []store.ProviderKey{{Secret: secret.New("sk-f"), Weight: 1}}}
+		benchCheck(b, db.CreateProvider(ctx, fp))
+		fillers[i] = fp.ID
+	}
+	for i := range routes - 1 {
+		benchCheck(b, db.CreateRoute(ctx, &store.Route{ProjectID: proj.ID, Model: fmt.Sprintf("filler-model-%06d", i), Strategy: "weighted",
+			Targets: []store.Target{{ProviderID: fillers[i%len(fillers)], UpstreamModel: "m", Weight: 1}}}))
+	}
+	tok, lookup := secret.Mint(secret.PrefixVirtualKey)
+	benchCheck(b, db.CreateVirtualKey(ctx, &store.VirtualKey{ProjectID: proj.ID, Name: "bench", Lookup: lookup, Hash: secret.HashOf(tok.Reveal())}))
+
+	snap := snapshot.NewHolder(db, log)
+	benchCheck(b, snap.Reload(ctx))
+	rec := usage.New(db, usage.Config{}, log)
+	bg, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); rec.Run(bg) }()
+	gw := New(Config{}, snap, Options{Log: log, Usage: rec})
+	srv := httptest.NewServer(gw)
+	tr := &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
+	b.Cleanup(func() {
+		tr.CloseIdleConnections()
+		srv.Close()
+		gw.client.CloseIdleConnections()
+		stop()
+		<-done
+	})
+	return &benchEnv{url: srv.URL + "/v1/chat/completions", key: "Bearer " + tok.Reveal(), client: &http.Client{Transport: tr}, snap: snap}
+}
+
+// post sends one chat request and reads the whole answer into buf.
+func (e *benchEnv) post(b *testing.B, body []byte, chunks int, buf *bytes.Buffer) {
+	req, err := http.NewRequest(http.MethodPost, e.url, bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Authorization", e.key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Demo-Chunks", strconv.Itoa(chunks))
+	resp, err := e.client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf.Reset()
+	_, err = buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("status %d, %v: %s", resp.StatusCode, err, buf.Bytes())
+	}
+}
+
+func chatBody(stream bool) []byte {
+	return fmt.Appendf(nil, `{"model":"bench","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Say hello to the benchmark."}],"max_tokens":256,"temperature":0.7,"stream":%t}`, stream)
+}
+
+// BenchmarkServe is one request at a time: non-streamed chat, and streamed
+// chat with 20 content chunks (the issue's scenarios).
+func BenchmarkServe(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		stream bool
+	}{{"chat", false}, {"stream", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			e := newBenchEnv(b, 10)
+			body := chatBody(c.stream)
+			var buf bytes.Buffer
+			b.ReportAllocs()
+			for b.Loop() {
+				e.post(b, body, 20, &buf)
+			}
+		})
+	}
+}
+
+// BenchmarkServeParallel is the same with 8 requests in flight per CPU.
+func BenchmarkServeParallel(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		stream bool
+	}{{"chat", false}, {"stream", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			e := newBenchEnv(b, 10)
+			body := chatBody(c.stream)
+			b.ReportAllocs()
+			b.SetParallelism(8)
+			b.RunParallel(func(pb *testing.PB) {
+				var buf bytes.Buffer
+				for pb.Next() {
+					e.post(b, body, 20, &buf)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkRebuild is what every admin write costs before it answers: read
+// the whole catalog from the store, build the snapshot, rebuild the
+// gateway's table. 100,000 routes take a while to seed, so -short skips
+// that size.
+func BenchmarkRebuild(b *testing.B) {
+	for _, n := range []int{10, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			if n > 10_000 && testing.Short() {
+				b.Skip("seeding 100,000 routes is slow; run without -short")
+			}
+			e := newBenchEnv(b, n)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				benchCheck(b, e.snap.Reload(ctx))
+			}
+		})
+	}
+}
