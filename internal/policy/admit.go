@@ -29,14 +29,20 @@ const (
 func outputKeys(ep endpointKind) (keys []string, insert string) {
 	switch ep {
 	case epChat:
-		return []string{"max_completion_tokens", "max_tokens"}, "max_tokens"
+		return chatKeys, "max_tokens"
 	case epCompletions, epMessages:
-		return []string{"max_tokens"}, "max_tokens"
+		return maxTokensKey, "max_tokens"
 	case epResponses:
-		return []string{"max_output_tokens"}, "max_output_tokens"
+		return responsesKeys, "max_output_tokens"
 	}
 	return nil, ""
 }
+
+var (
+	chatKeys      = []string{"max_completion_tokens", "max_tokens"}
+	maxTokensKey  = []string{"max_tokens"}
+	responsesKeys = []string{"max_output_tokens"}
+)
 
 // nPredict is llama.cpp's own output limit. llama.cpp reads it before
 // max_tokens and takes -1 as "unlimited", so with a ceiling it is clamped

@@ -121,3 +121,20 @@ func TestBenchBody(t *testing.T) {
 	}
 	t.Logf("%d bytes, %+v", len(benchBody), r)
 }
+
+// BenchmarkAdmitClamp is Admit alone on the clamp path: one top-level walk
+// to find the limit members, and the rewritten copy.
+func BenchmarkAdmitClamp(b *testing.B) {
+	p := store.Policy{MaxOutputTokens: 1024}
+	req, err := Inspect(benchBody, "/chat/completions")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(benchBody)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, r := Admit(benchBody, "/chat/completions", req, p, 131072); r != nil {
+			b.Fatal(r)
+		}
+	}
+}

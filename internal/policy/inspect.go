@@ -84,7 +84,7 @@ type conv struct {
 	hasSys   bool
 	last     role
 	funcCall bool // a Responses function_call item: assistant turns are dropped
-	media    *bool
+	media    bool // kept across a reset: a repeated key does not hide media
 }
 
 func (c *conv) reset() { *c = conv{media: c.media} }
@@ -132,7 +132,6 @@ func Inspect(body []byte, endpoint string) (Request, error) {
 	ep := kindOf(endpoint)
 	p := parser{b: body}
 	var in inspection
-	in.conv.media = &in.media
 	i := p.ws(0)
 	if i >= len(body) {
 		return Request{}, p.eof()
@@ -242,7 +241,7 @@ func (p *parser) countInto(c *count, v int) (int, error) {
 }
 
 func (in *inspection) result(ep endpointKind) (Request, error) {
-	r := Request{HasTools: in.tools || in.functions, HasMedia: in.media}
+	r := Request{HasTools: in.tools || in.functions, HasMedia: in.media || in.conv.media}
 	check := func(c count, name string) error {
 		if c.bad {
 			return &Refusal{Status: 400, Code: "invalid_value",
@@ -441,7 +440,7 @@ func (p *parser) message(i, depth int, c *conv, d dialect, idx int) (int, error)
 		case "content":
 			msg = seg{}
 			blockCalls = false
-			return p.content(v, depth+1, &msg, c.media, &blockCalls)
+			return p.content(v, depth+1, &msg, &c.media, &blockCalls)
 		case "tool_calls":
 			// Llama 3.1 and Mistral templates render the calls instead
 			// of the content when the key is there, even as [].
@@ -465,7 +464,7 @@ func (p *parser) message(i, depth int, c *conv, d dialect, idx int) (int, error)
 		case "output":
 			// A Responses function_call_output (or computer call output)
 			// may carry images.
-			end, _, err := p.walk(v, depth+1, key, c.media)
+			end, _, err := p.walk(v, depth+1, key, &c.media)
 			return end, err
 		}
 		return p.skip(v, depth+1)

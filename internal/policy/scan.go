@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -50,6 +52,19 @@ func (p *parser) ws(i int) int {
 func (p *parser) str(i int) (end int, esc bool, err error) {
 	b := p.b
 	for i++; i < len(b); {
+		// Eight bytes at a time up to the first quote, backslash or
+		// control character (base64 media and long text are most of a
+		// body).
+		for i+8 <= len(b) {
+			if m := special(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -68,6 +83,20 @@ func (p *parser) str(i int) (end int, esc bool, err error) {
 		}
 	}
 	return 0, false, p.eof()
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// special is non-zero iff one of the eight bytes in x is '"', '\\' or a
+// control character, and its lowest set bit is in the first such byte (the
+// exact "has a byte below n" test, as in modelfield).
+func special(x uint64) uint64 {
+	q := x ^ (lsb * '"')
+	b := x ^ (lsb * '\\')
+	return ((q - lsb) | (b - lsb) | (x - lsb*0x20)) & ^x & msb
 }
 
 // escLen validates the escape at b[i] (a backslash) and returns its length.
