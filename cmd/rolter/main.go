@@ -27,6 +27,8 @@ Usage:
   rolter migrate [flags]   apply store migrations and exit
   rolter import  [flags] FILE
                            import a LiteLLM config.yaml or a rolter config file
+  rolter bench   [flags]   measure rolter's overhead against a mock upstream
+  rolter mock    [flags]   serve only the simulated upstream (used by bench)
   rolter help              show this text
 
 Run "rolter <command> -h" for a command's flags.
@@ -51,6 +53,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = migrate(ctx, args[1:], stdout, stderr)
 	case "import":
 		err = importCmd(ctx, args[1:], stdout, stderr)
+	case "bench":
+		err = benchCmd(ctx, args[1:], stdout, stderr)
+	case "mock":
+		err = mock(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -110,6 +116,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Gateway.FirstByteTimeout, "first-byte-timeout", 300*time.Second, "per attempt, until the upstream's first byte (providers may override)")
 	fs.DurationVar(&cfg.Gateway.IdleTimeout, "idle-timeout", 120*time.Second, "between stream events (providers may override)")
 	fs.IntVar(&cfg.Gateway.MaxAttempts, "max-attempts", 3, "upstream attempts per request, failovers included")
+	fs.DurationVar(&cfg.Metadata.Interval, "probe-interval", 10*time.Second, "active health probe and metadata refresh interval per provider (±10% jitter)")
 	fs.StringVar(&logLevel, "log-level", envOr("ROLTER_LOG_LEVEL", "info"), "debug, info, warn or error (env ROLTER_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/rolter/rolter/internal/bench"
+)
+
+// benchCmd runs the load tool (package bench): it starts `rolter mock` and
+// `rolter serve` from this same binary, measures each scenario directly at
+// the mock and through rolter, prints the table and writes the JSON.
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rolter bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		o         bench.Options
+		scenarios string
+		scale     string
+		jsonOut   string
+		compare   string
+	)
+	fs.DurationVar(&o.Duration, "duration", 5e9, "measured time per scenario and path")
+	fs.DurationVar(&o.Warmup, "warmup", 5e8, "unmeasured warm-up before each measurement")
+	fs.IntVar(&o.Conns, "conns", 64, "connections of the high-concurrency scenarios")
+	fs.IntVar(&o.Routes, "routes", 10, "routes in the gateway's catalog, the bench route included")
+	fs.StringVar(&scale, "scale-routes", "10000,100000", "catalog sizes of the routes scenario, comma-separated")
+	fs.IntVar(&o.Streams, "streams", 10000, "streams of the idle-streams scenario")
+	fs.StringVar(&scenarios, "scenarios", "default", `comma-separated scenario names, "default" or "all" (see docs/performance.md)`)
+	fs.StringVar(&jsonOut, "json", "", "also write the report as JSON to this file")
+	fs.StringVar(&compare, "compare", "", "a JSON report of an earlier run: print this run's ratios to it")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	o.Scenarios = strings.Split(scenarios, ",")
+	for _, s := range strings.Split(scale, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("--scale-routes: %q is not a positive integer", s)
+		}
+		o.ScaleRoutes = append(o.ScaleRoutes, n)
+	}
+	var old *bench.Report
+	if compare != "" { // read it first: a typo should not cost a whole run
+		var err error
+		if old, err = bench.ReadJSON(compare); err != nil {
+			return err
+		}
+	}
+	o.Progress = stderr
+	rep, err := bench.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	rep.Print(stdout)
+	if old != nil {
+		bench.PrintCompare(stdout, compare, old, rep)
+	}
+	if jsonOut != "" {
+		if err := rep.WriteJSON(jsonOut); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "rolter bench: wrote %s\n", jsonOut)
+	}
+	return nil
+}

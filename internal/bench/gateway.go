@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+)
+
+// gatewayProc is a `rolter serve` child configured to route "bench" to the
+// mock.
+type gatewayProc struct {
+	*child
+	url     string // http://host:port
+	key     string // a virtual key allowed to call "bench"
+	admin   string // the admin token
+	dataDir string
+	routes  int // routes in its catalog, "bench" included
+
+	seedTime  time.Duration // writing the filler catalog
+	readyTime time.Duration // process start to /readyz 200: store open and first snapshot
+	// createRoute is the round trip of the admin write that created the
+	// bench route: the write plus a full snapshot rebuild.
+	createRoute time.Duration
+}
+
+// startGateway seeds a store with a catalog of routes routes, starts
+// `rolter serve` on it and registers the mock at mockURL as provider
+// "bench-mock" with route "bench" through the admin API.
+func startGateway(ctx context.Context, exe, mockURL string, routes int) (*gatewayProc, error) {
+	dir, err := os.MkdirTemp("", "rolter-bench-")
+	if err != nil {
+		return nil, err
+	}
+	g := &gatewayProc{dataDir: dir, routes: routes}
+	ok := false
+	defer func() {
+		if !ok {
+			g.stop()
+		}
+	}()
+	t0 := time.Now()
+	if err := seed(ctx, dir, mockURL+"/v1", routes); err != nil {
+		return nil, fmt.Errorf("seed %d routes: %w", routes, err)
+	}
+	g.seedTime = time.Since(t0)
+
+	tok := make([]byte, 16)
+	_, _ = rand.Read(tok)
+	g.admin = "ra-bench-" + hex.EncodeToString(tok)
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	g.url = "http://" + addr
+	t0 = time.Now()
+	// The first-start banner on stdout holds secrets the bench does not
+	// need (it makes its own key below), so stdout is discarded.
+	g.child, err = startChild(fmt.Sprintf("gateway (%d routes)", routes), exe, []string{"serve",
+		"--listen", addr, "--data-dir", dir, "--log-level", "error", "--shutdown-timeout", "2s"},
+		childEnv("ROLTER_ADMIN_TOKEN="+g.admin), nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, g.child, g.url+"/readyz", 5*time.Minute); err != nil {
+		return nil, err
+	}
+	g.readyTime = time.Since(t0)
+
+	base := "/admin/v1/orgs/" + orgName
+	if _, err := g.adminCall(ctx, http.MethodPost, base+"/providers", map[string]any{
+		"name": "bench mock", "slug": mockSlug, "kind": "vllm", "base_url": mockURL + "/v1"}, nil); err != nil {
+		return nil, err
+	}
+	if g.createRoute, err = g.adminCall(ctx, http.MethodPost, base+"/projects/"+projectName+"/routes", map[string]any{
+		"model": benchRoute, "targets": []map[string]any{{"provider": mockSlug, "upstream_model": upstreamName}}}, nil); err != nil {
+		return nil, err
+	}
+	var key struct{ Secret string }
+	if _, err := g.adminCall(ctx, http.MethodPost, base+"/projects/"+projectName+"/keys", map[string]any{"name": "bench"}, &key); err != nil {
+		return nil, err
+	}
+	g.key = key.Secret
+	ok = true
+	return g, nil
+}
+
+// stop shuts the gateway down and removes its data.
+func (g *gatewayProc) stop() {
+	if g.child != nil {
+		g.child.stop(5 * time.Second)
+	}
+	_ = os.RemoveAll(g.dataDir)
+}
+
+// rebuildTimes changes the bench route n times through the admin API
+// (alternating its strategy, which with one target changes nothing for
+// traffic) and returns each round trip, sorted. Each write commits and then
+// rebuilds the whole routing snapshot before it answers, so the round trip
+// bounds how long a change takes to reach the request path.
+func (g *gatewayProc) rebuildTimes(ctx context.Context, n int) ([]time.Duration, error) {
+	path := "/admin/v1/orgs/" + orgName + "/projects/" + projectName + "/routes/" + benchRoute
+	var out []time.Duration
+	for i := range n {
+		strategy := []string{"round_robin", "weighted"}[i%2]
+		d, err := g.adminCall(ctx, http.MethodPatch, path, map[string]any{"strategy": strategy}, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// adminCall sends one admin API request, decodes a 2xx answer into out
+// (when not nil) and returns the round trip time.
+func (g *gatewayProc) adminCall(ctx context.Context, method, path string, in, out any) (time.Duration, error) {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, g.url+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+g.admin)
+	req.Header.Set("Content-Type", "application/json")
+	t0 := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("admin %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	took := time.Since(t0)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return 0, fmt.Errorf("admin %s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return 0, fmt.Errorf("admin %s %s: %w", method, path, err)
+		}
+	}
+	return took, nil
+}
