@@ -22,11 +22,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rolter/rolter/internal/demo"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
+	"github.com/rolter/rolter/internal/sse"
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/storetest"
 	"github.com/rolter/rolter/internal/usage"
@@ -184,5 +186,49 @@ func BenchmarkRebuild(b *testing.B) {
 				benchCheck(b, e.snap.Reload(ctx))
 			}
 		})
+	}
+}
+
+// Micro-benchmarks of the per-request and per-event functions the profiles
+// of BenchmarkServe show (docs/performance.md has the figures).
+
+// vllmChunk is a content chunk as vLLM (and the demo) stream it.
+const vllmChunk = `data: {"id":"chatcmpl-demo-1","object":"chat.completion.chunk","created":1735689600,"model":"demo-model","choices":[{"index":0,"delta":{"content":"Hello "},"logprobs":null,"finish_reason":null}]}` + "\n\n"
+
+// BenchmarkRelayEvent is the work relay does on every streamed event: look
+// for usage, rewrite the model.
+func BenchmarkRelayEvent(b *testing.B) {
+	rd := sse.NewReader(strings.NewReader(vllmChunk), 0)
+	ev, err := rd.Next()
+	benchCheck(b, err)
+	x := &exchange{model: "bench"}
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		if x.usageChunk(ev.Data, false) {
+			b.Fatal("not a usage chunk")
+		}
+		buf = rewriteEvent(buf[:0], ev, x.model, false)
+	}
+}
+
+// BenchmarkUsageOf reads token counts from a non-streamed response.
+func BenchmarkUsageOf(b *testing.B) {
+	doc := []byte(vllmChatResponse)
+	b.ReportAllocs()
+	for b.Loop() {
+		if p, _ := usageOf(doc); p != 12 {
+			b.Fatal("wrong usage")
+		}
+	}
+}
+
+// BenchmarkCopyHeaders copies a typical upstream response's headers.
+func BenchmarkCopyHeaders(b *testing.B) {
+	src := http.Header{"Content-Type": {"application/json"}, "Date": {"Sat, 29 Nov 2026 18:00:00 GMT"},
+		"Content-Length": {"512"}, "Server": {"uvicorn"}, "X-Request-Id": {"abc"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		copyHeaders(http.Header{}, src, dropResponse)
 	}
 }

@@ -357,7 +357,7 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 	}
 	wd := newWatchdog(tg.provider.firstByteTimeout, tg.provider.idleTimeout, cancel)
 	defer wd.stop()
-	resp, err := g.client.Do(req)
+	resp, err := g.transport.RoundTrip(req)
 	if err != nil {
 		return result{class: classifyErr(err, ctx, r.Context())}
 	}
@@ -401,7 +401,12 @@ func (p progressReader) Read(b []byte) (int, error) {
 // respond relays a non-streamed response: read whole (bounded), rewrite the
 // model to the client's address, send.
 func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, ctx context.Context, resp *http.Response, wd *watchdog) result {
-	body, err := io.ReadAll(io.LimitReader(progressReader{resp.Body, wd}, g.cfg.MaxResponse+1))
+	var buf bytes.Buffer
+	if resp.ContentLength > 0 && resp.ContentLength <= g.cfg.MaxResponse {
+		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(io.LimitReader(progressReader{resp.Body, wd}, g.cfg.MaxResponse+1))
+	body := buf.Bytes()
 	if err != nil {
 		return result{class: classifyErr(err, ctx, r.Context())}
 	}

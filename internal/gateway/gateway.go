@@ -9,6 +9,8 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -63,15 +65,19 @@ type UsageSink interface{ Record(store.UsageRecord) }
 
 // Gateway serves the client API.
 type Gateway struct {
-	cfg     Config
-	log     *slog.Logger
-	clock   cooldown.Clock
-	client  *http.Client
-	usage   UsageSink
-	metrics *Metrics
-	table   atomic.Pointer[table]
-	mu      sync.Mutex // serialises table rebuilds
-	mux     *http.ServeMux
+	cfg    Config
+	log    *slog.Logger
+	clock  cooldown.Clock
+	client *http.Client
+	// transport sends upstream requests directly: the client's redirect
+	// and header-copying machinery is not needed (redirects are never
+	// followed) and costs allocations per request.
+	transport http.RoundTripper
+	usage     UsageSink
+	metrics   *Metrics
+	table     atomic.Pointer[table]
+	mu        sync.Mutex // serialises table rebuilds
+	mux       *http.ServeMux
 	// states remembers deployments' health and load by (provider, model)
 	// across configuration changes; nstates bounds it.
 	states  sync.Map
@@ -128,8 +134,9 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		}
 	}
 	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage, ready: o.Readiness,
-		client:  &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		metrics: NewMetrics(o.Registry), mux: http.NewServeMux()}
+		client:    &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		transport: o.Transport,
+		metrics:   NewMetrics(o.Registry), mux: http.NewServeMux()}
 	o.Registry.MustRegister(cooldownCollector{g: g, desc: prometheus.NewDesc("rolter_cooldown",
 		"Targets and keys per provider by breaker state.", []string{"provider", "kind", "state"}, nil)})
 	snap.OnSwap(func(s *snapshot.Snapshot) {
@@ -243,7 +250,12 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 	if r.ContentLength > g.cfg.MaxBody {
 		return nil, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body exceeds the gateway's limit")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxBody))
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead) // one allocation, no regrowth
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, g.cfg.MaxBody))
+	body := buf.Bytes()
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
@@ -306,6 +318,9 @@ func (g *Gateway) account(x *exchange) {
 	g.metrics.latency.WithLabelValues(label).Observe(rec.Latency.Seconds())
 	if x.ttft > 0 {
 		g.metrics.ttft.WithLabelValues(label).Observe(x.ttft.Seconds())
+	}
+	if !g.log.Enabled(context.Background(), slog.LevelDebug) {
+		return // building the attributes costs allocations per request
 	}
 	g.log.Debug("request", "address", rec.AddressKind, "route", rec.Route, "provider", provider, "upstream_model", x.upstreamModel,
 		"status", x.status, "class", x.class, "attempts", x.attempts, "took", rec.Latency)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -53,8 +54,12 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 		if _, err := w.Write(out); err != nil {
 			return result{class: ClassClientCancelled, status: resp.StatusCode, committed: true}
 		}
-		if err := rc.Flush(); err != nil {
-			return result{class: ClassClientCancelled, status: resp.StatusCode, committed: true}
+		// Flush when no further event is already waiting: events that came
+		// together leave in one write, and none waits for a later one.
+		if !rd.Ready() {
+			if err := rc.Flush(); err != nil {
+				return result{class: ClassClientCancelled, status: resp.StatusCode, committed: true}
+			}
 		}
 		if ev.IsDone() {
 			return result{status: resp.StatusCode, committed: true}
@@ -90,6 +95,9 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 // choices, usage added by us), in which case it is not relayed. Responses
 // API events carry usage inside "response".
 func (x *exchange) usageChunk(data []byte, nested bool) bool {
+	if !bytes.Contains(data, []byte(`"usage"`)) {
+		return false // the common chunk: no scan
+	}
 	if nested {
 		s, e, found, err := modelfield.LocateKey(data, "response")
 		if err != nil || !found || data[s] != '{' {

@@ -155,6 +155,10 @@ type Cache struct {
 	// load plus a map read.
 	entries atomic.Pointer[map[int64]*entry]
 
+	// sem bounds probes in flight, so ten thousand providers probed "at
+	// once" (start-up, ProbeAll) do not burst into ten thousand requests.
+	sem chan struct{}
+
 	mu     sync.Mutex    // serializes Sync
 	synced chan struct{} // guarded by mu; closed and replaced by every Sync to wake Run
 
@@ -207,7 +211,8 @@ func New(cfg Config, clock cooldown.Clock, client *http.Client, log *slog.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Cache{cfg: cfg.withDefaults(), clock: clock, client: client, log: log, synced: make(chan struct{})}
+	c := &Cache{cfg: cfg.withDefaults(), clock: clock, client: client, log: log, synced: make(chan struct{}),
+		sem: make(chan struct{}, maxProbesInFlight)}
 	c.entries.Store(&map[int64]*entry{})
 	return c
 }
@@ -355,7 +360,16 @@ func (c *Cache) jitter() time.Duration {
 }
 
 // probe observes one provider and records the result.
+// maxProbesInFlight is the most probes running at one time.
+const maxProbesInFlight = 32
+
 func (c *Cache) probe(ctx context.Context, e *entry) {
+	select {
+	case c.sem <- struct{}{}:
+		defer func() { <-c.sem }()
+	case <-ctx.Done():
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p := *e.provider.Load()

@@ -300,3 +300,12 @@ func fieldName(line []byte, end int) (name []byte, valueOff int) {
 	}
 	return line[:colon], end - len(line) + v
 }
+
+// Ready reports whether a whole event is already buffered, so that the
+// next call to Next returns without reading. A relay flushes only when it
+// is false: events that arrived together leave in one write, and an event
+// is never held back waiting for the next one.
+func (r *Reader) Ready() bool {
+	b := r.buf[r.r:r.w]
+	return bytes.Contains(b, []byte("\n\n")) || bytes.Contains(b, []byte("\r\r")) || bytes.Contains(b, []byte("\r\n\r\n"))
+}

@@ -462,3 +462,15 @@ func BenchmarkReader(b *testing.B) {
 		})
 	}
 }
+
+func TestReady(t *testing.T) {
+	r := NewReader(strings.NewReader("data: a\n\ndata: b\n\ndata: c"), 0)
+	for i, want := range []bool{true, false} {
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+		if r.Ready() != want {
+			t.Fatalf("after event %d: Ready() = %v", i, !want)
+		}
+	}
+}
