@@ -25,6 +25,8 @@ type Service struct {
 	now  func() time.Time
 	// ready, when set, adds live readiness to provider views.
 	ready Readiness
+	// allowLinkLocal lets base_urls name link-local and metadata addresses.
+	allowLinkLocal bool
 }
 
 // NewService returns a Service that rebuilds snap after each write.
@@ -118,11 +120,16 @@ var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthor
 // ServeHTTP authenticates, then dispatches. Unknown paths and methods get
 // the admin error shape too.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setSecurityHeaders(w.Header())
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	snap := h.svc.snap.Current()
 	if !ok || snap == nil || !snap.AdminAuthorized(strings.TrimSpace(token)) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rolter-admin"`)
 		h.writeError(w, r, errUnauthorized)
+		return
+	}
+	if !acceptableBody(r) {
+		h.writeError(w, r, errMediaType)
 		return
 	}
 	_, pattern := h.mux.Handler(r)

@@ -27,6 +27,7 @@ type env struct {
 	srv  *httptest.Server
 	snap *snapshot.Holder
 	st   store.Store
+	svc  *admin.Service
 	logs *bytes.Buffer
 }
 
@@ -48,7 +49,7 @@ func newEnv(t *testing.T, dialect string, sealer *secret.Sealer) *env {
 	svc := admin.NewService(db, h, log)
 	srv := httptest.NewServer(admin.NewHandler(svc))
 	t.Cleanup(srv.Close)
-	e := &env{t: t, srv: srv, snap: h, st: db, logs: logs}
+	e := &env{t: t, srv: srv, snap: h, st: db, svc: svc, logs: logs}
 	e.ok("POST", "/orgs", `{"name":"default"}`, 201)
 	e.ok("POST", "/orgs/default/projects", `{"name":"default"}`, 201)
 	return e

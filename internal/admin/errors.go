@@ -12,20 +12,21 @@ import (
 // Stable error codes of the admin API. Clients branch on these, never on
 // messages.
 const (
-	CodeInvalidJSON      = "invalid_json"
-	CodeUnknownField     = "unknown_field"
-	CodeValidation       = "validation_failed"
-	CodeUnauthorized     = "unauthorized"
-	CodeNotFound         = "not_found"
-	CodeConflict         = "conflict"
-	CodeSlugTaken        = "slug_taken"
-	CodeSlugImmutable    = "slug_immutable"
-	CodeInUse            = "in_use"
-	CodeUnknownProvider  = "unknown_provider"
-	CodeBodyTooLarge     = "body_too_large"
-	CodeMethodNotAllowed = "method_not_allowed"
-	CodeStoreUnavailable = "store_unavailable"
-	CodeInternal         = "internal_error"
+	CodeInvalidJSON          = "invalid_json"
+	CodeUnknownField         = "unknown_field"
+	CodeValidation           = "validation_failed"
+	CodeUnauthorized         = "unauthorized"
+	CodeNotFound             = "not_found"
+	CodeConflict             = "conflict"
+	CodeSlugTaken            = "slug_taken"
+	CodeSlugImmutable        = "slug_immutable"
+	CodeInUse                = "in_use"
+	CodeUnknownProvider      = "unknown_provider"
+	CodeBodyTooLarge         = "body_too_large"
+	CodeMethodNotAllowed     = "method_not_allowed"
+	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodeStoreUnavailable     = "store_unavailable"
+	CodeInternal             = "internal_error"
 )
 
 // Error is an admin API failure. Message and Fields go to the client; Err

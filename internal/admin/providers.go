@@ -110,8 +110,9 @@ func providerView(p store.Provider) ProviderView {
 }
 
 // checkBaseURL accepts absolute http(s) URLs without credentials, query or
-// fragment, and returns it without a trailing slash.
-func checkBaseURL(fe fieldErrors, raw string) string {
+// fragment whose host passes the upstream address policy (hardening.go),
+// and returns it without a trailing slash.
+func checkBaseURL(fe fieldErrors, raw string, allowLinkLocal bool) string {
 	u, err := url.Parse(raw)
 	switch {
 	case raw == "":
@@ -122,6 +123,10 @@ func checkBaseURL(fe fieldErrors, raw string) string {
 		fe.add("base_url", "must not carry credentials; put them in keys")
 	case u.RawQuery != "" || u.Fragment != "":
 		fe.add("base_url", "must not have a query or fragment")
+	default:
+		if why := upstreamHostRefusal(u.Hostname(), allowLinkLocal); why != "" {
+			fe.add("base_url", "host %s", why)
+		}
 	}
 	return strings.TrimRight(raw, "/")
 }
@@ -137,7 +142,7 @@ func checkWeight(fe fieldErrors, field string, w *int) int {
 }
 
 // checkProvider validates the fields a create and a patch share.
-func checkProvider(fe fieldErrors, p *store.Provider) {
+func checkProvider(fe fieldErrors, p *store.Provider, allowLinkLocal bool) {
 	if strings.TrimSpace(p.Name) == "" || len(p.Name) > 200 {
 		fe.add("name", "is required (1-200 characters)")
 	}
@@ -147,7 +152,7 @@ func checkProvider(fe fieldErrors, p *store.Provider) {
 	if !contains(providerKinds, p.Kind) {
 		fe.add("kind", "must be one of %s", strings.Join(providerKinds, ", "))
 	}
-	p.BaseURL = checkBaseURL(fe, p.BaseURL)
+	p.BaseURL = checkBaseURL(fe, p.BaseURL, allowLinkLocal)
 	switch p.MetadataSource {
 	case MetadataConfigured:
 	case MetadataUpstream:
@@ -209,7 +214,7 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 		}
 		p.Keys = append(p.Keys, store.ProviderKey{Secret: k.Secret, Weight: checkWeight(fe, fmt.Sprintf("keys[%d].weight", i), k.Weight)})
 	}
-	checkProvider(fe, p)
+	checkProvider(fe, p, s.allowLinkLocal)
 	if err := fe.err(); err != nil {
 		return ProviderView{}, err
 	}
@@ -287,7 +292,7 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 			p.Slug, *in.Slug, p.Slug, *in.Slug))
 		p.Slug = *in.Slug
 	}
-	checkProvider(fe, p)
+	checkProvider(fe, p, s.allowLinkLocal)
 	if err := fe.err(); err != nil {
 		return ProviderView{}, err
 	}

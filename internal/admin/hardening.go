@@ -1,0 +1,103 @@
+package admin
+
+import (
+	"mime"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"strings"
+)
+
+// Admin responses are JSON for API clients, never documents for a
+// browser: nothing may be sniffed, framed or run.
+const adminCSP = "default-src 'none'; frame-ancestors 'none'"
+
+func setSecurityHeaders(h http.Header) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", adminCSP)
+}
+
+// errMediaType refuses a body that declares itself as something other than
+// JSON.
+var errMediaType = &Error{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMediaType,
+	Message: "send the body as JSON: Content-Type: application/json"}
+
+// acceptableBody reports whether a POST or PATCH may carry a body of this
+// Content-Type. CSRF is already stopped by the bearer token (a browser
+// cannot attach it cross-origin without CORS, which the API never grants),
+// so this rule is about refusing what is clearly not JSON: absent,
+// application/json and application/*+json are accepted, and so is
+// application/x-www-form-urlencoded, because that is what `curl -d` sends
+// by default and the README's examples rely on it; the body must still
+// decode as one JSON object.
+func acceptableBody(r *http.Request) bool {
+	if r.Method != http.MethodPost && r.Method != http.MethodPatch {
+		return true
+	}
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	switch {
+	case mt == "application/json", mt == "application/x-www-form-urlencoded":
+		return true
+	case strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"):
+		return true
+	}
+	return false
+}
+
+// SetAllowLinkLocalUpstreams lets provider base_urls name link-local and
+// cloud metadata addresses (default: refused). Private addresses are
+// always allowed, because self-hosted backends live there.
+func (s *Service) SetAllowLinkLocalUpstreams(allow bool) { s.allowLinkLocal = allow }
+
+// metadataHosts are cloud instance-metadata endpoints by name and by
+// address outside 169.254.0.0/16.
+var metadataHosts = map[string]bool{
+	"metadata.google.internal": true, // GCP
+	"metadata.goog":            true, // GCP
+	"metadata":                 true, // GCP short name
+	"fd00:ec2::254":            true, // AWS IMDS over IPv6
+	"100.100.100.200":          true, // Alibaba Cloud
+}
+
+// numericLabel matches a host label a C resolver may read as a number
+// (decimal, octal, hex), as in http://2852039166/ or http://0xa9fea9fe/.
+var numericLabel = regexp.MustCompile(`^(0[xX][0-9a-fA-F]*|[0-9]+)$`)
+
+// upstreamHostRefusal explains why host may not be an upstream, or is "".
+// Only literal addresses and well-known names are judged: resolving a name
+// here would be defeated by DNS rebinding and would fail for names that
+// only resolve where rolter runs.
+func upstreamHostRefusal(host string, allowLinkLocal bool) string {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	if allowLinkLocal {
+		return ""
+	}
+	if metadataHosts[h] {
+		return "names a cloud metadata endpoint; refused unless link-local upstreams are allowed"
+	}
+	ip, err := netip.ParseAddr(strings.Trim(h, "[]"))
+	if err != nil {
+		labels := strings.Split(h, ".")
+		for _, l := range labels {
+			if !numericLabel.MatchString(l) {
+				return ""
+			}
+		}
+		return "must be a host name or a canonical IP address"
+	}
+	ip = ip.Unmap()
+	if metadataHosts[ip.String()] {
+		return "names a cloud metadata endpoint; refused unless link-local upstreams are allowed"
+	}
+	if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() {
+		return "is a link-local address (e.g. 169.254.169.254, the cloud metadata endpoint); refused unless link-local upstreams are allowed"
+	}
+	return ""
+}
