@@ -9,10 +9,13 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -230,6 +233,9 @@ func (s *DB) classify(err error, what string) error {
 		case "23503":
 			return &store.InUseError{What: pgErr.TableName}
 		}
+		if pgUnavailable(pgErr.Code) {
+			return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+		}
 		return err
 	}
 	var sqErr *sqlite.Error
@@ -245,11 +251,30 @@ func (s *DB) classify(err error, what string) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) || errors.Is(err, sql.ErrConnDone) {
+	var (
+		connErr *pgconn.ConnectError
+		netErr  net.Error
+	)
+	if errors.As(err, &connErr) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn) ||
+		errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 	}
 	return err
+}
+
+// pgUnavailable reports PostgreSQL errors that mean the database is not
+// there to serve us rather than that the statement was wrong: the server is
+// shutting down or refusing connections, the connection broke, or the
+// schema rolter migrated at start is gone (renamed, dropped, restored
+// elsewhere). They are retryable, so the admin API answers 503, not 500.
+func pgUnavailable(code string) bool {
+	switch code {
+	case "57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
+		"53300",                   // too_many_connections
+		"42P01", "3F000", "3D000": // undefined_table, invalid_schema_name, invalid_catalog_name
+		return true
+	}
+	return strings.HasPrefix(code, "08") // connection_exception
 }
 
 func conflictWhat(what, detail string) string {
