@@ -93,7 +93,9 @@ func classifyStatus(code int) Class {
 		return ClassRateLimited
 	case code == http.StatusRequestTimeout:
 		return ClassRequestTimeout
-	case code >= 500:
+	case code >= 500, code >= 300 && code < 400:
+		// Redirects are never followed nor relayed: a Location header could
+		// reveal internal addresses to the client.
 		return ClassServer
 	case code >= 400:
 		return ClassCaller

@@ -417,7 +417,13 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 	if m, ok, _ := modelfield.Get(body); ok && m != "" {
 		x.upstreamModel = m
 	}
-	if out, replaced, err := modelfield.Set(nil, body, x.model); err == nil && replaced {
+	out, replaced, err := modelfield.Set(nil, body, x.model)
+	if err != nil {
+		// A 2xx that is not a JSON object (a proxy's HTML page, a truncated
+		// body) is an upstream failure, not an answer: fail over or 502.
+		return result{class: ClassServer, status: resp.StatusCode}
+	}
+	if replaced {
 		body = out
 	}
 	x.promptTokens, x.outputTokens = usageOf(body)
