@@ -40,9 +40,13 @@ type Config struct {
 	AdminToken      secret.Secret // ROLTER_ADMIN_TOKEN
 	MasterKey       secret.Secret // ROLTER_MASTER_KEY
 	ShutdownTimeout time.Duration // in-flight grace on SIGTERM (default 30s)
-	Gateway         gateway.Config
-	Usage           usage.Config
-	Metadata        metadata.Config // active health probes and upstream discovery
+	// ReadHeaderTimeout bounds how long a client may take to send its
+	// request headers, so a slow-loris client cannot hold a connection
+	// (default 10s).
+	ReadHeaderTimeout time.Duration
+	Gateway           gateway.Config
+	Usage             usage.Config
+	Metadata          metadata.Config // active health probes and upstream discovery
 	// Out receives the first-start banner (default: discarded).
 	Out io.Writer
 }
@@ -60,10 +64,16 @@ func (c *Config) defaults() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
 	}
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = 10 * time.Second
+	}
 	if c.Out == nil {
 		c.Out = io.Discard
 	}
 }
+
+// MaxHeaderBytes bounds a request's header block.
+const MaxHeaderBytes = 64 << 10
 
 // Server is a started gateway.
 type Server struct {
@@ -185,8 +195,14 @@ func (s *Server) prepare(ctx context.Context) error {
 	}
 	s.http = &http.Server{
 		Handler:           accessLog(s.log, mux),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		// Clients send a few short headers; 64 KiB leaves room for long
+		// tokens and refuses header floods with 431.
+		MaxHeaderBytes: MaxHeaderBytes,
+		// Idle keep-alive connections are closed after this long, so idle
+		// clients cannot pin connections forever.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	go func() { s.done <- s.http.Serve(ln) }()
 	s.log.Info("rolter serving", "addr", s.Addr, "store", s.db.Dialect(), "demo", s.cfg.Demo)
