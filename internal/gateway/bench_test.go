@@ -205,10 +205,10 @@ func BenchmarkRelayEvent(b *testing.B) {
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		if x.usageChunk(ev.Data, false) {
+		if x.usageChunk(ev.Data, "") {
 			b.Fatal("not a usage chunk")
 		}
-		buf = rewriteEvent(buf[:0], ev, x.model, false)
+		buf = rewriteEvent(buf[:0], ev, x.model, "")
 	}
 }
 

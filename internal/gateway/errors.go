@@ -61,3 +61,53 @@ func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// writeError answers in the client's API shape: Anthropic's on
+// /v1/messages, OpenAI's elsewhere.
+func (x *exchange) writeError(w http.ResponseWriter, e *apiError) {
+	if !x.anthropic {
+		writeError(w, e)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if e.retryAfter > 0 {
+		h.Set("Retry-After", itoa(e.retryAfter))
+	}
+	w.WriteHeader(e.status)
+	b, _ := json.Marshal(anthropicError(e))
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// anthropicError is {"type":"error","error":{"type","message"}}, with the
+// stable code added.
+func anthropicError(e *apiError) any {
+	typ := "api_error"
+	switch e.status {
+	case http.StatusBadRequest:
+		typ = "invalid_request_error"
+	case http.StatusUnauthorized:
+		typ = "authentication_error"
+	case http.StatusForbidden:
+		typ = "permission_error"
+	case http.StatusNotFound:
+		typ = "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		typ = "request_too_large"
+	case http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case http.StatusServiceUnavailable:
+		typ = "overloaded_error"
+	}
+	return map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": e.Message, "code": e.Code}}
+}
+
+// streamError is the final event of a stream that broke after its first
+// byte, in the client's API shape.
+func (x *exchange) streamError(code, msg string) []byte {
+	if !x.anthropic {
+		return sseError(code, msg)
+	}
+	b, _ := json.Marshal(anthropicError(&apiError{status: http.StatusBadGateway, Message: msg, Code: code}))
+	return append(append([]byte("event: error\ndata: "), b...), "\n\n"...)
+}

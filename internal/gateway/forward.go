@@ -241,7 +241,7 @@ func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last result, max
 		e := newError(http.StatusServiceUnavailable, "upstream_unavailable", msg)
 		e.retryAfter = int((wait + time.Second - 1) / time.Second)
 		x.status = e.status
-		writeError(w, e)
+		x.writeError(w, e)
 		return
 	}
 	v := verdicts[last.class]
@@ -257,7 +257,7 @@ func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last result, max
 		e.retryAfter = int((maxRetryAfter + time.Second - 1) / time.Second)
 	}
 	x.status = e.status
-	writeError(w, e)
+	x.writeError(w, e)
 }
 
 // hop-by-hop and credential headers never cross the gateway.
@@ -338,6 +338,10 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 		upstreamModel = x.model
 	}
 	x.upstreamModel = upstreamModel
+	cross := x.crossKind(tg)
+	if cross {
+		body = x.translated
+	}
 	out := body
 	if upstreamModel != x.model {
 		var err error
@@ -347,14 +351,12 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.provider.base+x.endpoint, bytes.NewReader(out))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.provider.base+x.upstreamPath(tg), bytes.NewReader(out))
 	if err != nil {
 		return result{class: ClassConnect}
 	}
 	copyHeaders(req.Header, r.Header, dropRequest)
-	if key != nil {
-		req.Header.Set("Authorization", key.auth)
-	}
+	setCredential(req.Header, tg, key)
 	wd := newWatchdog(tg.provider.firstByteTimeout, tg.provider.idleTimeout, cancel)
 	defer wd.stop()
 	resp, err := g.transport.RoundTrip(req)
@@ -375,9 +377,12 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 		return result{class: cls, status: resp.StatusCode, retryAfter: retryAfter(resp.Header, g.clock.Now())}
 	}
 	if isEventStream(resp.Header) {
+		if cross {
+			return g.relayTranslated(w, r, x, resp, wd)
+		}
 		return g.relay(w, r, x, ctx, resp, wd)
 	}
-	return g.respond(w, r, x, ctx, resp, wd)
+	return g.respond(w, r, x, ctx, resp, wd, cross)
 }
 
 func isEventStream(h http.Header) bool {
@@ -400,7 +405,7 @@ func (p progressReader) Read(b []byte) (int, error) {
 
 // respond relays a non-streamed response: read whole (bounded), rewrite the
 // model to the client's address, send.
-func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, ctx context.Context, resp *http.Response, wd *watchdog) result {
+func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, ctx context.Context, resp *http.Response, wd *watchdog, cross bool) result {
 	var buf bytes.Buffer
 	if resp.ContentLength > 0 && resp.ContentLength <= g.cfg.MaxResponse {
 		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
@@ -416,6 +421,13 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 	wd.stop()
 	if m, ok, _ := modelfield.Get(body); ok && m != "" {
 		x.upstreamModel = m
+	}
+	if cross {
+		if !json.Valid(body) {
+			return result{class: ClassServer, status: resp.StatusCode}
+		}
+		x.promptTokens, x.outputTokens = usageOf(body)
+		return x.respondTranslated(w, body, resp.StatusCode)
 	}
 	out, replaced, err := modelfield.Set(nil, body, x.model)
 	if err != nil {

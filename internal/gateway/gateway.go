@@ -144,7 +144,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		defer g.mu.Unlock()
 		g.table.Store(g.buildTable(s, g.table.Load()))
 	})
-	for _, ep := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"} {
+	for _, ep := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/messages"} {
 		g.mux.HandleFunc("POST "+ep, g.serve)
 	}
 	g.mux.HandleFunc("GET /v1/models", g.listModels)
@@ -183,6 +183,14 @@ type exchange struct {
 	endpoint string // upstream path under base_url, e.g. "/chat/completions"
 	plan     *routePlan
 	down     []bool // per plan target: not routable (health or metadata)
+	// anthropic: the client speaks the Messages API (/v1/messages).
+	anthropic bool
+	// translated is the request in the other API's shape, for targets of
+	// the other kind (OpenAI chat for a Messages client, or Messages for a
+	// chat client); nil when no target needs it.
+	translated []byte
+	// clientUsage: a chat client asked for a usage chunk itself.
+	clientUsage bool
 	// addedUsage: the gateway asked the upstream for a usage chunk the client
 	// did not ask for, so the relay strips it.
 	addedUsage bool
@@ -205,9 +213,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	t := g.table.Load()
 	x := &exchange{start: time.Now(), endpoint: r.URL.Path[len("/v1"):]}
 
+	x.anthropic = x.endpoint == "/messages"
 	key, ok := authenticate(t.snap, r, x.start)
 	if !ok {
-		writeError(w, errUnauthorized)
+		x.writeError(w, errUnauthorized)
 		return
 	}
 	x.key = key
@@ -236,6 +245,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if release != nil {
 		defer release()
+	}
+	if aerr := x.translate(body); aerr != nil {
+		g.fail(w, x, aerr)
+		return
 	}
 	if x.stream {
 		body, x.addedUsage = requestUsage(body, x.endpoint)
@@ -291,7 +304,7 @@ func (x *exchange) parse(body []byte) *apiError {
 
 // fail answers a request that never reached an upstream.
 func (g *Gateway) fail(w http.ResponseWriter, x *exchange, e *apiError) {
-	writeError(w, e)
+	x.writeError(w, e)
 	x.status = e.status
 	g.account(x)
 }

@@ -38,7 +38,15 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 	h.Set("X-Accel-Buffering", "no") // tell buffering proxies in front of us to pass events through
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
-	nested := x.endpoint == "/responses" // responses events carry the model inside "response"
+	// Responses and Messages events carry the model (and usage) inside an
+	// object: "response" and "message" (message_start).
+	nested := ""
+	switch x.endpoint {
+	case "/responses":
+		nested = "response"
+	case "/messages":
+		nested = "message"
+	}
 	var buf []byte
 	for {
 		out := ev.Raw
@@ -70,8 +78,8 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 			wd.progress()
 			continue
 		}
-		if errors.Is(err, io.EOF) && nested {
-			return result{status: resp.StatusCode, committed: true} // responses streams end without [DONE]
+		if errors.Is(err, io.EOF) && nested != "" {
+			return result{status: resp.StatusCode, committed: true} // these streams end without [DONE]
 		}
 		cls := classifyErr(err, ctx, r.Context())
 		if cls == ClassClientCancelled {
@@ -84,7 +92,7 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 		if cls == ClassIdleTimeout {
 			msg = "the upstream sent no event within the idle timeout"
 		}
-		_, _ = w.Write(sseError(verdicts[cls].clientCode, msg))
+		_, _ = w.Write(x.streamError(verdicts[cls].clientCode, msg))
 		_ = rc.Flush()
 		return result{class: cls, status: resp.StatusCode, committed: true}
 	}
@@ -94,22 +102,24 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 // whether the chunk exists only because the gateway asked for it (no
 // choices, usage added by us), in which case it is not relayed. Responses
 // API events carry usage inside "response".
-func (x *exchange) usageChunk(data []byte, nested bool) bool {
+func (x *exchange) usageChunk(data []byte, nested string) bool {
 	if !bytes.Contains(data, []byte(`"usage"`)) {
 		return false // the common chunk: no scan
 	}
-	if nested {
-		s, e, found, err := modelfield.LocateKey(data, "response")
-		if err != nil || !found || data[s] != '{' {
-			return false
+	if nested != "" {
+		if s, e, found, err := modelfield.LocateKey(data, nested); err == nil && found && data[s] == '{' {
+			data = data[s:e]
 		}
-		data = data[s:e]
 	}
 	s, _, found, err := modelfield.LocateKey(data, "usage")
 	if err != nil || !found || data[s] != '{' {
 		return false
 	}
-	x.promptTokens, x.outputTokens = usageOf(data)
+	// Messages streams report input tokens first and output tokens last.
+	if p, c := usageOf(data); p > 0 || c > 0 {
+		x.promptTokens = max(x.promptTokens, p)
+		x.outputTokens = max(x.outputTokens, c)
+	}
 	if !x.addedUsage {
 		return false
 	}
@@ -119,11 +129,11 @@ func (x *exchange) usageChunk(data []byte, nested bool) bool {
 
 // rewriteEvent appends ev.Raw to dst with the model value of its data line
 // replaced by model. Nothing else in the event changes.
-func rewriteEvent(dst []byte, ev sse.Event, model string, nested bool) []byte {
+func rewriteEvent(dst []byte, ev sse.Event, model string, nested string) []byte {
 	data := ev.Data
 	base := ev.DataOffset
-	if nested {
-		s, e, found, err := modelfield.LocateKey(data, "response")
+	if nested != "" {
+		s, e, found, err := modelfield.LocateKey(data, nested)
 		if err != nil || !found || data[s] != '{' {
 			return append(dst, ev.Raw...)
 		}

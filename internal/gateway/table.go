@@ -110,7 +110,8 @@ type providerRT struct {
 type keyRT struct {
 	id      int64
 	weight  int
-	auth    string
+	auth    string // "Bearer <secret>", for OpenAI-compatible upstreams
+	secret  string // for Anthropic's x-api-key
 	breaker *cooldown.Breaker
 }
 
@@ -222,7 +223,7 @@ func (g *Gateway) providerRT(p *snapshot.Provider, prev, t *table) *providerRT {
 		rt.idleTimeout = d
 	}
 	for _, k := range p.Keys {
-		kr := &keyRT{id: k.ID, weight: k.Weight, auth: "Bearer " + k.Secret.Reveal()}
+		kr := &keyRT{id: k.ID, weight: k.Weight, auth: "Bearer " + k.Secret.Reveal(), secret: k.Secret.Reveal()}
 		if old := prev.keys[k.ID]; old != nil {
 			kr.breaker = old.breaker
 		} else {
