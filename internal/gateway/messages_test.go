@@ -163,7 +163,7 @@ func TestMessagesErrorsUseAnthropicShape(t *testing.T) {
 	h.route("qwen3", "", store.Target{ProviderID: pid, Weight: 1})
 	for _, c := range []struct {
 		name, key, body, typ string
-		status             int
+		status               int
 	}{
 		{"bad key", "rk-nope", claudeRequest, "authentication_error", 401},
 		{"unknown model", "", strings.Replace(claudeRequest, `"qwen3"`, `"nope"`, 1), "not_found_error", 404},
