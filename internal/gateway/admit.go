@@ -71,8 +71,8 @@ func (g *Gateway) admit(x *exchange, body []byte) ([]byte, func(), *apiError) {
 	if ready == 0 {
 		return nil, nil, newError(http.StatusServiceUnavailable, "metadata_unavailable", reason)
 	}
-	if x.endpoint == "/embeddings" {
-		return body, nil, nil
+	if x.endpoint == "/embeddings" || x.endpoint == countTokens {
+		return body, nil, nil // no output to bound
 	}
 	req, err := policy.Inspect(body, x.endpoint)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,7 +145,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		defer g.mu.Unlock()
 		g.table.Store(g.buildTable(s, g.table.Load()))
 	})
-	for _, ep := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/messages"} {
+	for _, ep := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"} {
 		g.mux.HandleFunc("POST "+ep, g.serve)
 	}
 	g.mux.HandleFunc("GET /v1/models", g.listModels)
@@ -213,7 +214,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	t := g.table.Load()
 	x := &exchange{start: time.Now(), endpoint: r.URL.Path[len("/v1"):]}
 
-	x.anthropic = x.endpoint == "/messages"
+	x.anthropic = strings.HasPrefix(x.endpoint, "/messages")
 	key, ok := authenticate(t.snap, r, x.start)
 	if !ok {
 		x.writeError(w, errUnauthorized)

@@ -192,3 +192,29 @@ func TestMessagesErrorsUseAnthropicShape(t *testing.T) {
 		})
 	}
 }
+
+func TestCountTokensPassThrough(t *testing.T) {
+	h := newHarness(t, Config{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.URL.Path != "/v1/messages/count_tokens" {
+			w.WriteHeader(404)
+			return
+		}
+		_, _ = io.WriteString(w, `{"input_tokens":14}`)
+	})
+	pid := h.anthropicProvider("claude", up.base(), "sk-ant-FAKE")
+	h.route("smart", "", store.Target{ProviderID: pid, UpstreamModel: "claude-x", Weight: 1})
+	vl := h.provider("vllm", "http://127.0.0.1:1/v1", store.ProviderSettings{})
+	h.route("local", "", store.Target{ProviderID: vl, Weight: 1})
+	resp := h.post("/v1/messages/count_tokens", `{"model":"smart","messages":[{"role":"user","content":"hello"}]}`)
+	if body := readAll(t, resp); resp.StatusCode != 200 || body != `{"input_tokens":14}` {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if sent, _ := up.last(); !strings.Contains(sent, `"model":"claude-x"`) {
+		t.Fatalf("upstream got %s", sent)
+	}
+	resp = h.post("/v1/messages/count_tokens", `{"model":"local","messages":[{"role":"user","content":"hello"}]}`)
+	if body := readAll(t, resp); resp.StatusCode != 400 || !strings.Contains(body, "count_tokens") || !strings.Contains(body, `"type":"error"`) {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+}

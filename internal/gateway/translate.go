@@ -10,6 +10,10 @@ import (
 	"github.com/rolter/rolter/internal/anthropic"
 )
 
+// countTokens is Anthropic's token-counting endpoint, passed through to
+// Anthropic upstreams.
+const countTokens = "/messages/count_tokens"
+
 // anthropicVersion is sent to Anthropic upstreams when the client did not
 // send its own anthropic-version (an OpenAI-shaped client never does).
 const anthropicVersion = "2023-06-01"
@@ -34,6 +38,10 @@ func (x *exchange) translate(body []byte) *apiError {
 	}
 	if !need {
 		return nil
+	}
+	if x.endpoint == countTokens {
+		return newError(http.StatusBadRequest, "unsupported_feature",
+			"count_tokens is answered by Anthropic upstreams only; "+quoteModel(x.model)+" has a target of another kind")
 	}
 	var err error
 	if x.anthropic {
