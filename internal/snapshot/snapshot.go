@@ -59,9 +59,6 @@ func (p *Provider) Serves(model string) bool {
 type Group struct {
 	store.Group
 	Members []Member
-	// Catalog is the sorted union of what the members serve, as clients
-	// address it (model_map keys included).
-	Catalog []string
 }
 
 // Member is a group member resolved to its live provider.
@@ -155,21 +152,11 @@ func Build(st *store.State, at time.Time) *Snapshot {
 			continue
 		}
 		grp := &Group{Group: g}
-		union := map[string]bool{}
 		for _, m := range g.Members {
-			pv := provByID[m.ProviderID]
-			if pv == nil { // soft-deleted: out of rotation
-				continue
-			}
-			grp.Members = append(grp.Members, Member{GroupMember: m, Provider: pv})
-			for _, c := range pv.Catalog {
-				union[c] = true
-			}
-			for k := range m.ModelMap {
-				union[k] = true
+			if pv := provByID[m.ProviderID]; pv != nil { // soft-deleted: out of rotation
+				grp.Members = append(grp.Members, Member{GroupMember: m, Provider: pv})
 			}
 		}
-		grp.Catalog = sortedKeys(union)
 		org.Groups[g.Slug] = grp
 	}
 	for _, k := range st.VirtualKeys {
@@ -285,16 +272,5 @@ func (h *Holder) Reload(ctx context.Context) error {
 func (s *Snapshot) EachOrg(fn func(*Org)) {
 	for _, o := range s.orgs {
 		fn(o)
-	}
-}
-
-// EachRoute calls fn for every route of every project.
-func (s *Snapshot) EachRoute(fn func(*Route)) {
-	for _, o := range s.orgs {
-		for _, p := range o.Projects {
-			for _, r := range p.Routes {
-				fn(r)
-			}
-		}
 	}
 }
