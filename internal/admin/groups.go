@@ -178,11 +178,7 @@ func (s *Service) CreateGroup(ctx context.Context, org string, in GroupInput) (G
 		return GroupView{}, err
 	}
 	if err := s.st.CreateGroup(ctx, g); err != nil {
-		var ce *store.ConflictError
-		if errors.As(err, &ce) && ce.What == "slug" {
-			return GroupView{}, s.slugTaken(ctx, o.ID, g.Slug)
-		}
-		return GroupView{}, fromStore(err, "group")
+		return GroupView{}, s.fromSlugWrite(ctx, o.ID, g.Slug, err, "group")
 	}
 	s.changed(ctx)
 	return groupView(*g), nil
@@ -236,11 +232,7 @@ func (s *Service) UpdateGroup(ctx context.Context, org, slug string, in GroupPat
 		return GroupView{}, err
 	}
 	if err := s.st.UpdateGroup(ctx, g); err != nil {
-		var ce *store.ConflictError
-		if errors.As(err, &ce) && ce.What == "slug" {
-			return GroupView{}, s.slugTaken(ctx, o.ID, g.Slug)
-		}
-		return GroupView{}, fromStore(err, "group")
+		return GroupView{}, s.fromSlugWrite(ctx, o.ID, g.Slug, err, "group")
 	}
 	s.changed(ctx)
 	v := groupView(*g)

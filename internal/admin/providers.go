@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -219,11 +218,7 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 		return ProviderView{}, err
 	}
 	if err := s.st.CreateProvider(ctx, p); err != nil {
-		var ce *store.ConflictError
-		if errors.As(err, &ce) && ce.What == "slug" {
-			return ProviderView{}, s.slugTaken(ctx, o.ID, p.Slug)
-		}
-		return ProviderView{}, fromStore(err, "provider")
+		return ProviderView{}, s.fromSlugWrite(ctx, o.ID, p.Slug, err, "provider")
 	}
 	s.changed(ctx)
 	return providerView(*p), nil
@@ -297,11 +292,7 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 		return ProviderView{}, err
 	}
 	if err := s.st.UpdateProvider(ctx, p); err != nil {
-		var ce *store.ConflictError
-		if errors.As(err, &ce) && ce.What == "slug" {
-			return ProviderView{}, s.slugTaken(ctx, o.ID, p.Slug)
-		}
-		return ProviderView{}, fromStore(err, "provider")
+		return ProviderView{}, s.fromSlugWrite(ctx, o.ID, p.Slug, err, "provider")
 	}
 	s.changed(ctx)
 	fresh, err := s.st.GetProvider(ctx, o.ID, p.Slug)

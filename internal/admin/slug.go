@@ -2,10 +2,13 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/rolter/rolter/internal/store"
 )
 
 // slugPattern is the provider/group slug rule of design 000.
@@ -100,4 +103,14 @@ func (h *Handler) checkSlug(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// fromSlugWrite maps the error of a write that claims a slug: a taken slug
+// is a 409 with the next free suggestion, anything else as fromStore.
+func (s *Service) fromSlugWrite(ctx context.Context, orgID int64, slug string, err error, what string) error {
+	var ce *store.ConflictError
+	if errors.As(err, &ce) && ce.What == "slug" {
+		return s.slugTaken(ctx, orgID, slug)
+	}
+	return fromStore(err, what)
 }
