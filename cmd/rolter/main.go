@@ -117,6 +117,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Gateway.IdleTimeout, "idle-timeout", 120*time.Second, "between stream events (providers may override)")
 	fs.IntVar(&cfg.Gateway.MaxAttempts, "max-attempts", 3, "upstream attempts per request, failovers included")
 	fs.DurationVar(&cfg.Metadata.Interval, "probe-interval", 10*time.Second, "active health probe and metadata refresh interval per provider (±10% jitter)")
+	fs.IntVar(&cfg.Metadata.FailAfter, "probe-fail-after", 2, "consecutive failed probes before a provider is taken out")
+	fs.IntVar(&cfg.Metadata.RecoverAfter, "probe-recover-after", 1, "consecutive good probes before it is back")
+	fs.IntVar(&cfg.Gateway.Cooldown.Threshold, "cooldown-threshold", 3, "consecutive upstream failures before a target or key cools")
+	fs.DurationVar(&cfg.Gateway.Cooldown.Base, "cooldown-base", 5*time.Second, "first cooldown; also a 429 without Retry-After")
+	fs.DurationVar(&cfg.Gateway.Cooldown.Max, "cooldown-max", 5*time.Minute, "cap of the doubling cooldown (a Retry-After is honoured as sent)")
+	fs.IntVar(&cfg.Usage.Buffer, "usage-buffer", 10000, "usage records held for the store; beyond, they are dropped and counted")
+	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send its request headers")
+	fs.BoolVar(&cfg.AllowLinkLocalUpstreams, "allow-link-local-upstreams", false, "allow provider base_urls on link-local and cloud metadata addresses")
 	fs.StringVar(&logLevel, "log-level", envOr("ROLTER_LOG_LEVEL", "info"), "debug, info, warn or error (env ROLTER_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err

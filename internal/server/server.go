@@ -44,6 +44,9 @@ type Config struct {
 	// request headers, so a slow-loris client cannot hold a connection
 	// (default 10s).
 	ReadHeaderTimeout time.Duration
+	// AllowLinkLocalUpstreams lets provider base_urls name link-local and
+	// cloud metadata addresses (refused by default).
+	AllowLinkLocalUpstreams bool
 	Gateway           gateway.Config
 	Usage             usage.Config
 	Metadata          metadata.Config // active health probes and upstream discovery
@@ -123,6 +126,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		return err
 	}
 	svc := admin.NewService(s.db, snap, s.log)
+	svc.SetAllowLinkLocalUpstreams(s.cfg.AllowLinkLocalUpstreams)
 	if err := bootstrap(ctx, s.db, svc, s.cfg.AdminToken, s.cfg.Out); err != nil {
 		return err
 	}
