@@ -47,9 +47,9 @@ type Config struct {
 	// AllowLinkLocalUpstreams lets provider base_urls name link-local and
 	// cloud metadata addresses (refused by default).
 	AllowLinkLocalUpstreams bool
-	Gateway           gateway.Config
-	Usage             usage.Config
-	Metadata          metadata.Config // active health probes and upstream discovery
+	Gateway                 gateway.Config
+	Usage                   usage.Config
+	Metadata                metadata.Config // active health probes and upstream discovery
 	// Out receives the first-start banner (default: discarded).
 	Out io.Writer
 }
