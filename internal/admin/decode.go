@@ -123,3 +123,18 @@ func paginate[S, T any](rows []S, limit int, id func(S) int64, view func(S) T) l
 	}
 	return out
 }
+
+// create decodes the body into an In, runs fn with it and answers 201 with
+// fn's view: the shape of every POST that creates a resource.
+func create[In any](w http.ResponseWriter, r *http.Request, fn func(In) (any, error)) error {
+	var in In
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	v, err := fn(in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}

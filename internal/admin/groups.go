@@ -272,16 +272,7 @@ func (h *Handler) listGroups(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) createGroup(w http.ResponseWriter, r *http.Request) error {
-	var in GroupInput
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	v, err := h.svc.CreateGroup(r.Context(), r.PathValue("org"), in)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, v)
-	return nil
+	return create(w, r, func(in GroupInput) (any, error) { return h.svc.CreateGroup(r.Context(), r.PathValue("org"), in) })
 }
 
 func (h *Handler) getGroup(w http.ResponseWriter, r *http.Request) error {

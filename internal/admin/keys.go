@@ -118,16 +118,9 @@ func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) error {
-	var in VirtualKeyInput
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	v, err := h.svc.CreateVirtualKey(r.Context(), r.PathValue("org"), r.PathValue("project"), in)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, v)
-	return nil
+	return create(w, r, func(in VirtualKeyInput) (any, error) {
+		return h.svc.CreateVirtualKey(r.Context(), r.PathValue("org"), r.PathValue("project"), in)
+	})
 }
 
 func (h *Handler) getKey(w http.ResponseWriter, r *http.Request) error {

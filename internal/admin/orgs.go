@@ -133,16 +133,7 @@ func (h *Handler) listOrgs(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) createOrg(w http.ResponseWriter, r *http.Request) error {
-	var in OrgInput
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	v, err := h.svc.CreateOrg(r.Context(), in)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, v)
-	return nil
+	return create(w, r, func(in OrgInput) (any, error) { return h.svc.CreateOrg(r.Context(), in) })
 }
 
 func (h *Handler) getOrg(w http.ResponseWriter, r *http.Request) error {
@@ -214,16 +205,7 @@ func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) createProject(w http.ResponseWriter, r *http.Request) error {
-	var in OrgInput
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	v, err := h.svc.CreateProject(r.Context(), r.PathValue("org"), in)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, v)
-	return nil
+	return create(w, r, func(in OrgInput) (any, error) { return h.svc.CreateProject(r.Context(), r.PathValue("org"), in) })
 }
 
 func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {

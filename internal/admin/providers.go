@@ -322,16 +322,7 @@ func (h *Handler) listProviders(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) createProvider(w http.ResponseWriter, r *http.Request) error {
-	var in ProviderInput
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	v, err := h.svc.CreateProvider(r.Context(), r.PathValue("org"), in)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, v)
-	return nil
+	return create(w, r, func(in ProviderInput) (any, error) { return h.svc.CreateProvider(r.Context(), r.PathValue("org"), in) })
 }
 
 func (h *Handler) getProvider(w http.ResponseWriter, r *http.Request) error {

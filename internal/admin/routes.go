@@ -194,16 +194,9 @@ func (h *Handler) listRoutes(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) createRoute(w http.ResponseWriter, r *http.Request) error {
-	var in RouteInput
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	v, err := h.svc.CreateRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), in)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, v)
-	return nil
+	return create(w, r, func(in RouteInput) (any, error) {
+		return h.svc.CreateRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), in)
+	})
 }
 
 func (h *Handler) getRoute(w http.ResponseWriter, r *http.Request) error {
