@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -303,4 +302,3 @@ func (p *routePlan) only(slug string) *routePlan {
 	return out
 }
 
-func (t *targetRT) String() string { return fmt.Sprintf("%s/%s", t.provider.slug, t.id.model) }
