@@ -301,4 +301,3 @@ func (p *routePlan) only(slug string) *routePlan {
 	}
 	return out
 }
-
