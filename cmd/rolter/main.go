@@ -25,6 +25,11 @@ const usage = `rolter — a self-hosted LLM gateway
 Usage:
   rolter serve   [flags]   run the gateway (client API, admin API, /metrics)
   rolter migrate [flags]   apply store migrations and exit
+  rolter backup  [flags] --out DIR
+                           write one restorable, compressed copy of the store
+  rolter restore [flags] FILE
+                           bring a backup back (stop the gateway first)
+  rolter agent   [flags]   run on a GPU box: fetch its assignment, run vLLM
   rolter import  [flags] FILE
                            import a LiteLLM config.yaml or a rolter config file
   rolter bench   [flags]   measure rolter's overhead against a mock upstream
@@ -53,6 +58,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = migrate(ctx, args[1:], stdout, stderr)
 	case "import":
 		err = importCmd(ctx, args[1:], stdout, stderr)
+	case "backup":
+		err = backupCmd(ctx, args[1:], stdout, stderr)
+	case "restore":
+		err = restoreCmd(ctx, args[1:], stdout, stderr)
+	case "agent":
+		err = agentCmd(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = benchCmd(ctx, args[1:], stdout, stderr)
 	case "mock":

@@ -1,0 +1,164 @@
+// Package fleetapi is the wire contract between rolter's fleet endpoints
+// (GET /vllm/config, POST /vllm/report) and `rolter agent` on a GPU box, and
+// the recipe a host carries (design 002, SPEC §7).
+//
+// Both sides import these types, so the contract has one definition. The
+// revision of an assignment is computed here, from the canonical JSON of the
+// parts the box acts on.
+package fleetapi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// Paths of the fleet endpoints, relative to the gateway's base URL.
+const (
+	ConfigPath = "/vllm/config"
+	ReportPath = "/vllm/report"
+)
+
+// Recipe is what a box must run for one host. Only the vllm block exists
+// today.
+type Recipe struct {
+	VLLM *VLLM `json:"vllm"`
+}
+
+// VLLM is the vllm block of a recipe (design 002, "model_info.vllm").
+type VLLM struct {
+	// Model is what vLLM is told to load; it is also the served model name
+	// unless args carry --served-model-name.
+	Model  string `json:"model"`
+	Source Source `json:"source"`
+	// VRAMGB and DiskGB are the model's needs. The box checks them against
+	// the hardware it discovers; they are never taken as the box's capacity.
+	VRAMGB float64  `json:"vram_gb"`
+	DiskGB float64  `json:"disk_gb"`
+	Args   []string `json:"args,omitempty"`
+}
+
+// Source says where the weights come from.
+type Source struct {
+	// Kind is one of hf, url, registry, local.
+	Kind string `json:"kind"`
+	// Repo (hf) defaults to the recipe's model; Revision pins it.
+	Repo     string `json:"repo,omitempty"`
+	Revision string `json:"revision,omitempty"`
+	// URL (url) is an http(s) address of an archive or a single file.
+	URL string `json:"url,omitempty"`
+	// Ref (registry) names an image or artifact in an internal registry.
+	Ref string `json:"ref,omitempty"`
+	// Path (local) is an absolute directory on the box.
+	Path string `json:"path,omitempty"`
+}
+
+// Source kinds.
+const (
+	SourceHF       = "hf"
+	SourceURL      = "url"
+	SourceRegistry = "registry"
+	SourceLocal    = "local"
+)
+
+// Assignment is one vLLM a box must run: GET /vllm/config lists one per
+// non-retired host at the caller's IP.
+type Assignment struct {
+	HostID    int64  `json:"host_id"`
+	ModelName string `json:"model_name"` // the route it serves
+	Port      int    `json:"port"`
+	// APIKey is what vLLM must require (--api-key); the gateway sends it.
+	APIKey string `json:"api_key"`
+	Recipe Recipe `json:"recipe"`
+	// Revision is Revision(assignment): equal payloads, equal revisions.
+	Revision string `json:"revision"`
+	// Apply is set by an operator (POST .../hosts/{id}/apply) and cleared
+	// when the box reports the current revision applied.
+	Apply bool `json:"apply"`
+	// AutoApply lets the box restart on a new revision without Apply.
+	AutoApply bool `json:"auto_apply"`
+}
+
+// Config is the body of GET /vllm/config. An IP with no hosts gets an empty
+// list.
+type Config struct {
+	IP          string       `json:"ip"`
+	Assignments []Assignment `json:"assignments"`
+}
+
+// Report is the body of POST /vllm/report.
+type Report struct {
+	Applied    []Applied  `json:"applied"`
+	Discovered Discovered `json:"discovered"`
+}
+
+// Applied is the state of one assignment on the box.
+type Applied struct {
+	HostID int64 `json:"host_id"`
+	// Revision is the revision of the assignment the running vLLM was
+	// started from; empty when nothing runs.
+	Revision string `json:"revision"`
+	// Error says why the box does not run the assignment (a fit check
+	// failed, the launch failed); empty when it runs.
+	Error string `json:"error,omitempty"`
+}
+
+// Discovered is what the box sees of itself.
+type Discovered struct {
+	GPU         string  `json:"gpu,omitempty"` // e.g. "2x NVIDIA H100 80GB HBM3"
+	GPUCount    int     `json:"gpu_count"`
+	VRAMGB      float64 `json:"vram_gb"`      // total over all GPUs; 0 when no GPU was found
+	DiskFreeGB  float64 `json:"disk_free_gb"` // at the agent's models directory
+	VLLMVersion string  `json:"vllm_version,omitempty"`
+}
+
+// Revision hashes the parts of a the box acts on: host, route, port, API
+// key and recipe. Apply, AutoApply and Revision itself are not part of it,
+// so pressing "apply" does not make a new revision.
+func Revision(a Assignment) string {
+	payload := struct {
+		HostID    int64  `json:"host_id"`
+		ModelName string `json:"model_name"`
+		Port      int    `json:"port"`
+		APIKey    string `json:"api_key"`
+		Recipe    Recipe `json:"recipe"`
+	}{a.HostID, a.ModelName, a.Port, a.APIKey, a.Recipe}
+	// Struct fields marshal in declaration order and args keep their order,
+	// so the encoding of equal payloads is byte-identical.
+	b, err := json.Marshal(payload)
+	if err != nil {
+		panic("fleetapi: marshal revision payload: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// ServedName is the model name vLLM answers to under r: the first
+// --served-model-name in args, else the model.
+func (r *VLLM) ServedName() string {
+	if v, ok := FlagValue(r.Args, "--served-model-name"); ok && v != "" {
+		return v
+	}
+	return r.Model
+}
+
+// FlagValue returns the value of flag in args, written "--flag value" or
+// "--flag=value"; ok is false when the flag is absent. A flag followed by
+// another flag (or nothing) has the value "".
+func FlagValue(args []string, flag string) (value string, ok bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == flag {
+			if i+1 < len(args) && !isFlag(args[i+1]) {
+				return args[i+1], true
+			}
+			return "", true
+		}
+		if len(a) > len(flag) && a[:len(flag)] == flag && a[len(flag)] == '=' {
+			return a[len(flag)+1:], true
+		}
+	}
+	return "", false
+}
+
+func isFlag(s string) bool { return len(s) > 1 && s[0] == '-' && s[1] == '-' }
