@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/secret"
 )
 
@@ -223,6 +224,74 @@ type UsageFilter struct {
 	Since     time.Time // created_at >= Since
 }
 
+// Host states (SPEC §7): pending until the first healthy probe, serving
+// while its vLLM answers, down after the failure threshold, retired by an
+// operator only.
+const (
+	HostPending = "pending"
+	HostServing = "serving"
+	HostDown    = "down"
+	HostRetired = "retired"
+)
+
+// Host is a GPU box assignment of the vLLM fleet (design 002): the box at
+// IP serves ModelName (a route of project ProjectID) on Port, running
+// Recipe, and requires APIKey from the gateway.
+type Host struct {
+	ID        int64
+	OrgID     int64
+	ProjectID int64
+	IP        string
+	Port      int
+	ModelName string
+	APIKey    secret.Secret // sealed at rest like provider keys
+	Recipe    fleetapi.Recipe
+	Notes     string
+	State     string
+	AutoApply bool
+	// ApplyRequested is the operator's "restart now"; cleared when the box
+	// reports the current revision applied.
+	ApplyRequested  bool
+	AppliedRevision string
+	Report          HostReport // the box's last report
+	ReportedAt      *time.Time
+	LastConfigFetch *time.Time
+	// ProviderID is the vllm provider registered for the host; 0 until
+	// the first healthy transition.
+	ProviderID int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	RetiredAt  *time.Time
+}
+
+// HostReport is what a box last said about itself and this assignment.
+type HostReport struct {
+	Discovered fleetapi.Discovered `json:"discovered"`
+	Error      string              `json:"error,omitempty"`
+}
+
+// HostRegistration is what registering a serving host writes: the provider
+// the gateway uses to reach it and the target in its route.
+type HostRegistration struct {
+	// ServedModel is the model id the box's vLLM answers to; it becomes the
+	// target's upstream model and the provider's configured catalog.
+	ServedModel string
+	// ContextLimit is the recipe's --max-model-len, 0 when unset.
+	ContextLimit int
+}
+
+// FleetKey authenticates GPU boxes on /vllm/config. Only its hash is
+// stored.
+type FleetKey struct {
+	ID        int64
+	OrgID     int64
+	Name      string
+	Lookup    string
+	Hash      secret.Hash
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
 // State is everything the request path needs, read in one consistent
 // transaction. Soft-deleted providers and revoked keys are included so that
 // the snapshot can tell "gone" from "never existed"; the snapshot decides.
@@ -313,6 +382,44 @@ type Store interface {
 
 	// Load reads the whole routing state in one consistent transaction.
 	Load(ctx context.Context) (*State, error)
+
+	// CreateHost inserts a host; an address (ip, port) already held by a
+	// live host of the org is a *ConflictError with What "host address".
+	CreateHost(ctx context.Context, h *Host) error
+	// GetHost returns the org's host with its API key opened.
+	GetHost(ctx context.Context, orgID, id int64) (*Host, error)
+	// ListHosts pages through the org's hosts, retired ones included.
+	ListHosts(ctx context.Context, orgID int64, p Page) ([]Host, error)
+	// ListHostsByIP returns the org's live (non-retired) hosts at ip.
+	ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]Host, error)
+	// ListLiveHosts returns every non-retired host of every org.
+	ListLiveHosts(ctx context.Context) ([]Host, error)
+	// UpdateHost writes port, model name, recipe, notes, auto-apply and the
+	// apply request.
+	UpdateHost(ctx context.Context, h *Host) error
+	// TouchHosts sets last_config_fetch of ids to at.
+	TouchHosts(ctx context.Context, ids []int64, at time.Time) error
+	// RecordHostReport stores a box's report for one host; clearApply also
+	// clears the apply request (the box runs the current revision).
+	RecordHostReport(ctx context.Context, id int64, applied string, r HostReport, clearApply bool, at time.Time) error
+	// RegisterHost makes a serving host reachable, in one transaction: it
+	// creates (or restores and updates) the host's vllm provider, creates
+	// its route if missing, adds the target, and sets the state serving.
+	// It is idempotent.
+	RegisterHost(ctx context.Context, id int64, reg HostRegistration) error
+	// DeregisterHost removes the host's targets, takes its provider out of
+	// routing (soft delete; the slug stays with the host) and sets state,
+	// which is HostDown or HostRetired, in one transaction.
+	DeregisterHost(ctx context.Context, id int64, state string) error
+
+	// CreateFleetKey inserts k unless the org already holds maxActive
+	// unrevoked keys (a *ConflictError with What "active fleet keys").
+	CreateFleetKey(ctx context.Context, k *FleetKey, maxActive int) error
+	ListFleetKeys(ctx context.Context, orgID int64, p Page) ([]FleetKey, error)
+	// FleetKeyByLookup finds an unrevoked key by the public part of its
+	// token.
+	FleetKeyByLookup(ctx context.Context, lookup string) (*FleetKey, error)
+	RevokeFleetKey(ctx context.Context, orgID, id int64, at time.Time) error
 }
 
 // Duration is a time.Duration that reads and writes as "30s" in JSON.

@@ -1,0 +1,334 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/store"
+)
+
+const hostCols = `id, org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, apply_requested,
+	applied_revision, report, reported_at, last_config_fetch, provider_id, created_at, updated_at, retired_at`
+
+// scanHost reads a host row; the API key is opened with the store's
+// sealer.
+func (s *DB) scanHost(sc interface{ Scan(...any) error }) (store.Host, error) {
+	var (
+		h                         store.Host
+		key, recipe, report       string
+		reported, fetched, retire sql.NullTime
+		provider                  sql.NullInt64
+	)
+	if err := sc.Scan(&h.ID, &h.OrgID, &h.ProjectID, &h.IP, &h.Port, &h.ModelName, &key, &recipe, &h.Notes, &h.State,
+		&h.AutoApply, &h.ApplyRequested, &h.AppliedRevision, &report, &reported, &fetched, &provider,
+		&h.CreatedAt, &h.UpdatedAt, &retire); err != nil {
+		return h, err
+	}
+	h.CreatedAt, h.UpdatedAt = h.CreatedAt.UTC(), h.UpdatedAt.UTC()
+	h.ReportedAt, h.LastConfigFetch, h.RetiredAt = nullTime(reported), nullTime(fetched), nullTime(retire)
+	h.ProviderID = provider.Int64
+	var err error
+	if h.APIKey, err = s.sealer.Open(key); err != nil {
+		return h, fmt.Errorf("store: host %d: api key: %w", h.ID, err)
+	}
+	if err := json.Unmarshal([]byte(recipe), &h.Recipe); err != nil {
+		return h, fmt.Errorf("store: host %d: recipe column: %w", h.ID, err)
+	}
+	if err := json.Unmarshal([]byte(report), &h.Report); err != nil {
+		return h, fmt.Errorf("store: host %d: report column: %w", h.ID, err)
+	}
+	return h, nil
+}
+
+// CreateHost implements store.Store.
+func (s *DB) CreateHost(ctx context.Context, h *store.Host) error {
+	t := now()
+	if h.State == "" {
+		h.State = store.HostPending
+	}
+	id, err := s.insert(ctx, s.db, "host address",
+		`INSERT INTO hosts (org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, created_at, updated_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		h.OrgID, h.ProjectID, h.IP, h.Port, h.ModelName, s.sealer.Seal(h.APIKey), jsonText(h.Recipe), h.Notes, h.State,
+		h.AutoApply, t, t)
+	if err != nil {
+		return err
+	}
+	h.ID, h.CreatedAt, h.UpdatedAt = id, t, t
+	return nil
+}
+
+// GetHost implements store.Store.
+func (s *DB) GetHost(ctx context.Context, orgID, id int64) (*store.Host, error) {
+	h, err := s.scanHost(s.db.QueryRowContext(ctx, s.q(`SELECT `+hostCols+` FROM hosts WHERE org_id = ? AND id = ?`), orgID, id))
+	if err != nil {
+		return nil, s.classify(err, "")
+	}
+	return &h, nil
+}
+
+// ListHosts implements store.Store.
+func (s *DB) ListHosts(ctx context.Context, orgID int64, p store.Page) ([]store.Host, error) {
+	return list(ctx, s, s.db, s.scanHost,
+		`SELECT `+hostCols+` FROM hosts WHERE org_id = ? AND id > ? ORDER BY id LIMIT ?`, orgID, p.After, limitOf(p))
+}
+
+// ListHostsByIP implements store.Store.
+func (s *DB) ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]store.Host, error) {
+	return list(ctx, s, s.db, s.scanHost,
+		`SELECT `+hostCols+` FROM hosts WHERE org_id = ? AND ip = ? AND state <> 'retired' ORDER BY id`, orgID, ip)
+}
+
+// ListLiveHosts implements store.Store.
+func (s *DB) ListLiveHosts(ctx context.Context) ([]store.Host, error) {
+	return list(ctx, s, s.db, s.scanHost, `SELECT `+hostCols+` FROM hosts WHERE state <> 'retired' ORDER BY id`)
+}
+
+// UpdateHost implements store.Store.
+func (s *DB) UpdateHost(ctx context.Context, h *store.Host) error {
+	t := now()
+	if err := s.exec(ctx, s.db, "host address",
+		`UPDATE hosts SET port = ?, model_name = ?, recipe = ?, notes = ?, auto_apply = ?, apply_requested = ?, updated_at = ?
+		 WHERE id = ? AND org_id = ?`,
+		h.Port, h.ModelName, jsonText(h.Recipe), h.Notes, h.AutoApply, h.ApplyRequested, t, h.ID, h.OrgID); err != nil {
+		return err
+	}
+	h.UpdatedAt = t
+	return nil
+}
+
+// TouchHosts implements store.Store.
+func (s *DB) TouchHosts(ctx context.Context, ids []int64, at time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	marks := make([]string, len(ids))
+	args := []any{at.UTC().Truncate(time.Microsecond)}
+	for i, id := range ids {
+		marks[i] = "?"
+		args = append(args, id)
+	}
+	_, err := s.db.ExecContext(ctx, s.q(`UPDATE hosts SET last_config_fetch = ? WHERE id IN (`+strings.Join(marks, ",")+`)`), args...)
+	return s.classify(err, "")
+}
+
+// RecordHostReport implements store.Store.
+func (s *DB) RecordHostReport(ctx context.Context, id int64, applied string, r store.HostReport, clearApply bool, at time.Time) error {
+	return s.exec(ctx, s.db, "",
+		`UPDATE hosts SET applied_revision = ?, report = ?, reported_at = ?,
+		 apply_requested = CASE WHEN ? THEN FALSE ELSE apply_requested END WHERE id = ?`,
+		applied, jsonText(r), at.UTC().Truncate(time.Microsecond), clearApply, id)
+}
+
+// hostProviderSlug is the slug the fleet gives a host's provider: "host-N",
+// or "host-N-2", ... when an operator already took it.
+func (s *DB) hostProviderSlug(ctx context.Context, tx *sql.Tx, orgID, hostID int64) (string, error) {
+	base := "host-" + strconv.FormatInt(hostID, 10)
+	for i := 1; i < 100; i++ {
+		slug := base
+		if i > 1 {
+			slug += "-" + strconv.Itoa(i)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM slugs WHERE org_id = ? AND slug = ?`), orgID, slug).Scan(&n); err != nil {
+			return "", s.classify(err, "")
+		}
+		if n == 0 {
+			return slug, nil
+		}
+	}
+	return "", fmt.Errorf("store: no free provider slug for host %d", hostID)
+}
+
+// RegisterHost implements store.Store.
+func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistration) error {
+	t := now()
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		h, err := s.scanHost(tx.QueryRowContext(ctx, s.q(`SELECT `+hostCols+` FROM hosts WHERE id = ?`), id))
+		if err != nil {
+			return s.classify(err, "")
+		}
+		if h.State == store.HostRetired {
+			return errors.New("store: a retired host is never registered")
+		}
+		baseURL := "http://" + hostPort(h.IP, h.Port) + "/v1"
+		models := stringList([]string{reg.ServedModel})
+		providerID := h.ProviderID
+		if providerID == 0 {
+			slug, err := s.hostProviderSlug(ctx, tx, h.OrgID, h.ID)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'provider')`), h.OrgID, slug); err != nil {
+				return s.classify(err, "slug")
+			}
+			providerID, err = s.insert(ctx, tx, "slug",
+				`INSERT INTO providers (org_id, slug, name, kind, base_url, metadata_source, context_limit, models, settings, created_at, updated_at)
+				 VALUES (?, ?, ?, 'vllm', ?, 'configured', ?, ?, '{}', ?, ?)`,
+				h.OrgID, slug, "fleet host "+strconv.FormatInt(h.ID, 10)+" ("+hostPort(h.IP, h.Port)+")", baseURL,
+				reg.ContextLimit, models, t, t)
+			if err != nil {
+				return err
+			}
+		} else {
+			if err := s.exec(ctx, tx, "", `UPDATE providers SET deleted_at = NULL, base_url = ?, context_limit = ?, models = ?, updated_at = ? WHERE id = ?`,
+				baseURL, reg.ContextLimit, models, t, providerID); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM provider_keys WHERE provider_id = ?`), providerID); err != nil {
+				return s.classify(err, "")
+			}
+		}
+		if err := s.addKey(ctx, tx, &store.ProviderKey{ProviderID: providerID, Secret: h.APIKey, Weight: 1}, t); err != nil {
+			return err
+		}
+		routeID, err := s.fleetRoute(ctx, tx, h.ProjectID, h.ModelName, t)
+		if err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM route_targets WHERE route_id = ? AND provider_id = ?`), routeID, providerID).Scan(&n); err != nil {
+			return s.classify(err, "")
+		}
+		if n == 0 {
+			var pos int
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT COALESCE(MAX(position), -1) + 1 FROM route_targets WHERE route_id = ?`), routeID).Scan(&pos); err != nil {
+				return s.classify(err, "")
+			}
+			if _, err := tx.ExecContext(ctx, s.q(
+				`INSERT INTO route_targets (route_id, provider_id, upstream_model, weight, position, context_limit) VALUES (?, ?, ?, 1, ?, 0)`),
+				routeID, providerID, reg.ServedModel, pos); err != nil {
+				return s.classify(err, "")
+			}
+		} else if _, err := tx.ExecContext(ctx, s.q(`UPDATE route_targets SET upstream_model = ? WHERE route_id = ? AND provider_id = ?`),
+			reg.ServedModel, routeID, providerID); err != nil {
+			return s.classify(err, "")
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE routes SET updated_at = ? WHERE id = ?`), t, routeID); err != nil {
+			return s.classify(err, "")
+		}
+		return s.exec(ctx, tx, "", `UPDATE hosts SET state = 'serving', provider_id = ?, updated_at = ? WHERE id = ?`, providerID, t, id)
+	})
+}
+
+// fleetRoute returns the id of the project's route model, creating it
+// (weighted, no policy) when missing.
+func (s *DB) fleetRoute(ctx context.Context, tx *sql.Tx, projectID int64, model string, t time.Time) (int64, error) {
+	var id int64
+	err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM routes WHERE project_id = ? AND model = ?`), projectID, model).Scan(&id)
+	if err == nil {
+		return id, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, s.classify(err, "")
+	}
+	return s.insert(ctx, tx, "route model",
+		`INSERT INTO routes (project_id, model, strategy, policy, created_at, updated_at) VALUES (?, ?, 'weighted', '{}', ?, ?)`,
+		projectID, model, t, t)
+}
+
+// DeregisterHost implements store.Store.
+func (s *DB) DeregisterHost(ctx context.Context, id int64, state string) error {
+	if state != store.HostDown && state != store.HostRetired {
+		return fmt.Errorf("store: deregister to state %q", state)
+	}
+	t := now()
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var provider sql.NullInt64
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT provider_id FROM hosts WHERE id = ?`), id).Scan(&provider); err != nil {
+			return s.classify(err, "")
+		}
+		if provider.Valid {
+			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM route_targets WHERE provider_id = ?`), provider.Int64); err != nil {
+				return s.classify(err, "")
+			}
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE providers SET deleted_at = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL`),
+				t, t, provider.Int64); err != nil {
+				return s.classify(err, "")
+			}
+		}
+		if state == store.HostRetired {
+			return s.exec(ctx, tx, "", `UPDATE hosts SET state = 'retired', retired_at = COALESCE(retired_at, ?), updated_at = ? WHERE id = ?`, t, t, id)
+		}
+		return s.exec(ctx, tx, "", `UPDATE hosts SET state = ?, updated_at = ? WHERE id = ? AND state <> 'retired'`, state, t, id)
+	})
+}
+
+// hostPort joins an IP and a port, bracketing IPv6.
+func hostPort(ip string, port int) string {
+	if strings.Contains(ip, ":") {
+		return "[" + ip + "]:" + strconv.Itoa(port)
+	}
+	return ip + ":" + strconv.Itoa(port)
+}
+
+const fleetKeyCols = `id, org_id, name, lookup, hash, created_at, revoked_at`
+
+func scanFleetKey(sc interface{ Scan(...any) error }) (store.FleetKey, error) {
+	var (
+		k       store.FleetKey
+		hash    string
+		revoked sql.NullTime
+	)
+	if err := sc.Scan(&k.ID, &k.OrgID, &k.Name, &k.Lookup, &hash, &k.CreatedAt, &revoked); err != nil {
+		return k, err
+	}
+	k.CreatedAt, k.RevokedAt = k.CreatedAt.UTC(), nullTime(revoked)
+	var err error
+	if k.Hash, err = secret.ParseHash(hash); err != nil {
+		return k, fmt.Errorf("store: fleet key %d: %w", k.ID, err)
+	}
+	return k, nil
+}
+
+// CreateFleetKey implements store.Store.
+func (s *DB) CreateFleetKey(ctx context.Context, k *store.FleetKey, maxActive int) error {
+	t := now()
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM fleet_keys WHERE org_id = ? AND revoked_at IS NULL`), k.OrgID).Scan(&n); err != nil {
+			return s.classify(err, "")
+		}
+		if n >= maxActive {
+			return &store.ConflictError{What: "active fleet keys"}
+		}
+		id, err := s.insert(ctx, tx, "fleet key",
+			`INSERT INTO fleet_keys (org_id, name, lookup, hash, created_at) VALUES (?, ?, ?, ?, ?)`,
+			k.OrgID, k.Name, k.Lookup, k.Hash.Hex(), t)
+		if err != nil {
+			return err
+		}
+		k.ID, k.CreatedAt = id, t
+		return nil
+	})
+}
+
+// ListFleetKeys implements store.Store.
+func (s *DB) ListFleetKeys(ctx context.Context, orgID int64, p store.Page) ([]store.FleetKey, error) {
+	return list(ctx, s, s.db, scanFleetKey,
+		`SELECT `+fleetKeyCols+` FROM fleet_keys WHERE org_id = ? AND id > ? ORDER BY id LIMIT ?`, orgID, p.After, limitOf(p))
+}
+
+// FleetKeyByLookup implements store.Store.
+func (s *DB) FleetKeyByLookup(ctx context.Context, lookup string) (*store.FleetKey, error) {
+	k, err := scanFleetKey(s.db.QueryRowContext(ctx,
+		s.q(`SELECT `+fleetKeyCols+` FROM fleet_keys WHERE lookup = ? AND revoked_at IS NULL`), lookup))
+	if err != nil {
+		return nil, s.classify(err, "")
+	}
+	return &k, nil
+}
+
+// RevokeFleetKey implements store.Store. Revoking twice keeps the first
+// time.
+func (s *DB) RevokeFleetKey(ctx context.Context, orgID, id int64, at time.Time) error {
+	return s.exec(ctx, s.db, "", `UPDATE fleet_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? AND org_id = ?`,
+		at.UTC().Truncate(time.Microsecond), id, orgID)
+}

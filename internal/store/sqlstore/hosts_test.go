@@ -1,0 +1,216 @@
+package sqlstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/store"
+	"github.com/rolter/rolter/internal/store/storetest"
+)
+
+func testRecipe(model string, args ...string) fleetapi.Recipe {
+	return fleetapi.Recipe{VLLM: &fleetapi.VLLM{Model: model, Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 8, DiskGB: 18, Args: args}}
+}
+
+// routeTargets returns "slug:upstream" of the route's targets, or nil when
+// the route does not exist.
+func routeTargets(t *testing.T, s store.Store, project int64, model string) []string {
+	t.Helper()
+	r, err := s.GetRoute(context.Background(), project, model)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{}
+	for _, tg := range r.Targets {
+		out = append(out, tg.ProviderSlug+":"+tg.UpstreamModel)
+	}
+	return out
+}
+
+func TestHostLifecycle(t *testing.T) {
+	sealer, err := secret.NewSealer(secret.New("host test master key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, sealer)
+		o := mustOrg(t, s, "acme")
+		pj := mustProject(t, s, o.ID, "fleet")
+		h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: "10.0.0.5", Port: 8000, ModelName: "qwen3",
+			APIKey: secret.New("rh-abc_secret"), Recipe: testRecipe("Qwen/Qwen3-8B", "--max-model-len", "32768"), Notes: "rented"}
+		if err := s.CreateHost(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		if h.ID == 0 || h.State != store.HostPending {
+			t.Fatalf("create: %+v", h)
+		}
+		// The key is sealed at rest.
+		var raw string
+		if err := s.SQL().QueryRow(`SELECT api_key FROM hosts`).Scan(&raw); err != nil || strings.Contains(raw, "rh-abc_secret") {
+			t.Fatalf("api key stored as %q (%v)", raw, err)
+		}
+		// One live host per address.
+		dup := *h
+		dup.ID = 0
+		var ce *store.ConflictError
+		if err := s.CreateHost(ctx, &dup); !errors.As(err, &ce) || ce.What != "host address" {
+			t.Fatalf("duplicate address: %v", err)
+		}
+		got, err := s.GetHost(ctx, o.ID, h.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.APIKey.Reveal() != "rh-abc_secret" || got.Recipe.VLLM.Model != "Qwen/Qwen3-8B" || got.Notes != "rented" || got.ProviderID != 0 {
+			t.Fatalf("get: %+v", got)
+		}
+		if routeTargets(t, s, pj.ID, "qwen3") != nil {
+			t.Fatal("a pending host has a route")
+		}
+
+		// Register twice: one provider, one target.
+		reg := store.HostRegistration{ServedModel: "Qwen/Qwen3-8B", ContextLimit: 32768}
+		for i := 0; i < 2; i++ {
+			if err := s.RegisterHost(ctx, h.ID, reg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := routeTargets(t, s, pj.ID, "qwen3"); len(got) != 1 || got[0] != fmt.Sprintf("host-%d:Qwen/Qwen3-8B", h.ID) {
+			t.Fatalf("targets after register: %v", got)
+		}
+		got, _ = s.GetHost(ctx, o.ID, h.ID)
+		if got.State != store.HostServing || got.ProviderID == 0 {
+			t.Fatalf("after register: %+v", got)
+		}
+		st, err := s.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var prov *store.Provider
+		for i := range st.Providers {
+			if st.Providers[i].ID == got.ProviderID {
+				prov = &st.Providers[i]
+			}
+		}
+		if prov == nil || prov.Kind != "vllm" || prov.BaseURL != "http://10.0.0.5:8000/v1" || prov.ContextLimit != 32768 ||
+			len(prov.Keys) != 1 || prov.Keys[0].Secret.Reveal() != "rh-abc_secret" || prov.DeletedAt != nil {
+			t.Fatalf("registered provider: %+v", prov)
+		}
+
+		// Down: the target goes, the provider leaves routing, the route stays.
+		if err := s.DeregisterHost(ctx, h.ID, store.HostDown); err != nil {
+			t.Fatal(err)
+		}
+		if got := routeTargets(t, s, pj.ID, "qwen3"); len(got) != 0 {
+			t.Fatalf("targets after down: %v", got)
+		}
+		p, err := s.GetProvider(ctx, o.ID, prov.Slug)
+		if err != nil || p.DeletedAt == nil {
+			t.Fatalf("provider after down: %+v %v", p, err)
+		}
+		// Up again: the same provider comes back.
+		if err := s.RegisterHost(ctx, h.ID, reg); err != nil {
+			t.Fatal(err)
+		}
+		again, _ := s.GetHost(ctx, o.ID, h.ID)
+		if again.ProviderID != got.ProviderID || again.State != store.HostServing {
+			t.Fatalf("re-register: %+v", again)
+		}
+		if got := routeTargets(t, s, pj.ID, "qwen3"); len(got) != 1 {
+			t.Fatalf("targets after re-register: %v", got)
+		}
+
+		// Fetch, report, apply.
+		at := time.Now().UTC().Truncate(time.Second)
+		if err := s.TouchHosts(ctx, []int64{h.ID}, at); err != nil {
+			t.Fatal(err)
+		}
+		again.ApplyRequested = true
+		if err := s.UpdateHost(ctx, again); err != nil {
+			t.Fatal(err)
+		}
+		rep := store.HostReport{Discovered: fleetapi.Discovered{GPU: "1x NVIDIA L4", GPUCount: 1, VRAMGB: 22.5}}
+		if err := s.RecordHostReport(ctx, h.ID, "abcd", rep, true, at); err != nil {
+			t.Fatal(err)
+		}
+		again, _ = s.GetHost(ctx, o.ID, h.ID)
+		if again.LastConfigFetch == nil || !again.LastConfigFetch.Equal(at) || again.AppliedRevision != "abcd" ||
+			again.ApplyRequested || again.Report.Discovered.GPU != "1x NVIDIA L4" {
+			t.Fatalf("after report: %+v", again)
+		}
+		if hs, err := s.ListHostsByIP(ctx, o.ID, "10.0.0.5"); err != nil || len(hs) != 1 {
+			t.Fatalf("by ip: %v %v", hs, err)
+		}
+
+		// Retire keeps the record and frees the address.
+		if err := s.DeregisterHost(ctx, h.ID, store.HostRetired); err != nil {
+			t.Fatal(err)
+		}
+		again, _ = s.GetHost(ctx, o.ID, h.ID)
+		if again.State != store.HostRetired || again.RetiredAt == nil {
+			t.Fatalf("retired: %+v", again)
+		}
+		if err := s.RegisterHost(ctx, h.ID, reg); err == nil {
+			t.Fatal("a retired host was registered")
+		}
+		if err := s.DeregisterHost(ctx, h.ID, store.HostDown); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("a retired host went down: %v", err)
+		}
+		if hs, _ := s.ListLiveHosts(ctx); len(hs) != 0 {
+			t.Fatalf("live hosts after retire: %v", hs)
+		}
+		if hs, _ := s.ListHosts(ctx, o.ID, store.Page{}); len(hs) != 1 {
+			t.Fatalf("all hosts after retire: %v", hs)
+		}
+		if err := s.CreateHost(ctx, &dup); err != nil {
+			t.Fatalf("a retired host's address is free again: %v", err)
+		}
+	})
+}
+
+func TestFleetKeys(t *testing.T) {
+	each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, nil)
+		o := mustOrg(t, s, "acme")
+		var keys []*store.FleetKey
+		for i := 0; i < 3; i++ {
+			tok, lookup := secret.Mint(secret.PrefixFleetKey)
+			k := &store.FleetKey{OrgID: o.ID, Name: "k", Lookup: lookup, Hash: secret.HashOf(tok.Reveal())}
+			err := s.CreateFleetKey(ctx, k, 2)
+			if i < 2 && err != nil {
+				t.Fatal(err)
+			}
+			var ce *store.ConflictError
+			if i == 2 && (!errors.As(err, &ce) || ce.What != "active fleet keys") {
+				t.Fatalf("third active key: %v", err)
+			}
+			keys = append(keys, k)
+		}
+		got, err := s.FleetKeyByLookup(ctx, keys[0].Lookup)
+		if err != nil || !got.Hash.Equal(keys[0].Hash) || got.OrgID != o.ID {
+			t.Fatalf("by lookup: %+v %v", got, err)
+		}
+		if err := s.RevokeFleetKey(ctx, o.ID, keys[0].ID, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FleetKeyByLookup(ctx, keys[0].Lookup); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("revoked key still found: %v", err)
+		}
+		if err := s.CreateFleetKey(ctx, keys[2], 2); err != nil {
+			t.Fatalf("after a revoke a new key fits: %v", err)
+		}
+		if ks, _ := s.ListFleetKeys(ctx, o.ID, store.Page{}); len(ks) != 3 || ks[0].RevokedAt == nil {
+			t.Fatalf("list: %+v", ks)
+		}
+	})
+}
