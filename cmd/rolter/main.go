@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -136,12 +137,30 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Usage.Buffer, "usage-buffer", 10000, "usage records held for the store; beyond, they are dropped and counted")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send its request headers")
 	fs.BoolVar(&cfg.AllowLinkLocalUpstreams, "allow-link-local-upstreams", false, "allow provider base_urls on link-local and cloud metadata addresses")
+	fs.DurationVar(&cfg.Fleet.Controller.Interval, "fleet-probe-interval", 10*time.Second, "how often the fleet controller probes each host's /health and /v1/models")
+	fs.IntVar(&cfg.Fleet.Controller.FailAfter, "fleet-fail-after", 3, "consecutive failed probes before a serving host is deregistered (never retired)")
+	fs.BoolVar(&cfg.Fleet.DisableController, "no-fleet-controller", false, "do not probe or register fleet hosts on this replica")
+	fs.StringVar(&cfg.Fleet.Handler.ProxyHeader, "fleet-proxy-header", "", "header carrying a GPU box's address (e.g. X-Forwarded-For); read only from --fleet-trusted-proxies")
+	trusted := fs.String("fleet-trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose --fleet-proxy-header is believed")
 	fs.StringVar(&logLevel, "log-level", envOr("ROLTER_LOG_LEVEL", "info"), "debug, info, warn or error (env ROLTER_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	for _, c := range strings.Split(*trusted, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return fmt.Errorf("--fleet-trusted-proxies: %q is not a CIDR (e.g. 10.0.0.0/8)", c)
+		}
+		cfg.Fleet.Handler.TrustedProxies = append(cfg.Fleet.Handler.TrustedProxies, p.Masked())
+	}
+	if cfg.Fleet.Handler.ProxyHeader != "" && len(cfg.Fleet.Handler.TrustedProxies) == 0 {
+		return errors.New("--fleet-proxy-header needs --fleet-trusted-proxies: the header is believed only from those proxies")
 	}
 	log, err := newLogger(stderr, logLevel)
 	if err != nil {

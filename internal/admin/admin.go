@@ -102,6 +102,17 @@ func (h *Handler) routes() {
 	h.handle("GET /orgs/{org}/slugs/{slug}", h.checkSlug)
 	h.handle("GET /orgs/{org}/usage", h.listUsage)
 
+	h.handle("GET /orgs/{org}/hosts", h.listHosts)
+	h.handle("POST /orgs/{org}/hosts", h.createHost)
+	h.handle("GET /orgs/{org}/hosts/{id}", h.getHost)
+	h.handle("PATCH /orgs/{org}/hosts/{id}", h.patchHost)
+	h.handle("DELETE /orgs/{org}/hosts/{id}", h.deleteHost)
+	h.handle("POST /orgs/{org}/hosts/{id}/retire", h.retireHost)
+	h.handle("POST /orgs/{org}/hosts/{id}/apply", h.applyHost)
+	h.handle("GET /orgs/{org}/fleet-keys", h.listFleetKeys)
+	h.handle("POST /orgs/{org}/fleet-keys", h.createFleetKey)
+	h.handle("DELETE /orgs/{org}/fleet-keys/{id}", h.revokeFleetKey)
+
 	h.handle("GET /orgs/{org}/projects/{project}/routes", h.listRoutes)
 	h.handle("POST /orgs/{org}/projects/{project}/routes", h.createRoute)
 	h.handle("GET /orgs/{org}/projects/{project}/routes/{model...}", h.getRoute)

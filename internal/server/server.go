@@ -22,6 +22,7 @@ import (
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/config"
 	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/fleet"
 	"github.com/rolter/rolter/internal/gateway"
 	"github.com/rolter/rolter/internal/metadata"
 	"github.com/rolter/rolter/internal/secret"
@@ -50,6 +51,9 @@ type Config struct {
 	Gateway                 gateway.Config
 	Usage                   usage.Config
 	Metadata                metadata.Config // active health probes and upstream discovery
+	// Fleet configures the vLLM fleet control plane: /vllm/config and
+	// /vllm/report, and the controller that registers serving hosts.
+	Fleet FleetConfig
 	// Out receives the first-start banner (default: discarded).
 	Out io.Writer
 }
@@ -73,6 +77,15 @@ func (c *Config) defaults() {
 	if c.Out == nil {
 		c.Out = io.Discard
 	}
+}
+
+// FleetConfig configures the fleet control plane.
+type FleetConfig struct {
+	Controller fleet.ControllerConfig
+	Handler    fleet.HandlerConfig
+	// DisableController stops this replica from probing and registering
+	// hosts (the endpoints still serve).
+	DisableController bool
 }
 
 // MaxHeaderBytes bounds a request's header block.
@@ -186,8 +199,18 @@ func (s *Server) prepare(ctx context.Context) error {
 	bgWG.Add(2)
 	go func() { defer bgWG.Done(); rec.Run(bg) }()
 	go func() { defer bgWG.Done(); probes.Run(bg) }()
+	if !s.cfg.Fleet.DisableController {
+		ctl := fleet.NewController(s.db, s.cfg.Fleet.Controller, s.log, func(ctx context.Context) {
+			if err := snap.Reload(ctx); err != nil {
+				s.log.Error("snapshot rebuild after fleet registration failed; serving the previous one", "err", err)
+			}
+		})
+		bgWG.Add(1)
+		go func() { defer bgWG.Done(); ctl.Run(bg) }()
+	}
 	go func() { bgWG.Wait(); close(s.bgDone) }()
 	mux.Handle("/v1/", gw)
+	mux.Handle("/vllm/", fleet.NewHandler(s.db, s.cfg.Fleet.Handler, s.log))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if s.cfg.Demo {
 		if err := s.mountDemo(ctx, mux, svc); err != nil {

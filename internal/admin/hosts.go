@@ -1,0 +1,492 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/fleet"
+	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/store"
+)
+
+// Codes of the fleet endpoints.
+const (
+	CodePoolContract   = "pool_contract_mismatch"
+	CodeImmutableField = "immutable_field"
+	CodeHostRetired    = "host_retired"
+	CodeFleetKeyLimit  = "fleet_key_limit"
+)
+
+// MaxActiveFleetKeys is how many unrevoked fleet keys an org may hold: two,
+// so a key can be rotated without a window where boxes are refused.
+const MaxActiveFleetKeys = 2
+
+// HostInput creates a host.
+type HostInput struct {
+	IP        string          `json:"ip"`
+	Port      int             `json:"port"`
+	Project   string          `json:"project,omitempty"` // default "default"
+	ModelName string          `json:"model_name"`
+	Recipe    fleetapi.Recipe `json:"recipe"`
+	Notes     string          `json:"notes,omitempty"`
+	AutoApply bool            `json:"auto_apply,omitempty"`
+}
+
+// HostPatch changes a host. ip, project and model_name are its identity:
+// changing them means retiring the host and adding a new one.
+type HostPatch struct {
+	IP        *string          `json:"ip,omitempty"`
+	Project   *string          `json:"project,omitempty"`
+	ModelName *string          `json:"model_name,omitempty"`
+	Port      *int             `json:"port,omitempty"`
+	Recipe    *fleetapi.Recipe `json:"recipe,omitempty"`
+	Notes     *string          `json:"notes,omitempty"`
+	AutoApply *bool            `json:"auto_apply,omitempty"`
+}
+
+// Liveness is the age of a host's last config fetch with its colour class
+// (design 002): green under an hour, red over a week, amber between, never
+// when the box has not fetched yet.
+type Liveness struct {
+	AgeSeconds *int64 `json:"age_seconds"`
+	Class      string `json:"class"`
+}
+
+// HostView is a host as the API shows it. APIKey is set only in the create
+// response.
+type HostView struct {
+	ID        int64           `json:"id"`
+	IP        string          `json:"ip"`
+	Port      int             `json:"port"`
+	Project   string          `json:"project"`
+	ModelName string          `json:"model_name"`
+	Recipe    fleetapi.Recipe `json:"recipe"`
+	Notes     string          `json:"notes"`
+	State     string          `json:"state"`
+	AutoApply bool            `json:"auto_apply"`
+	APIKey    string          `json:"api_key,omitempty"`
+	// Revision is the current assignment's; AppliedRevision is what the
+	// box last reported running. Skew (= RestartPending) is set when the
+	// box runs an older revision.
+	Revision        string               `json:"revision"`
+	AppliedRevision string               `json:"applied_revision"`
+	Skew            bool                 `json:"skew"`
+	RestartPending  bool                 `json:"restart_pending"`
+	ApplyRequested  bool                 `json:"apply_requested"`
+	LastConfigFetch *time.Time           `json:"last_config_fetch"`
+	Liveness        Liveness             `json:"liveness"`
+	Discovered      *fleetapi.Discovered `json:"discovered,omitempty"`
+	ReportError     string               `json:"report_error,omitempty"`
+	ReportedAt      *time.Time           `json:"reported_at,omitempty"`
+	CreatedAt       time.Time            `json:"created_at"`
+	UpdatedAt       time.Time            `json:"updated_at"`
+	RetiredAt       *time.Time           `json:"retired_at,omitempty"`
+}
+
+func liveness(last *time.Time, now time.Time) Liveness {
+	if last == nil {
+		return Liveness{Class: "never"}
+	}
+	age := now.Sub(*last)
+	secs := int64(age / time.Second)
+	l := Liveness{AgeSeconds: &secs, Class: "amber"}
+	switch {
+	case age < time.Hour:
+		l.Class = "green"
+	case age > 7*24*time.Hour:
+		l.Class = "red"
+	}
+	return l
+}
+
+func (s *Service) hostView(h *store.Host, project string) HostView {
+	rev := fleet.Revision(h)
+	skew := h.AppliedRevision != "" && h.AppliedRevision != rev
+	v := HostView{ID: h.ID, IP: h.IP, Port: h.Port, Project: project, ModelName: h.ModelName, Recipe: h.Recipe,
+		Notes: h.Notes, State: h.State, AutoApply: h.AutoApply, Revision: rev, AppliedRevision: h.AppliedRevision,
+		Skew: skew, RestartPending: skew, ApplyRequested: h.ApplyRequested, LastConfigFetch: h.LastConfigFetch,
+		Liveness: liveness(h.LastConfigFetch, s.now()), ReportError: h.Report.Error, ReportedAt: h.ReportedAt,
+		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, RetiredAt: h.RetiredAt}
+	if h.ReportedAt != nil {
+		d := h.Report.Discovered
+		v.Discovered = &d
+	}
+	return v
+}
+
+// projectName finds a project's name by id in the snapshot, for views.
+func (s *Service) projectName(org string, id int64) string {
+	if snap := s.snap.Current(); snap != nil {
+		if o := snap.Org(org); o != nil {
+			for name, pj := range o.Projects {
+				if pj.ID == id {
+					return name
+				}
+			}
+		}
+	}
+	return strconv.FormatInt(id, 10)
+}
+
+// checkHostAddress validates ip and port and returns the canonical IP.
+func (s *Service) checkHostAddress(fe fieldErrors, ip string, port int) string {
+	addr, err := netip.ParseAddr(strings.TrimSpace(ip))
+	switch {
+	case ip == "":
+		fe.add("ip", "is required: the box's address as the gateway sees it")
+	case err != nil || addr.Zone() != "":
+		fe.add("ip", "must be an IPv4 or IPv6 address")
+	case addr.IsUnspecified() || addr.IsMulticast():
+		fe.add("ip", "must be a unicast address of the box")
+	case (addr.IsLinkLocalUnicast() || addr.Unmap().String() == "169.254.169.254") && !s.allowLinkLocal:
+		fe.add("ip", "link-local and cloud metadata addresses are refused (see --allow-link-local-upstreams)")
+	}
+	if port < 1 || port > 65535 {
+		fe.add("port", "must be 1-65535")
+	}
+	if err != nil {
+		return ip
+	}
+	return addr.Unmap().String()
+}
+
+func checkRecipe(fe fieldErrors, r fleetapi.Recipe) {
+	for f, msg := range fleet.ValidateRecipe(r) {
+		fe.add(f, "%s", msg)
+	}
+}
+
+// checkPool refuses a recipe that breaks the contract of the pool it joins:
+// every live host with the same model name in the same project must agree
+// on the caller-visible parameters (409 naming the parameter).
+func (s *Service) checkPool(ctx context.Context, h *store.Host) error {
+	hosts, err := s.st.ListLiveHosts(ctx)
+	if err != nil {
+		return fromStore(err, "hosts")
+	}
+	for _, o := range hosts {
+		if o.ID == h.ID || o.OrgID != h.OrgID || o.ProjectID != h.ProjectID || o.ModelName != h.ModelName || o.Recipe.VLLM == nil {
+			continue
+		}
+		if name, theirs, ours, differ := fleet.ContractDiff(o.Recipe.VLLM, h.Recipe.VLLM); differ {
+			return &Error{Status: http.StatusConflict, Code: CodePoolContract,
+				Message: fmt.Sprintf("%s differs from host %d serving %s: it has %s, this recipe has %s; hosts sharing a model_name must agree on caller-visible parameters (tuning such as --gpu-memory-utilization may differ)",
+					name, o.ID, quote(h.ModelName), theirs, ours),
+				Fields: map[string]string{"recipe.vllm": name + " differs from host " + strconv.FormatInt(o.ID, 10)}}
+		}
+	}
+	return nil
+}
+
+// CreateHost records an assignment and mints its upstream API key. No
+// route target exists until the fleet controller sees the box serving.
+func (s *Service) CreateHost(ctx context.Context, org string, in HostInput) (HostView, error) {
+	o, err := s.org(ctx, org)
+	if err != nil {
+		return HostView{}, err
+	}
+	fe := fieldErrors{}
+	ip := s.checkHostAddress(fe, in.IP, in.Port)
+	checkModelName(fe, "model_name", in.ModelName)
+	checkRecipe(fe, in.Recipe)
+	if len(in.Notes) > 4096 {
+		fe.add("notes", "must be at most 4096 characters")
+	}
+	if err := fe.err(); err != nil {
+		return HostView{}, err
+	}
+	project := in.Project
+	if project == "" {
+		project = "default"
+	}
+	_, pj, err := s.project(ctx, org, project)
+	if err != nil {
+		return HostView{}, err
+	}
+	key, _ := secret.Mint(secret.PrefixHostKey)
+	h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: ip, Port: in.Port, ModelName: in.ModelName, APIKey: key,
+		Recipe: in.Recipe, Notes: in.Notes, AutoApply: in.AutoApply, State: store.HostPending}
+	if err := s.checkPool(ctx, h); err != nil {
+		return HostView{}, err
+	}
+	if err := s.st.CreateHost(ctx, h); err != nil {
+		return HostView{}, fromStore(err, "host")
+	}
+	s.log.Info("fleet host added", "org", org, "host", h.ID, "ip", ip, "port", h.Port, "model_name", h.ModelName)
+	v := s.hostView(h, pj.Name)
+	v.APIKey = key.Reveal()
+	return v, nil
+}
+
+func (s *Service) host(ctx context.Context, org, id string) (*store.Org, *store.Host, error) {
+	o, err := s.org(ctx, org)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return nil, nil, notFound("host %s not found", quote(id))
+	}
+	h, err := s.st.GetHost(ctx, o.ID, n)
+	if err != nil {
+		return nil, nil, fromStore(err, "host "+quote(id))
+	}
+	return o, h, nil
+}
+
+// PatchHost changes port, recipe, notes or auto_apply. A changed port or
+// recipe is a new revision: the box restarts when applied.
+func (s *Service) PatchHost(ctx context.Context, org, id string, in HostPatch) (HostView, error) {
+	_, h, err := s.host(ctx, org, id)
+	if err != nil {
+		return HostView{}, err
+	}
+	fe := fieldErrors{}
+	if in.IP != nil {
+		fe.add("ip", "cannot change: retire this host and add one at the new address")
+	}
+	if in.Project != nil {
+		fe.add("project", "cannot change: retire this host and add a new one")
+	}
+	if in.ModelName != nil {
+		fe.add("model_name", "cannot change: retire this host and add a new one")
+	}
+	if len(fe) > 0 {
+		return HostView{}, &Error{Status: http.StatusBadRequest, Code: CodeImmutableField, Message: "a host's ip, project and model_name are its identity; see fields", Fields: fe}
+	}
+	if h.State == store.HostRetired {
+		return HostView{}, &Error{Status: http.StatusConflict, Code: CodeHostRetired, Message: fmt.Sprintf("host %d is retired; add a new host instead", h.ID)}
+	}
+	if in.Port != nil {
+		h.Port = *in.Port
+		s.checkHostAddress(fe, h.IP, h.Port)
+	}
+	if in.Recipe != nil {
+		h.Recipe = *in.Recipe
+		checkRecipe(fe, h.Recipe)
+	}
+	if in.Notes != nil {
+		h.Notes = *in.Notes
+		if len(h.Notes) > 4096 {
+			fe.add("notes", "must be at most 4096 characters")
+		}
+	}
+	if in.AutoApply != nil {
+		h.AutoApply = *in.AutoApply
+	}
+	if err := fe.err(); err != nil {
+		return HostView{}, err
+	}
+	if in.Recipe != nil {
+		if err := s.checkPool(ctx, h); err != nil {
+			return HostView{}, err
+		}
+	}
+	if err := s.st.UpdateHost(ctx, h); err != nil {
+		return HostView{}, fromStore(err, "host")
+	}
+	return s.hostView(h, s.projectName(org, h.ProjectID)), nil
+}
+
+// RetireHost deregisters the host and keeps its record with state retired.
+// Nothing retires a host but this call.
+func (s *Service) RetireHost(ctx context.Context, org, id string) (HostView, error) {
+	o, h, err := s.host(ctx, org, id)
+	if err != nil {
+		return HostView{}, err
+	}
+	if h.State != store.HostRetired {
+		if err := s.st.DeregisterHost(ctx, h.ID, store.HostRetired); err != nil {
+			return HostView{}, fromStore(err, "host")
+		}
+		s.changed(ctx)
+		s.log.Info("fleet host retired", "org", org, "host", h.ID, "ip", h.IP, "port", h.Port)
+		if h, err = s.st.GetHost(ctx, o.ID, h.ID); err != nil {
+			return HostView{}, fromStore(err, "host")
+		}
+	}
+	return s.hostView(h, s.projectName(org, h.ProjectID)), nil
+}
+
+// ApplyHost asks the box to restart onto the current revision.
+func (s *Service) ApplyHost(ctx context.Context, org, id string) (HostView, error) {
+	_, h, err := s.host(ctx, org, id)
+	if err != nil {
+		return HostView{}, err
+	}
+	if h.State == store.HostRetired {
+		return HostView{}, &Error{Status: http.StatusConflict, Code: CodeHostRetired, Message: fmt.Sprintf("host %d is retired", h.ID)}
+	}
+	h.ApplyRequested = true
+	if err := s.st.UpdateHost(ctx, h); err != nil {
+		return HostView{}, fromStore(err, "host")
+	}
+	return s.hostView(h, s.projectName(org, h.ProjectID)), nil
+}
+
+func (h *Handler) listHosts(w http.ResponseWriter, r *http.Request) error {
+	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	if err != nil {
+		return err
+	}
+	page, limit, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	rows, err := h.svc.st.ListHosts(r.Context(), o.ID, page)
+	if err != nil {
+		return fromStore(err, "hosts")
+	}
+	writeJSON(w, http.StatusOK, paginate(rows, limit, func(x store.Host) int64 { return x.ID }, func(x store.Host) HostView {
+		return h.svc.hostView(&x, h.svc.projectName(r.PathValue("org"), x.ProjectID))
+	}))
+	return nil
+}
+
+func (h *Handler) createHost(w http.ResponseWriter, r *http.Request) error {
+	return create(w, r, func(in HostInput) (any, error) {
+		return h.svc.CreateHost(r.Context(), r.PathValue("org"), in)
+	})
+}
+
+func (h *Handler) getHost(w http.ResponseWriter, r *http.Request) error {
+	_, x, err := h.svc.host(r.Context(), r.PathValue("org"), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, h.svc.hostView(x, h.svc.projectName(r.PathValue("org"), x.ProjectID)))
+	return nil
+}
+
+func (h *Handler) patchHost(w http.ResponseWriter, r *http.Request) error {
+	var in HostPatch
+	if err := decode(w, r, &in); err != nil {
+		return err
+	}
+	v, err := h.svc.PatchHost(r.Context(), r.PathValue("org"), r.PathValue("id"), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// deleteHost retires: a host record is never deleted, so "did this host
+// ever exist" keeps its answer (design 002).
+func (h *Handler) deleteHost(w http.ResponseWriter, r *http.Request) error {
+	return h.retireHost(w, r)
+}
+
+func (h *Handler) retireHost(w http.ResponseWriter, r *http.Request) error {
+	v, err := h.svc.RetireHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (h *Handler) applyHost(w http.ResponseWriter, r *http.Request) error {
+	v, err := h.svc.ApplyHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// FleetKeyInput creates a fleet key; the secret is generated.
+type FleetKeyInput struct {
+	Name string `json:"name"`
+}
+
+// FleetKeyView is a fleet key as the API shows it; Secret only on create.
+type FleetKeyView struct {
+	ID        int64      `json:"id"`
+	Name      string     `json:"name"`
+	Secret    string     `json:"secret,omitempty"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+func fleetKeyView(k store.FleetKey) FleetKeyView {
+	return FleetKeyView{ID: k.ID, Name: k.Name, Prefix: secret.PrefixFleetKey + k.Lookup, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+// CreateFleetKey mints a fleet key. An org holds at most two unrevoked keys:
+// mint the new one, roll it into the box template, revoke the old one.
+func (s *Service) CreateFleetKey(ctx context.Context, org string, in FleetKeyInput) (FleetKeyView, error) {
+	o, err := s.org(ctx, org)
+	if err != nil {
+		return FleetKeyView{}, err
+	}
+	fe := fieldErrors{}
+	if strings.TrimSpace(in.Name) == "" || len(in.Name) > 200 {
+		fe.add("name", "is required (1-200 characters)")
+	}
+	if err := fe.err(); err != nil {
+		return FleetKeyView{}, err
+	}
+	tok, lookup := secret.Mint(secret.PrefixFleetKey)
+	k := &store.FleetKey{OrgID: o.ID, Name: in.Name, Lookup: lookup, Hash: secret.HashOf(tok.Reveal())}
+	if err := s.st.CreateFleetKey(ctx, k, MaxActiveFleetKeys); err != nil {
+		var ce *store.ConflictError
+		if errors.As(err, &ce) && ce.What == "active fleet keys" {
+			return FleetKeyView{}, &Error{Status: http.StatusConflict, Code: CodeFleetKeyLimit,
+				Message: fmt.Sprintf("org %s already has %d active fleet keys; revoke one first (DELETE .../fleet-keys/{id})", quote(org), MaxActiveFleetKeys)}
+		}
+		return FleetKeyView{}, fromStore(err, "fleet key")
+	}
+	v := fleetKeyView(*k)
+	v.Secret = tok.Reveal()
+	return v, nil
+}
+
+func (h *Handler) listFleetKeys(w http.ResponseWriter, r *http.Request) error {
+	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	if err != nil {
+		return err
+	}
+	page, limit, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	rows, err := h.svc.st.ListFleetKeys(r.Context(), o.ID, page)
+	if err != nil {
+		return fromStore(err, "fleet keys")
+	}
+	writeJSON(w, http.StatusOK, paginate(rows, limit, func(k store.FleetKey) int64 { return k.ID }, fleetKeyView))
+	return nil
+}
+
+func (h *Handler) createFleetKey(w http.ResponseWriter, r *http.Request) error {
+	return create(w, r, func(in FleetKeyInput) (any, error) {
+		return h.svc.CreateFleetKey(r.Context(), r.PathValue("org"), in)
+	})
+}
+
+// revokeFleetKey revokes; the record stays with revoked_at.
+func (h *Handler) revokeFleetKey(w http.ResponseWriter, r *http.Request) error {
+	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return notFound("fleet key %s not found", quote(r.PathValue("id")))
+	}
+	if err := h.svc.st.RevokeFleetKey(r.Context(), o.ID, id, h.svc.now()); err != nil {
+		return fromStore(err, "fleet key "+quote(r.PathValue("id")))
+	}
+	h.svc.log.Info("fleet key revoked", "org", o.Name, "fleet_key", id)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

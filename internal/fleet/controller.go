@@ -1,0 +1,283 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+// ControllerConfig tunes health-gated registration.
+type ControllerConfig struct {
+	// Interval between probe sweeps (default 10s).
+	Interval time.Duration
+	// Timeout of one host's probe, /health and /v1/models together
+	// (default 5s).
+	Timeout time.Duration
+	// FailAfter consecutive failed probes take a serving host down
+	// (default 3).
+	FailAfter int
+	// RecoverAfter consecutive good probes register a host (default 1).
+	RecoverAfter int
+	// Parallel bounds probes in flight (default 16).
+	Parallel int
+	// Client sends the probes; nil uses a client without proxies.
+	Client *http.Client
+}
+
+func (c *ControllerConfig) defaults() {
+	if c.Interval <= 0 {
+		c.Interval = 10 * time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Second
+	}
+	if c.FailAfter <= 0 {
+		c.FailAfter = 3
+	}
+	if c.RecoverAfter <= 0 {
+		c.RecoverAfter = 1
+	}
+	if c.Parallel <= 0 {
+		c.Parallel = 16
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second}}
+	}
+}
+
+// Controller probes every live host and keeps the rule "a host's route
+// target exists if and only if its vLLM is serving": it registers a host on
+// the healthy transition and deregisters it after FailAfter failed probes.
+// It never retires a host. Health is kept in memory (a live measurement,
+// rebuilt from probes after a restart); registration is written to the
+// store, so every replica routes alike.
+type Controller struct {
+	st      store.Store
+	cfg     ControllerConfig
+	log     *slog.Logger
+	changed func(context.Context) // publishes a registration to the request path
+
+	mu     sync.Mutex
+	health map[int64]*hostHealth
+}
+
+type hostHealth struct {
+	ok, fail int
+	// registered is the registration this process last wrote or confirmed;
+	// empty until then, so a restarted controller re-asserts the store.
+	registered string
+	lastErr    string
+}
+
+// NewController returns a controller over st; changed is called after each
+// sweep that wrote a registration change.
+func NewController(st store.Store, cfg ControllerConfig, log *slog.Logger, changed func(context.Context)) *Controller {
+	cfg.defaults()
+	return &Controller{st: st, cfg: cfg, log: log, changed: changed, health: map[int64]*hostHealth{}}
+}
+
+// Run sweeps every Interval until ctx ends.
+func (c *Controller) Run(ctx context.Context) {
+	t := time.NewTicker(c.cfg.Interval)
+	defer t.Stop()
+	for {
+		c.Sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep probes every live host once and applies the transitions.
+func (c *Controller) Sweep(ctx context.Context) {
+	hosts, err := c.st.ListLiveHosts(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Error("fleet controller: cannot list hosts; registrations stay as they are", "err", err)
+		}
+		return
+	}
+	results := make([]error, len(hosts))
+	sem := make(chan struct{}, c.cfg.Parallel)
+	var wg sync.WaitGroup
+	for i := range hosts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = c.probe(ctx, &hosts[i])
+		}(i)
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	wrote := false
+	live := make(map[int64]bool, len(hosts))
+	for i := range hosts {
+		live[hosts[i].ID] = true
+		if c.apply(ctx, &hosts[i], results[i]) {
+			wrote = true
+		}
+	}
+	c.mu.Lock()
+	for id := range c.health {
+		if !live[id] {
+			delete(c.health, id)
+		}
+	}
+	c.mu.Unlock()
+	if wrote && c.changed != nil {
+		c.changed(ctx)
+	}
+}
+
+// registration is what RegisterHost writes for h, and its identity: a
+// change (new port, new served name, new context) re-registers.
+func registration(h *store.Host) (store.HostRegistration, string) {
+	reg := store.HostRegistration{ServedModel: h.Recipe.VLLM.ServedName(), ContextLimit: MaxModelLen(h.Recipe.VLLM)}
+	return reg, h.IP + "|" + strconv.Itoa(h.Port) + "|" + reg.ServedModel + "|" + strconv.Itoa(reg.ContextLimit)
+}
+
+// apply records one probe result and writes a transition; it reports
+// whether the store changed.
+func (c *Controller) apply(ctx context.Context, h *store.Host, probeErr error) bool {
+	c.mu.Lock()
+	hh := c.health[h.ID]
+	if hh == nil {
+		hh = &hostHealth{}
+		c.health[h.ID] = hh
+	}
+	if probeErr == nil {
+		hh.ok++
+		hh.fail = 0
+		hh.lastErr = ""
+	} else {
+		hh.fail++
+		hh.ok = 0
+		hh.lastErr = probeErr.Error()
+	}
+	ok, fail := hh.ok, hh.fail
+	prev := hh.registered
+	c.mu.Unlock()
+
+	reg, key := registration(h)
+	switch {
+	case ok >= c.cfg.RecoverAfter && (h.State != store.HostServing || prev != key):
+		if err := c.st.RegisterHost(ctx, h.ID, reg); err != nil {
+			c.log.Error("fleet controller: register failed; will retry", "host", h.ID, "err", err)
+			return false
+		}
+		c.setRegistered(h.ID, key)
+		if h.State != store.HostServing {
+			c.log.Info("fleet host serving: registered", "host", h.ID, "ip", h.IP, "port", h.Port, "model_name", h.ModelName)
+		}
+		return true
+	case fail >= c.cfg.FailAfter && h.State == store.HostServing:
+		if err := c.st.DeregisterHost(ctx, h.ID, store.HostDown); err != nil {
+			c.log.Error("fleet controller: deregister failed; will retry", "host", h.ID, "err", err)
+			return false
+		}
+		c.setRegistered(h.ID, "")
+		c.log.Warn("fleet host down: deregistered", "host", h.ID, "ip", h.IP, "port", h.Port, "model_name", h.ModelName,
+			"failed_probes", fail, "err", probeErr)
+		return true
+	case probeErr != nil && fail == 1 && h.State != store.HostServing:
+		c.log.Debug("fleet host not serving yet", "host", h.ID, "state", h.State, "err", probeErr)
+	}
+	return false
+}
+
+func (c *Controller) setRegistered(id int64, key string) {
+	c.mu.Lock()
+	if hh := c.health[id]; hh != nil {
+		hh.registered = key
+	}
+	c.mu.Unlock()
+}
+
+// probe reports nil when h's vLLM is serving: /health answers 200 and
+// /v1/models lists the recipe's served model. /v1/models alone is not
+// enough, because it answers while the engine still loads.
+func (c *Controller) probe(ctx context.Context, h *store.Host) error {
+	if h.Recipe.VLLM == nil {
+		return fmt.Errorf("host has no vllm recipe")
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	addr, err := netip.ParseAddr(h.IP)
+	if err != nil {
+		return fmt.Errorf("bad host address: %w", err)
+	}
+	base := "http://" + netip.AddrPortFrom(addr, uint16(h.Port)).String()
+	if err := c.get(ctx, base+"/health", "", nil); err != nil {
+		return fmt.Errorf("/health: %w", err)
+	}
+	var models struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := c.get(ctx, base+"/v1/models", h.APIKey.Reveal(), &models); err != nil {
+		return fmt.Errorf("/v1/models: %w", err)
+	}
+	want := h.Recipe.VLLM.ServedName()
+	for _, m := range models.Data {
+		if m.ID == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("/v1/models does not list the recipe's model %q", want)
+}
+
+func (c *Controller) get(ctx context.Context, url, key string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := c.cfg.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	if into != nil {
+		if err := json.Unmarshal(body, into); err != nil {
+			return fmt.Errorf("not JSON: %w", err)
+		}
+	}
+	return nil
+}
+
+// Health reports the controller's view of a host: consecutive good and
+// failed probes and the last probe error; known is false before the first
+// probe.
+func (c *Controller) Health(id int64) (ok, fail int, lastErr string, known bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	hh := c.health[id]
+	if hh == nil {
+		return 0, 0, "", false
+	}
+	return hh.ok, hh.fail, hh.lastErr, true
+}

@@ -1,0 +1,228 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/store"
+)
+
+// HandlerConfig says how the box-facing endpoints identify a box.
+type HandlerConfig struct {
+	// ProxyHeader (e.g. "X-Forwarded-For") names a header that carries the
+	// box's address when rolter sits behind a reverse proxy. It counts only
+	// when the direct peer is in TrustedProxies; otherwise the peer address
+	// identifies the box, so a box cannot claim another box's assignment
+	// by sending the header itself.
+	ProxyHeader    string
+	TrustedProxies []netip.Prefix
+}
+
+// Handler serves GET /vllm/config and POST /vllm/report.
+type Handler struct {
+	st  store.Store
+	cfg HandlerConfig
+	log *slog.Logger
+	now func() time.Time
+	mux *http.ServeMux
+}
+
+// NewHandler returns the fleet endpoints over st.
+func NewHandler(st store.Store, cfg HandlerConfig, log *slog.Logger) *Handler {
+	h := &Handler{st: st, cfg: cfg, log: log, now: time.Now, mux: http.NewServeMux()}
+	h.mux.HandleFunc("GET "+fleetapi.ConfigPath, h.config)
+	h.mux.HandleFunc("POST "+fleetapi.ReportPath, h.report)
+	return h
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	h.mux.ServeHTTP(w, r)
+}
+
+// Error codes of the fleet endpoints.
+const (
+	codeUnauthorized = "unauthorized"
+	codeUnavailable  = "store_unavailable"
+	codeBadRequest   = "invalid_request"
+	codeInternal     = "internal_error"
+)
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// SourceIP is the address that identifies the box behind r.
+func (h *Handler) SourceIP(r *http.Request) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	peer := ap.Addr().Unmap()
+	if h.cfg.ProxyHeader == "" || !h.trusted(peer) {
+		return peer, true
+	}
+	// The header's right end was written by our proxy; walk left past
+	// trusted hops to the first address a trusted proxy saw connect.
+	var hops []string
+	for _, v := range r.Header.Values(h.cfg.ProxyHeader) {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		a = a.Unmap()
+		if !h.trusted(a) {
+			return a, true
+		}
+	}
+	return peer, true
+}
+
+func (h *Handler) trusted(a netip.Addr) bool {
+	for _, p := range h.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// authenticate returns the org of the fleet key in r; ok is false after it
+// has answered.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (orgID int64, ip string, ok bool) {
+	addr, okIP := h.SourceIP(r)
+	if !okIP {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "the source address could not be read")
+		return 0, "", false
+	}
+	ip = addr.String()
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token = strings.TrimSpace(token)
+	refuse := func(why string) (int64, string, bool) {
+		// The token is never logged, not even in part.
+		h.log.Warn("fleet key refused", "ip", ip, "path", r.URL.Path, "why", why)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rolter-fleet"`)
+		writeError(w, http.StatusUnauthorized, codeUnauthorized, "a valid fleet key is required: send Authorization: Bearer <fleet key>")
+		return 0, "", false
+	}
+	lookup, okTok := secret.Lookup(secret.PrefixFleetKey, token)
+	if !okTok {
+		return refuse("malformed or missing")
+	}
+	k, err := h.st.FleetKeyByLookup(r.Context(), lookup)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return refuse("unknown or revoked")
+	case err != nil:
+		h.storeError(w, r, err)
+		return 0, "", false
+	}
+	if !k.Hash.Equal(secret.HashOf(token)) {
+		return refuse("wrong secret")
+	}
+	return k.OrgID, ip, true
+}
+
+func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		h.log.Error("fleet endpoint: store unavailable", "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the store is unavailable; keep serving from local state and retry")
+		return
+	}
+	h.log.Error("fleet endpoint failed", "path", r.URL.Path, "err", err)
+	writeError(w, http.StatusInternalServerError, codeInternal, "internal error")
+}
+
+// config answers a box with its assignments and records the fetch. An IP
+// with no hosts gets an empty list: the box waits for an operator.
+func (h *Handler) config(w http.ResponseWriter, r *http.Request) {
+	orgID, ip, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	hosts, err := h.st.ListHostsByIP(r.Context(), orgID, ip)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	out := fleetapi.Config{IP: ip, Assignments: []fleetapi.Assignment{}}
+	ids := make([]int64, 0, len(hosts))
+	for i := range hosts {
+		out.Assignments = append(out.Assignments, AssignmentOf(&hosts[i]))
+		ids = append(ids, hosts[i].ID)
+	}
+	if err := h.st.TouchHosts(r.Context(), ids, h.now()); err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	if len(hosts) == 0 {
+		h.log.Info("fleet config fetched by an address with no hosts", "ip", ip)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// report records what a box applied and discovered, for its own hosts
+// only.
+func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
+	orgID, ip, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	var rep fleetapi.Report
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&rep); err != nil {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "the body must be a JSON report")
+		return
+	}
+	hosts, err := h.st.ListHostsByIP(r.Context(), orgID, ip)
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	byID := make(map[int64]*store.Host, len(hosts))
+	for i := range hosts {
+		byID[hosts[i].ID] = &hosts[i]
+	}
+	accepted := 0
+	for _, a := range rep.Applied {
+		host := byID[a.HostID]
+		if host == nil {
+			continue // not this box's host (retired, or another address)
+		}
+		current := Revision(host)
+		hr := store.HostReport{Discovered: rep.Discovered, Error: truncate(a.Error, 2048)}
+		if err := h.st.RecordHostReport(r.Context(), host.ID, truncate(a.Revision, 64), hr, a.Revision == current, h.now()); err != nil {
+			h.storeError(w, r, err)
+			return
+		}
+		accepted++
+		if a.Revision != "" && a.Revision != current {
+			h.log.Info("fleet host runs an older revision", "host", host.ID, "applied", a.Revision, "current", current)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"accepted": accepted})
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
