@@ -3,13 +3,114 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/backup"
 )
 
 func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("rolter backup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: rolter backup [flags] --out DIR
+
+Writes one restorable, compressed copy of the store into DIR and prints
+its path: rolter-sqlite-<UTC time>.db.gz (SQLite online backup, gzipped)
+or rolter-postgres-<UTC time>.dump (pg_dump custom format; pg_dump must be
+on PATH). The gateway may keep running. See docs/backup.md.
+
+`)
+		fs.PrintDefaults()
+	}
+	var (
+		sf  storeFlags
+		out string
+	)
+	sf.register(fs)
+	fs.StringVar(&out, "out", "", "directory for the backup file (created if missing); required")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if out == "" {
+		fs.Usage()
+		return errors.New("--out DIR is required")
+	}
+	path, err := backup.Backup(ctx, sf.store, sf.dataDir, out, time.Now())
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rolter: backup written to %s (%s)\n", path, humanSize(st.Size()))
+	return nil
 }
 
 func restoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("rolter restore", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: rolter restore [flags] FILE
+
+Replaces the whole store with the backup FILE written by rolter backup,
+then migrates it forward. Stop the gateway first. A SQLite backup goes
+into a SQLite store, a PostgreSQL one (pg_restore and psql must be on PATH)
+into a PostgreSQL store with the same schema name. Virtual keys and admin
+tokens come back as hashes: they keep working, but cannot be shown again.
+See docs/backup.md for what a restore does not bring back.
+
+`)
+		fs.PrintDefaults()
+	}
+	var sf storeFlags
+	sf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	// Flags may also follow FILE.
+	var files []string
+	for fs.NArg() > 0 {
+		files = append(files, fs.Arg(0))
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return err
+		}
+	}
+	if len(files) != 1 {
+		fs.Usage()
+		return errors.New("want exactly one FILE")
+	}
+	file := files[0]
+	if err := backup.Restore(ctx, sf.store, sf.dataDir, file); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rolter: restored %s into the %s; start the gateway again\n", file, backup.Describe(sf.store, sf.dataDir))
+	return nil
+}
+
+// humanSize prints a byte count the way ls -h would, roughly.
+func humanSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, suffix := float64(n)/unit, "KB"
+	for _, s := range []string{"MB", "GB", "TB"} {
+		if v < unit {
+			break
+		}
+		v, suffix = v/unit, s
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.1f %s", v, suffix)
+	}
+	return fmt.Sprintf("%.0f %s", v, suffix)
 }
