@@ -31,6 +31,15 @@ type ControllerConfig struct {
 	Parallel int
 	// Client sends the probes; nil uses a client without proxies.
 	Client *http.Client
+	// Lease, when set, elects the one replica that runs the controller
+	// (a PostgreSQL advisory lock); the others sweep nothing.
+	Lease Lease
+}
+
+// Lease is held by at most one replica at a time.
+type Lease interface {
+	Held(ctx context.Context) bool
+	Release()
 }
 
 func (c *ControllerConfig) defaults() {
@@ -89,6 +98,9 @@ func NewController(st store.Store, cfg ControllerConfig, log *slog.Logger, chang
 func (c *Controller) Run(ctx context.Context) {
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
+	if c.cfg.Lease != nil {
+		defer c.cfg.Lease.Release()
+	}
 	for {
 		c.Sweep(ctx)
 		select {
@@ -99,8 +111,16 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// Sweep probes every live host once and applies the transitions.
+// Sweep probes every live host once and applies the transitions. A
+// replica that does not hold the lease forgets what it knew, so that when
+// it takes over it re-asserts every registration from fresh probes.
 func (c *Controller) Sweep(ctx context.Context) {
+	if c.cfg.Lease != nil && !c.cfg.Lease.Held(ctx) {
+		c.mu.Lock()
+		clear(c.health)
+		c.mu.Unlock()
+		return
+	}
 	hosts, err := c.st.ListLiveHosts(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

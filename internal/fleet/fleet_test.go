@@ -285,3 +285,37 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+type switchLease struct{ held atomic.Bool }
+
+func (l *switchLease) Held(context.Context) bool { return l.held.Load() }
+func (l *switchLease) Release()                  {}
+
+// TestControllerOnlyWithLease: a replica without the lease writes nothing;
+// once it holds the lease it registers.
+func TestControllerOnlyWithLease(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Open(t, "sqlite", nil)
+	org := &store.Org{Name: "default"}
+	must(t, st.CreateOrg(ctx, org))
+	pj := &store.Project{OrgID: org.ID, Name: "default"}
+	must(t, st.CreateProject(ctx, pj))
+	b := newBox(t, "Qwen/Qwen3-8B")
+	b.health.Store(true)
+	u, _ := url.Parse(b.srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
+		APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm()}}
+	must(t, st.CreateHost(ctx, h))
+	lease := &switchLease{}
+	c := NewController(st, ControllerConfig{Lease: lease}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c.Sweep(ctx)
+	if x, _ := st.GetHost(ctx, org.ID, h.ID); x.State != store.HostPending {
+		t.Fatalf("a replica without the lease registered: %s", x.State)
+	}
+	lease.held.Store(true)
+	c.Sweep(ctx)
+	if x, _ := st.GetHost(ctx, org.ID, h.ID); x.State != store.HostServing {
+		t.Fatalf("the lease holder did not register: %s", x.State)
+	}
+}

@@ -200,7 +200,9 @@ func (s *Server) prepare(ctx context.Context) error {
 	go func() { defer bgWG.Done(); rec.Run(bg) }()
 	go func() { defer bgWG.Done(); probes.Run(bg) }()
 	if !s.cfg.Fleet.DisableController {
-		ctl := fleet.NewController(s.db, s.cfg.Fleet.Controller, s.log, func(ctx context.Context) {
+		ccfg := s.cfg.Fleet.Controller
+		ccfg.Lease = s.db.NewLease("fleet-controller")
+		ctl := fleet.NewController(s.db, ccfg, s.log, func(ctx context.Context) {
 			if err := snap.Reload(ctx); err != nil {
 				s.log.Error("snapshot rebuild after fleet registration failed; serving the previous one", "err", err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
+	"github.com/rolter/rolter/internal/store/sqlstore"
 	"github.com/rolter/rolter/internal/store/storetest"
 )
 
@@ -211,6 +212,50 @@ func TestFleetKeys(t *testing.T) {
 		}
 		if ks, _ := s.ListFleetKeys(ctx, o.ID, store.Page{}); len(ks) != 3 || ks[0].RevokedAt == nil {
 			t.Fatalf("list: %+v", ks)
+		}
+	})
+}
+
+// TestLease: on PostgreSQL one replica at a time holds a lease; on SQLite
+// the single process always does.
+func TestLease(t *testing.T) {
+	each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		spec, dir := storetest.Spec(t, d)
+		a, err := sqlstore.Open(ctx, spec, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		b, err := sqlstore.Open(ctx, spec, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		la, lb := a.NewLease("fleet"), b.NewLease("fleet")
+		defer la.Release()
+		defer lb.Release()
+		if !la.Held(ctx) || !la.Held(ctx) {
+			t.Fatal("first replica cannot take the lease")
+		}
+		if d == "sqlite" {
+			if !lb.Held(ctx) {
+				t.Fatal("sqlite lease not held")
+			}
+			return
+		}
+		if lb.Held(ctx) {
+			t.Fatal("two replicas hold one lease")
+		}
+		if !b.NewLease("other").Held(ctx) {
+			t.Fatal("a lease of another name is blocked")
+		}
+		la.Release()
+		if !lb.Held(ctx) {
+			t.Fatal("the lease did not pass on after release")
+		}
+		if la.Held(ctx) {
+			t.Fatal("the lease went back while held")
 		}
 	})
 }

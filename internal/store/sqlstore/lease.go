@@ -1,0 +1,65 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+)
+
+// Lease elects one holder of a named role among the replicas sharing a
+// store: on PostgreSQL it is a session advisory lock, scoped by the store's
+// schema, held on a dedicated connection; on SQLite (one process) it is
+// always held. The fleet controller runs only while its lease is held.
+type Lease struct {
+	db   *DB
+	name string
+
+	mu   sync.Mutex
+	conn *sql.Conn
+}
+
+// NewLease returns an unheld lease named name.
+func (s *DB) NewLease(name string) *Lease { return &Lease{db: s, name: name} }
+
+// Held reports whether this process holds the lease, trying to take it
+// when it does not. A lost connection loses the lease (PostgreSQL releases
+// the lock with the session), and a later call may win it again.
+func (l *Lease) Held(ctx context.Context) bool {
+	if l.db.dialect != dialectPostgres {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		var one int
+		if err := l.conn.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err == nil {
+			return true
+		}
+		l.conn.Close()
+		l.conn = nil
+	}
+	conn, err := l.db.db.Conn(ctx)
+	if err != nil {
+		return false
+	}
+	var got bool
+	err = conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(hashtext('rolter:' || $1 || ':' || current_schema()))`, l.name).Scan(&got)
+	if err != nil || !got {
+		conn.Close()
+		return false
+	}
+	l.conn = conn
+	return true
+}
+
+// Release gives the lease up.
+func (l *Lease) Release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		return
+	}
+	_, _ = l.conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock(hashtext('rolter:' || $1 || ':' || current_schema()))`, l.name)
+	l.conn.Close()
+	l.conn = nil
+}
