@@ -217,6 +217,33 @@ func TestScenario18_SecretHygiene(t *testing.T) {
 			t.Fatalf("%s: %d %s", c.body, resp.StatusCode, b)
 		}
 	}
+	// Fleet secrets: the fleet key is shown when minted, the host key when
+	// the host is created and to the box on /vllm/config; nowhere else.
+	fleetKey := extract(mustDo(201, "POST", "/admin/v1/orgs/default/fleet-keys", adminTok, `{"name":"hyg"}`), `"secret":"`)
+	seen = seen[:len(seen)-1]
+	hostKey := extract(mustDo(201, "POST", "/admin/v1/orgs/default/hosts", adminTok,
+		`{"ip":"127.0.0.1","port":9,"model_name":"fleet-hyg","recipe":{"vllm":{"model":"m","source":{"kind":"hf"},"vram_gb":1,"disk_gb":1}}}`), `"api_key":"`)
+	seen = seen[:len(seen)-1]
+	if !strings.HasPrefix(fleetKey, "rf-") || !strings.HasPrefix(hostKey, "rh-") {
+		t.Fatalf("fleet key minted: %v, host key minted: %v", fleetKey != "", hostKey != "")
+	}
+	if cfg := mustDo(200, "GET", "/vllm/config", fleetKey, ""); !strings.Contains(cfg, hostKey) {
+		t.Fatal("the box did not receive its host key")
+	}
+	seen = seen[:len(seen)-1] // the box's own config is where the host key goes
+	mustDo(401, "GET", "/vllm/config", fleetKey+"x", "")
+	mustDo(401, "GET", "/vllm/config", hostKey, "")
+	mustDo(401, "POST", "/vllm/report", virtualKey, "{}")
+	mustDo(200, "POST", "/vllm/report", fleetKey, `{"applied":[{"host_id":1,"revision":"r","error":"launch failed"}]}`)
+	for _, p := range []string{"/admin/v1/orgs/default/hosts", "/admin/v1/orgs/default/hosts/1", "/admin/v1/orgs/default/fleet-keys"} {
+		mustDo(200, "GET", p, adminTok, "")
+	}
+	mustDo(200, "POST", "/admin/v1/orgs/default/hosts/1/apply", adminTok, "")
+	mustDo(200, "PATCH", "/admin/v1/orgs/default/hosts/1", adminTok, `{"notes":"n"}`)
+	mustDo(200, "POST", "/admin/v1/orgs/default/hosts/1/retire", adminTok, "")
+	mustDo(204, "DELETE", "/admin/v1/orgs/default/fleet-keys/1", adminTok, "")
+	mustDo(401, "GET", "/vllm/config", fleetKey, "")
+
 	mustDo(401, "GET", "/admin/v1/orgs", virtualKey, "")
 	mustDo(401, "GET", "/admin/v1/orgs", adminTok+"x", "")
 	for _, p := range []string{"/admin/v1/orgs/default/providers", "/admin/v1/orgs/default/providers/hyg",
@@ -233,7 +260,7 @@ func TestScenario18_SecretHygiene(t *testing.T) {
 		t.Fatalf("the scan saw no request logs: %.500s", logs)
 	}
 	for name, s := range map[string]string{"admin token": adminTok, "master key": masterKey, "provider key": providerKey,
-		"virtual key": virtualKey, "banner key": bannerKey} {
+		"virtual key": virtualKey, "banner key": bannerKey, "fleet key": fleetKey, "host key": hostKey} {
 		if strings.Contains(logs, s) {
 			t.Errorf("%s in the logs", name)
 		}
