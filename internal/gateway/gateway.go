@@ -14,7 +14,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -38,6 +37,10 @@ type Config struct {
 	IdleTimeout      time.Duration // between stream events (default 120s); per provider override
 	MaxResponse      int64         // non-streamed response body limit (default 64 MiB)
 	Cooldown         cooldown.Config
+	// AllowLinkLocal lets the gateway dial link-local and cloud metadata
+	// addresses; by default a base URL whose name resolves to one fails at
+	// dial time.
+	AllowLinkLocal bool
 }
 
 func (c *Config) defaults() {
@@ -123,7 +126,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 	if o.Transport == nil {
 		o.Transport = &http.Transport{
 			Proxy:               nil, // upstreams are addressed directly
-			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:         newDialer(cfg.AllowLinkLocal).DialContext,
 			MaxIdleConns:        1024,
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,

@@ -182,7 +182,12 @@ func (s *Server) prepare(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rec := usage.New(s.db, s.cfg.Usage, s.log)
-	probeTransport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if !s.cfg.AllowLinkLocalUpstreams {
+		dialer.Control = gateway.RefuseLinkLocal
+	}
+	probeTransport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, DialContext: dialer.DialContext}
+	s.cfg.Gateway.AllowLinkLocal = s.cfg.AllowLinkLocalUpstreams
 	s.closeIdle = append(s.closeIdle, probeTransport.CloseIdleConnections)
 	probes := metadata.New(s.cfg.Metadata, cooldown.SystemClock, &http.Client{Transport: probeTransport}, s.log)
 	// Sync before the gateway builds its first table, so it sees every
