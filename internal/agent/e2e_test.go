@@ -150,8 +150,17 @@ func TestAgentWithGateway(t *testing.T) {
 	g.waitHost(created.ID, "serving with the current revision applied", func(h hostStatus) bool {
 		return h.State == "serving" && h.AppliedRevision == h.Revision && h.Discovered != nil
 	})
-	chat := func() (int, string) {
-		return g.call("POST", "/v1/chat/completions", vk.Secret, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`)
+	// The registration reaches the request path once the snapshot is
+	// rebuilt and the provider's first readiness probe answered: poll.
+	chat := func() (code int, body string) {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			code, body = g.call("POST", "/v1/chat/completions", vk.Secret, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`)
+			if code == 200 || time.Now().After(deadline) {
+				return code, body
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
 	}
 	if code, body := chat(); code != 200 || !strings.Contains(body, "served by fake vllm") || !strings.Contains(body, `"model":"qwen3"`) {
 		t.Fatalf("request through the gateway: %d %s", code, body)

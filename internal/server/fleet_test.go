@@ -131,6 +131,23 @@ func (r *run) waitState(t *testing.T, token string, id int64, state string) {
 	}
 }
 
+// waitListed polls /v1/models until model's presence is want: a
+// registration reaches the request path when the snapshot is rebuilt and
+// the new provider's first readiness probe has answered.
+func (r *run) waitListed(t *testing.T, key, model string, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if strings.Contains(r.modelIDs(t, key), ","+model+",") == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s listed=%v after 10s, want %v", model, !want, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (r *run) modelIDs(t *testing.T, key string) string {
 	t.Helper()
 	code, body := r.call(t, "GET", "/v1/models", key, "")
@@ -242,9 +259,7 @@ func TestFleetLifecycle(t *testing.T) {
 			// Serving: registered, listed, requests flow with the host's key.
 			box.healthy.Store(true)
 			r.waitState(t, tok, h.ID, "serving")
-			if ids := r.modelIDs(t, vkey); !strings.Contains(ids, ",qwen3,") {
-				t.Fatalf("serving host's route not listed: %s", ids)
-			}
+			r.waitListed(t, vkey, "qwen3", true)
 			code, body = r.call(t, "POST", "/v1/chat/completions", vkey, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`)
 			if code != 200 || !strings.Contains(body, `"model":"qwen3"`) || box.chats.Load() != 1 {
 				t.Fatalf("request to serving host: %d %s (box saw %d)", code, body, box.chats.Load())
@@ -257,9 +272,7 @@ func TestFleetLifecycle(t *testing.T) {
 			// Down: deregistered after the threshold; the record stays.
 			box.healthy.Store(false)
 			r.waitState(t, tok, h.ID, "down")
-			if ids := r.modelIDs(t, vkey); strings.Contains(ids, ",qwen3,") {
-				t.Fatalf("down host's route is listed: %s", ids)
-			}
+			r.waitListed(t, vkey, "qwen3", false)
 			before := box.chats.Load()
 			if code, _ := r.call(t, "POST", "/v1/chat/completions", vkey, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`); code == 200 {
 				t.Fatal("a request succeeded against a down host")
@@ -271,10 +284,12 @@ func TestFleetLifecycle(t *testing.T) {
 			// Back up, then retire: deregistered and kept, never probed again.
 			box.healthy.Store(true)
 			r.waitState(t, tok, h.ID, "serving")
+			r.waitListed(t, vkey, "qwen3", true)
 			code, body = r.call(t, "POST", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d/retire", h.ID), tok, "")
 			if code != 200 || decodeJSON[hostJSON](t, body).State != "retired" {
 				t.Fatalf("retire: %d %s", code, body)
 			}
+			// Retire rebuilds the snapshot before it answers.
 			if ids := r.modelIDs(t, vkey); strings.Contains(ids, ",qwen3,") {
 				t.Fatalf("retired host's route is listed: %s", ids)
 			}
