@@ -98,6 +98,7 @@ func NewController(st store.Store, cfg ControllerConfig, log *slog.Logger, chang
 func (c *Controller) Run(ctx context.Context) {
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
+	defer c.cfg.Client.CloseIdleConnections() // no keep-alive outlives the controller
 	if c.cfg.Lease != nil {
 		defer c.cfg.Lease.Release()
 	}
