@@ -37,6 +37,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// Cap is the buffer's allocated size.
+func (s *syncBuffer) Cap() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Cap()
+}
+
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
