@@ -27,7 +27,13 @@ type Service struct {
 	ready Readiness
 	// allowLinkLocal lets base_urls name link-local and metadata addresses.
 	allowLinkLocal bool
+	// publish, when set, announces a committed write to other replicas.
+	publish func(context.Context)
 }
+
+// SetPublisher sets what announces a committed write to the other replicas
+// sharing the store, after the local snapshot is rebuilt.
+func (s *Service) SetPublisher(fn func(context.Context)) { s.publish = fn }
 
 // NewService returns a Service that rebuilds snap after each write.
 func NewService(st store.Store, snap *snapshot.Holder, log *slog.Logger) *Service {
@@ -40,6 +46,9 @@ func NewService(st store.Store, snap *snapshot.Holder, log *slog.Logger) *Servic
 func (s *Service) changed(ctx context.Context) {
 	if err := s.snap.Reload(ctx); err != nil {
 		s.log.Error("snapshot rebuild after admin write failed; serving the previous one", "err", err)
+	}
+	if s.publish != nil {
+		s.publish(ctx)
 	}
 }
 

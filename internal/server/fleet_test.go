@@ -499,3 +499,47 @@ func TestHostValidation(t *testing.T) {
 		t.Fatalf("%d hosts after refusals: %s", n, body)
 	}
 }
+
+// TestReplicasAgree: two replicas share one PostgreSQL store. An admin
+// write on one reaches the other's request path (LISTEN/NOTIFY), and a
+// fleet registration made by whichever replica holds the controller lease
+// is routed by both.
+func TestReplicasAgree(t *testing.T) {
+	spec, dir := storetest.Spec(t, "postgres")
+	const tok = "tok-FLEET-FAKE"
+	a := start(t, fleetConfig(spec, dir))
+	defer a.srv.Shutdown()
+	b := start(t, fleetConfig(spec, t.TempDir()))
+	defer b.srv.Shutdown()
+	_, body := a.call(t, "POST", "/admin/v1/orgs/default/projects/default/keys", tok, `{"name":"client"}`)
+	vkey := decodeJSON[struct{ Secret string }](t, body).Secret
+	// The key minted on A authenticates on B once B has rebuilt.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if code, _ := b.call(t, "GET", "/v1/models", vkey, ""); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a virtual key minted on replica A never worked on replica B\nA: %s\nB: %s", a.logs.String(), b.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	box := newFakeVLLM(t, "Qwen/Qwen3-8B")
+	box.healthy.Store(true)
+	code, body := b.call(t, "POST", "/admin/v1/orgs/default/hosts", tok, fmt.Sprintf(
+		`{"ip":"127.0.0.1","port":%d,"model_name":"qwen3","recipe":`+recipeJSON+`}`, box.port(t), ""))
+	if code != 201 {
+		t.Fatalf("create host: %d %s", code, body)
+	}
+	box.key.Store(decodeJSON[hostJSON](t, body).APIKey)
+	a.waitListed(t, vkey, "qwen3", true)
+	b.waitListed(t, vkey, "qwen3", true)
+	for _, r := range []*run{a, b} {
+		if code, body := r.call(t, "POST", "/v1/chat/completions", vkey, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`); code != 200 {
+			t.Fatalf("request on a replica: %d %s", code, body)
+		}
+	}
+	if box.chats.Load() != 2 {
+		t.Fatalf("the box saw %d requests, want 2", box.chats.Load())
+	}
+}

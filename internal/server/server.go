@@ -139,6 +139,14 @@ func (s *Server) prepare(ctx context.Context) error {
 		return err
 	}
 	svc := admin.NewService(s.db, snap, s.log)
+	// Replicas sharing a PostgreSQL store announce their writes; each
+	// rebuilds its snapshot when another one does (LISTEN/NOTIFY).
+	publish := func(ctx context.Context) {
+		if err := s.db.NotifyChange(ctx); err != nil {
+			s.log.Warn("could not announce a config change to other replicas; they pick it up at their next change", "err", err)
+		}
+	}
+	svc.SetPublisher(publish)
 	svc.SetAllowLinkLocalUpstreams(s.cfg.AllowLinkLocalUpstreams)
 	if err := bootstrap(ctx, s.db, svc, s.cfg.AdminToken, s.cfg.Out); err != nil {
 		return err
@@ -211,10 +219,20 @@ func (s *Server) prepare(ctx context.Context) error {
 			if err := snap.Reload(ctx); err != nil {
 				s.log.Error("snapshot rebuild after fleet registration failed; serving the previous one", "err", err)
 			}
+			publish(ctx)
 		})
 		bgWG.Add(1)
 		go func() { defer bgWG.Done(); ctl.Run(bg) }()
 	}
+	bgWG.Add(1)
+	go func() {
+		defer bgWG.Done()
+		s.db.ListenChanges(bg, func() {
+			if err := snap.Reload(bg); err != nil && bg.Err() == nil {
+				s.log.Error("snapshot rebuild after another replica's change failed; serving the previous one", "err", err)
+			}
+		}, s.log)
+	}()
 	go func() { bgWG.Wait(); close(s.bgDone) }()
 	mux.Handle("/v1/", gw)
 	mux.Handle("/vllm/", fleet.NewHandler(s.db, s.cfg.Fleet.Handler, s.log))

@@ -48,6 +48,8 @@ type DB struct {
 	db      *sql.DB
 	dialect string
 	sealer  *secret.Sealer
+	// instance names this opened store in change announcements.
+	instance string
 }
 
 var _ store.Store = (*DB)(nil)
@@ -61,7 +63,7 @@ func Open(ctx context.Context, spec, dataDir string, sealer *secret.Sealer) (*DB
 		sealer = &secret.Sealer{}
 	}
 	var (
-		s   = &DB{sealer: sealer}
+		s   = &DB{sealer: sealer, instance: newInstance()}
 		err error
 	)
 	switch {
