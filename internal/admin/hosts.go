@@ -72,6 +72,10 @@ type HostView struct {
 	State     string          `json:"state"`
 	AutoApply bool            `json:"auto_apply"`
 	APIKey    string          `json:"api_key,omitempty"`
+	// Provider is the slug of the vllm provider the fleet registered for
+	// the host (addressable as "host-N/model" while it serves); empty
+	// until its first healthy probe.
+	Provider string `json:"provider,omitempty"`
 	// Revision is the current assignment's; AppliedRevision is what the
 	// box last reported running. Skew (= RestartPending) is set when the
 	// box runs an older revision.
@@ -110,7 +114,7 @@ func (s *Service) hostView(h *store.Host, project string) HostView {
 	rev := fleet.Revision(h)
 	skew := h.AppliedRevision != "" && h.AppliedRevision != rev
 	v := HostView{ID: h.ID, IP: h.IP, Port: h.Port, Project: project, ModelName: h.ModelName, Recipe: h.Recipe,
-		Notes: h.Notes, State: h.State, AutoApply: h.AutoApply, Revision: rev, AppliedRevision: h.AppliedRevision,
+		Notes: h.Notes, State: h.State, AutoApply: h.AutoApply, Provider: h.ProviderSlug, Revision: rev, AppliedRevision: h.AppliedRevision,
 		Skew: skew, RestartPending: skew, ApplyRequested: h.ApplyRequested, LastConfigFetch: h.LastConfigFetch,
 		Liveness: liveness(h.LastConfigFetch, s.now()), ReportError: h.Report.Error, ReportedAt: h.ReportedAt,
 		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, RetiredAt: h.RetiredAt}

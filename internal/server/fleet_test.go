@@ -264,6 +264,9 @@ func TestFleetLifecycle(t *testing.T) {
 			if code != 200 || !strings.Contains(body, `"model":"qwen3"`) || box.chats.Load() != 1 {
 				t.Fatalf("request to serving host: %d %s (box saw %d)", code, body, box.chats.Load())
 			}
+			if _, body := r.call(t, "GET", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d", h.ID), tok, ""); !strings.Contains(body, fmt.Sprintf(`"provider":"host-%d"`, h.ID)) {
+				t.Fatalf("serving host does not name its provider: %s", body)
+			}
 			code, body = r.call(t, "GET", "/admin/v1/orgs/default/projects/default/routes/qwen3", tok, "")
 			if code != 200 || !strings.Contains(body, `"upstream_model":"Qwen/Qwen3-8B"`) {
 				t.Fatalf("registered route: %d %s", code, body)

@@ -257,11 +257,12 @@ type Host struct {
 	ReportedAt      *time.Time
 	LastConfigFetch *time.Time
 	// ProviderID is the vllm provider registered for the host; 0 until
-	// the first healthy transition.
-	ProviderID int64
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
-	RetiredAt  *time.Time
+	// the first healthy transition. ProviderSlug is filled on read.
+	ProviderID   int64
+	ProviderSlug string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	RetiredAt    *time.Time
 }
 
 // HostReport is what a box last said about itself and this assignment.

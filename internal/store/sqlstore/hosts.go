@@ -15,7 +15,8 @@ import (
 )
 
 const hostCols = `id, org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, apply_requested,
-	applied_revision, report, reported_at, last_config_fetch, provider_id, created_at, updated_at, retired_at`
+	applied_revision, report, reported_at, last_config_fetch, provider_id, created_at, updated_at, retired_at,
+	COALESCE((SELECT p.slug FROM providers p WHERE p.id = hosts.provider_id), '')`
 
 // scanHost reads a host row; the API key is opened with the store's
 // sealer.
@@ -28,7 +29,7 @@ func (s *DB) scanHost(sc interface{ Scan(...any) error }) (store.Host, error) {
 	)
 	if err := sc.Scan(&h.ID, &h.OrgID, &h.ProjectID, &h.IP, &h.Port, &h.ModelName, &key, &recipe, &h.Notes, &h.State,
 		&h.AutoApply, &h.ApplyRequested, &h.AppliedRevision, &report, &reported, &fetched, &provider,
-		&h.CreatedAt, &h.UpdatedAt, &retire); err != nil {
+		&h.CreatedAt, &h.UpdatedAt, &retire, &h.ProviderSlug); err != nil {
 		return h, err
 	}
 	h.CreatedAt, h.UpdatedAt = h.CreatedAt.UTC(), h.UpdatedAt.UTC()

@@ -89,7 +89,7 @@ func TestHostLifecycle(t *testing.T) {
 			t.Fatalf("targets after register: %v", got)
 		}
 		got, _ = s.GetHost(ctx, o.ID, h.ID)
-		if got.State != store.HostServing || got.ProviderID == 0 {
+		if got.State != store.HostServing || got.ProviderID == 0 || got.ProviderSlug != fmt.Sprintf("host-%d", h.ID) {
 			t.Fatalf("after register: %+v", got)
 		}
 		st, err := s.Load(ctx)
