@@ -34,6 +34,11 @@ type ControllerConfig struct {
 	// Lease, when set, elects the one replica that runs the controller
 	// (a PostgreSQL advisory lock); the others sweep nothing.
 	Lease Lease
+	// Registered, when set, reports whether the request path routes to a
+	// serving host (its target is in its route). A serving host that is not
+	// routed, because someone deleted its route or target by hand, is
+	// registered again.
+	Registered func(h *store.Host) bool
 }
 
 // Lease is held by at most one replica at a time.
@@ -194,8 +199,14 @@ func (c *Controller) apply(ctx context.Context, h *store.Host, probeErr error) b
 	c.mu.Unlock()
 
 	reg, key := registration(h)
+	lost := probeErr == nil && h.State == store.HostServing && prev == key &&
+		c.cfg.Registered != nil && !c.cfg.Registered(h)
+	if lost {
+		c.log.Warn("fleet host serves but is not routed (its route or target was removed by hand): registering it again",
+			"host", h.ID, "model_name", h.ModelName)
+	}
 	switch {
-	case ok >= c.cfg.RecoverAfter && (h.State != store.HostServing || prev != key):
+	case ok >= c.cfg.RecoverAfter && (h.State != store.HostServing || prev != key || lost):
 		if err := c.st.RegisterHost(ctx, h.ID, reg); err != nil {
 			c.log.Error("fleet controller: register failed; will retry", "host", h.ID, "err", err)
 			return false

@@ -546,3 +546,30 @@ func TestReplicasAgree(t *testing.T) {
 		t.Fatalf("the box saw %d requests, want 2", box.chats.Load())
 	}
 }
+
+// TestFleetRepairsDeletedRoute: a route deleted by hand while its host
+// serves comes back at the next sweep, so "target exists iff serving"
+// holds whatever an operator does to the route.
+func TestFleetRepairsDeletedRoute(t *testing.T) {
+	r := start(t, fleetConfig("sqlite", t.TempDir()))
+	defer r.srv.Shutdown()
+	const tok = "tok-FLEET-FAKE"
+	_, body := r.call(t, "POST", "/admin/v1/orgs/default/projects/default/keys", tok, `{"name":"client"}`)
+	vkey := decodeJSON[struct{ Secret string }](t, body).Secret
+	box := newFakeVLLM(t, "Qwen/Qwen3-8B")
+	box.healthy.Store(true)
+	code, body := r.call(t, "POST", "/admin/v1/orgs/default/hosts", tok, fmt.Sprintf(
+		`{"ip":"127.0.0.1","port":%d,"model_name":"qwen3","recipe":`+recipeJSON+`}`, box.port(t), ""))
+	if code != 201 {
+		t.Fatalf("create host: %d %s", code, body)
+	}
+	box.key.Store(decodeJSON[hostJSON](t, body).APIKey)
+	r.waitListed(t, vkey, "qwen3", true)
+	if code, body := r.call(t, "DELETE", "/admin/v1/orgs/default/projects/default/routes/qwen3", tok, ""); code != 204 && code != 200 {
+		t.Fatalf("delete route: %d %s", code, body)
+	}
+	r.waitListed(t, vkey, "qwen3", true)
+	if !strings.Contains(r.logs.String(), "registering it again") {
+		t.Fatal("the repair was not logged")
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/rolter/rolter/internal/metadata"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
+	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/sqlstore"
 	"github.com/rolter/rolter/internal/usage"
 )
@@ -215,6 +216,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	if !s.cfg.Fleet.DisableController {
 		ccfg := s.cfg.Fleet.Controller
 		ccfg.Lease = s.db.NewLease("fleet-controller")
+		ccfg.Registered = func(h *store.Host) bool { return routed(snap.Current(), h) }
 		ctl := fleet.NewController(s.db, ccfg, s.log, func(ctx context.Context) {
 			if err := snap.Reload(ctx); err != nil {
 				s.log.Error("snapshot rebuild after fleet registration failed; serving the previous one", "err", err)
@@ -259,6 +261,33 @@ func (s *Server) prepare(ctx context.Context) error {
 	go func() { s.done <- s.http.Serve(ln) }()
 	s.log.Info("rolter serving", "addr", s.Addr, "store", s.db.Dialect(), "demo", s.cfg.Demo)
 	return nil
+}
+
+// routed reports whether sn routes to host h: its route has a target on
+// the host's provider.
+func routed(sn *snapshot.Snapshot, h *store.Host) bool {
+	if sn == nil || h.ProviderID == 0 {
+		return false
+	}
+	found := false
+	sn.EachOrg(func(o *snapshot.Org) {
+		if o.ID != h.OrgID {
+			return
+		}
+		for _, pj := range o.Projects {
+			if pj.ID != h.ProjectID {
+				continue
+			}
+			if rt := pj.Routes[h.ModelName]; rt != nil {
+				for _, t := range rt.Targets {
+					if t.Provider.ID == h.ProviderID {
+						found = true
+					}
+				}
+			}
+		}
+	})
+	return found
 }
 
 // probeTargets lists every live provider for the readiness cache; the
