@@ -149,7 +149,7 @@ func (s *Service) checkHostAddress(fe fieldErrors, ip string, port int) string {
 		fe.add("ip", "must be an IPv4 or IPv6 address")
 	case addr.IsUnspecified() || addr.IsMulticast():
 		fe.add("ip", "must be a unicast address of the box")
-	case (addr.IsLinkLocalUnicast() || addr.Unmap().String() == "169.254.169.254") && !s.allowLinkLocal:
+	case (addr.IsLinkLocalUnicast() || metadataHosts[addr.Unmap().String()]) && !s.allowLinkLocal:
 		fe.add("ip", "link-local and cloud metadata addresses are refused (see --allow-link-local-upstreams)")
 	}
 	if port < 1 || port > 65535 {
@@ -328,8 +328,10 @@ func (s *Service) ApplyHost(ctx context.Context, org, id string) (HostView, erro
 	if h.State == store.HostRetired {
 		return HostView{}, &Error{Status: http.StatusConflict, Code: CodeHostRetired, Message: fmt.Sprintf("host %d is retired", h.ID)}
 	}
-	h.ApplyRequested = true
-	if err := s.st.UpdateHost(ctx, h); err != nil {
+	if err := s.st.RequestApply(ctx, h.OrgID, h.ID); err != nil {
+		return HostView{}, fromStore(err, "host")
+	}
+	if h, err = s.st.GetHost(ctx, h.OrgID, h.ID); err != nil {
 		return HostView{}, fromStore(err, "host")
 	}
 	return s.hostView(h, s.projectName(org, h.ProjectID)), nil

@@ -37,6 +37,9 @@ func TestContractDiff(t *testing.T) {
 		{vllm("--max-model-len", "32768", "--tool-call-parser", "hermes", "--enable-auto-tool-choice", "--served-model-name", "qwen"), "served model name"},
 		{vllm("--max-model-len", "32768", "--tool-call-parser", "hermes", "--enable-auto-tool-choice", "--chat-template", "/t.jinja"), "--chat-template"},
 		{vllm("--max-model-len", "32768", "--tool-call-parser", "hermes", "--enable-auto-tool-choice", "--reasoning-parser", "qwen3"), "--reasoning-parser"},
+		// vLLM reads underscores as dashes; so does the contract.
+		{vllm("--max_model_len", "32768", "--tool_call_parser=hermes", "--enable_auto_tool_choice"), ""},
+		{vllm("--max_model_len", "40960", "--tool-call-parser", "hermes", "--enable-auto-tool-choice"), "--max-model-len"},
 	}
 	for i, c := range cases {
 		name, _, _, differ := ContractDiff(base, c.other)
@@ -44,7 +47,7 @@ func TestContractDiff(t *testing.T) {
 			t.Errorf("case %d: diff %q (%v), want %q", i, name, differ, c.diff)
 		}
 	}
-	if MaxModelLen(base) != 32768 || MaxModelLen(vllm()) != 0 {
+	if MaxModelLen(base) != 32768 || MaxModelLen(vllm()) != 0 || MaxModelLen(vllm("--max_model_len=1024")) != 1024 {
 		t.Fatal("MaxModelLen")
 	}
 }
@@ -101,20 +104,22 @@ func TestValidateRecipe(t *testing.T) {
 		}
 	}
 	bad := map[string]fleetapi.Recipe{
-		"recipe.vllm":                   {},
-		"recipe.vllm.model":             {VLLM: &fleetapi.VLLM{Model: "has space", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1}},
-		"recipe.vllm.disk_gb":           {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1}},
-		"recipe.vllm.source.path":       {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "local", Path: "relative"}, VRAMGB: 1, DiskGB: 1}},
-		"recipe.vllm.source.ref":        {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "registry"}, VRAMGB: 1, DiskGB: 1}},
-		"recipe.vllm.source.url":        {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "url", URL: "ftp://x/y"}, VRAMGB: 1, DiskGB: 1}},
-		"recipe.vllm.args[0]":           {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, Args: []string{"positional"}}},
-		"recipe.vllm.args[1]":           {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, Args: []string{"--x", "--api-key=abc"}}},
-		"recipe.vllm.args":              {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, Args: []string{"--max-model-len", "-5"}}},
-		"recipe.vllm.source.repo":       {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "url", URL: "http://x/y", Repo: "a/b"}, VRAMGB: 1, DiskGB: 1}},
-		"recipe.vllm.source.kind":       {VLLM: &fleetapi.VLLM{Model: "m", VRAMGB: 1, DiskGB: 1}},
-		"recipe.vllm.vram_gb":           {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: -1, DiskGB: 1}},
-		"recipe.vllm.source.revision":   {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "local", Path: "/m", Revision: "x"}, VRAMGB: 1, DiskGB: 1}},
-		"recipe.vllm.args[0] (control)": {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, Args: []string{"--x\n"}}},
+		"recipe.vllm":                      {},
+		"recipe.vllm.model":                {VLLM: &fleetapi.VLLM{Model: "has space", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1}},
+		"recipe.vllm.disk_gb":              {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1}},
+		"recipe.vllm.source.path":          {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "local", Path: "relative"}, VRAMGB: 1, DiskGB: 1}},
+		"recipe.vllm.source.ref":           {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "registry"}, VRAMGB: 1, DiskGB: 1}},
+		"recipe.vllm.source.url":           {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "url", URL: "ftp://x/y"}, VRAMGB: 1, DiskGB: 1}},
+		"recipe.vllm.args[0]":              {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, Args: []string{"positional"}}},
+		"recipe.vllm.args[1]":              {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, Args: []string{"--x", "--api-key=abc"}}},
+		"recipe.vllm.args[2] (underscore)": {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, Args: []string{"--x", "y", "--api_key", "abc"}}},
+		"recipe.vllm.args[0] (config)":     {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, Args: []string{"--config", "/etc/v.yaml"}}},
+		"recipe.vllm.args":                 {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, Args: []string{"--max-model-len", "-5"}}},
+		"recipe.vllm.source.repo":          {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "url", URL: "http://x/y", Repo: "a/b"}, VRAMGB: 1, DiskGB: 1}},
+		"recipe.vllm.source.kind":          {VLLM: &fleetapi.VLLM{Model: "m", VRAMGB: 1, DiskGB: 1}},
+		"recipe.vllm.vram_gb":              {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: -1, DiskGB: 1}},
+		"recipe.vllm.source.revision":      {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "local", Path: "/m", Revision: "x"}, VRAMGB: 1, DiskGB: 1}},
+		"recipe.vllm.args[0] (control)":    {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, Args: []string{"--x\n"}}},
 	}
 	for field, r := range bad {
 		field, _, _ = strings.Cut(field, " ")
@@ -139,6 +144,9 @@ func TestSourceIP(t *testing.T) {
 		{HandlerConfig{ProxyHeader: "X-Forwarded-For", TrustedProxies: trusted}, "192.0.2.7:5555", "203.0.113.9", "192.0.2.7"},
 		// From a trusted proxy: the rightmost untrusted hop.
 		{HandlerConfig{ProxyHeader: "X-Forwarded-For", TrustedProxies: trusted}, "10.1.1.1:5555", "198.51.100.1, 203.0.113.9, 10.2.2.2", "203.0.113.9"},
+		// Only trusted hops (or no header) from a trusted proxy: unknown.
+		{HandlerConfig{ProxyHeader: "X-Forwarded-For", TrustedProxies: trusted}, "10.1.1.1:5555", "10.2.2.2", ""},
+		{HandlerConfig{ProxyHeader: "X-Forwarded-For", TrustedProxies: trusted}, "10.1.1.1:5555", "", ""},
 		// IPv4-mapped peers are unmapped so they match stored IPv4 hosts.
 		{HandlerConfig{}, "[::ffff:192.0.2.7]:5555", "", "192.0.2.7"},
 		{HandlerConfig{}, "[2001:db8::1]:5555", "", "2001:db8::1"},
@@ -151,6 +159,12 @@ func TestSourceIP(t *testing.T) {
 			r.Header.Set("X-Forwarded-For", c.xff)
 		}
 		got, ok := h.SourceIP(r)
+		if c.want == "" {
+			if ok {
+				t.Errorf("case %d: %v, want refusal", i, got)
+			}
+			continue
+		}
 		if !ok || got.String() != c.want {
 			t.Errorf("case %d: %v %v, want %s", i, got, ok, c.want)
 		}

@@ -93,7 +93,10 @@ func (h *Handler) SourceIP(r *http.Request) (netip.Addr, bool) {
 			return a, true
 		}
 	}
-	return peer, true
+	// Every address is a trusted proxy: the box is unknown. Answering for
+	// the proxy's address would hand a box the wrong (or an empty)
+	// assignment, so refuse.
+	return netip.Addr{}, false
 }
 
 func (h *Handler) trusted(a netip.Addr) bool {
@@ -110,7 +113,8 @@ func (h *Handler) trusted(a netip.Addr) bool {
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (orgID int64, ip string, ok bool) {
 	addr, okIP := h.SourceIP(r)
 	if !okIP {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "the source address could not be read")
+		writeError(w, http.StatusBadRequest, codeBadRequest,
+			"the box's address could not be determined: the proxy header is missing, malformed, or names only trusted proxies (--fleet-trusted-proxies must hold proxies, never boxes)")
 		return 0, "", false
 	}
 	ip = addr.String()

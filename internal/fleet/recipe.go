@@ -32,6 +32,9 @@ var contractFlags = []string{
 var reservedFlags = map[string]string{
 	"--port":    "the host's port field",
 	"--api-key": "the host's generated API key",
+	// A config file could set any of the above, and the contract flags,
+	// out of sight of validation.
+	"--config": "the recipe's args (a config file would hide flags from validation)",
 }
 
 // Param is one caller-visible parameter of a recipe.
@@ -167,6 +170,7 @@ func validateArgs(args []string, add func(field, format string, args ...any)) {
 			continue
 		}
 		name, _, _ := strings.Cut(a, "=")
+		name = fleetapi.FlagName(name)
 		if why, ok := reservedFlags[name]; ok {
 			add(field, "%s is set by the fleet from %s", name, why)
 		}

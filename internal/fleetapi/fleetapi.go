@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 )
 
 // Paths of the fleet endpoints, relative to the gateway's base URL.
@@ -144,21 +145,32 @@ func (r *VLLM) ServedName() string {
 
 // FlagValue returns the value of flag in args, written "--flag value" or
 // "--flag=value"; ok is false when the flag is absent. A flag followed by
-// another flag (or nothing) has the value "".
+// another flag (or nothing) has the value "". Like vLLM's parser, it reads
+// "--max_model_len" as "--max-model-len".
 func FlagValue(args []string, flag string) (value string, ok bool) {
 	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == flag {
-			if i+1 < len(args) && !isFlag(args[i+1]) {
-				return args[i+1], true
-			}
-			return "", true
+		name, v, hasValue := strings.Cut(args[i], "=")
+		if !isFlag(name) || FlagName(name) != flag {
+			continue
 		}
-		if len(a) > len(flag) && a[:len(flag)] == flag && a[len(flag)] == '=' {
-			return a[len(flag)+1:], true
+		if hasValue {
+			return v, true
 		}
+		if i+1 < len(args) && !isFlag(args[i+1]) {
+			return args[i+1], true
+		}
+		return "", true
 	}
 	return "", false
+}
+
+// FlagName is the canonical spelling of a flag: underscores in the name
+// become dashes, as vLLM's argument parser reads them.
+func FlagName(name string) string {
+	if !isFlag(name) {
+		return name
+	}
+	return "--" + strings.ReplaceAll(name[2:], "_", "-")
 }
 
 func isFlag(s string) bool { return len(s) > 1 && s[0] == '-' && s[1] == '-' }

@@ -216,6 +216,10 @@ func (s *Server) prepare(ctx context.Context) error {
 	if !s.cfg.Fleet.DisableController {
 		ccfg := s.cfg.Fleet.Controller
 		ccfg.Lease = s.db.NewLease("fleet-controller")
+		if ccfg.Client == nil { // probes carry host keys: never to link-local or metadata addresses
+			ccfg.Client = &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: dialer.DialContext,
+				MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second}}
+		}
 		ccfg.Registered = func(h *store.Host) bool { return routed(snap.Current(), h) }
 		ctl := fleet.NewController(s.db, ccfg, s.log, func(ctx context.Context) {
 			if err := snap.Reload(ctx); err != nil {

@@ -395,9 +395,11 @@ type Store interface {
 	ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]Host, error)
 	// ListLiveHosts returns every non-retired host of every org.
 	ListLiveHosts(ctx context.Context) ([]Host, error)
-	// UpdateHost writes port, model name, recipe, notes, auto-apply and the
-	// apply request.
+	// UpdateHost writes port, model name, recipe, notes and auto-apply (not
+	// the apply request: see RequestApply).
 	UpdateHost(ctx context.Context, h *Host) error
+	// RequestApply sets the apply request of a live host.
+	RequestApply(ctx context.Context, orgID, id int64) error
 	// TouchHosts sets last_config_fetch of ids to at.
 	TouchHosts(ctx context.Context, ids []int64, at time.Time) error
 	// RecordHostReport stores a box's report for one host; clearApply also

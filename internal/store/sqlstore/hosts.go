@@ -96,13 +96,27 @@ func (s *DB) ListLiveHosts(ctx context.Context) ([]store.Host, error) {
 func (s *DB) UpdateHost(ctx context.Context, h *store.Host) error {
 	t := now()
 	if err := s.exec(ctx, s.db, "host address",
-		`UPDATE hosts SET port = ?, model_name = ?, recipe = ?, notes = ?, auto_apply = ?, apply_requested = ?, updated_at = ?
+		`UPDATE hosts SET port = ?, model_name = ?, recipe = ?, notes = ?, auto_apply = ?, updated_at = ?
 		 WHERE id = ? AND org_id = ?`,
-		h.Port, h.ModelName, jsonText(h.Recipe), h.Notes, h.AutoApply, h.ApplyRequested, t, h.ID, h.OrgID); err != nil {
+		h.Port, h.ModelName, jsonText(h.Recipe), h.Notes, h.AutoApply, t, h.ID, h.OrgID); err != nil {
 		return err
 	}
 	h.UpdatedAt = t
 	return nil
+}
+
+// RequestApply implements store.Store.
+func (s *DB) RequestApply(ctx context.Context, orgID, id int64) error {
+	return s.exec(ctx, s.db, "", `UPDATE hosts SET apply_requested = TRUE, updated_at = ? WHERE id = ? AND org_id = ? AND state <> 'retired'`, now(), id, orgID)
+}
+
+// forUpdate locks the selected rows until the transaction ends, on
+// PostgreSQL; SQLite's one connection serialises transactions anyway.
+func (s *DB) forUpdate() string {
+	if s.dialect == dialectPostgres {
+		return " FOR UPDATE"
+	}
+	return ""
 }
 
 // TouchHosts implements store.Store.
@@ -152,7 +166,9 @@ func (s *DB) hostProviderSlug(ctx context.Context, tx *sql.Tx, orgID, hostID int
 func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistration) error {
 	t := now()
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		h, err := s.scanHost(tx.QueryRowContext(ctx, s.q(`SELECT `+hostCols+` FROM hosts WHERE id = ?`), id))
+		// The row lock orders this against a concurrent retire: whichever
+		// commits second sees the other's state.
+		h, err := s.scanHost(tx.QueryRowContext(ctx, s.q(`SELECT `+hostCols+` FROM hosts WHERE id = ?`+s.forUpdate()), id))
 		if err != nil {
 			return s.classify(err, "")
 		}
@@ -215,7 +231,7 @@ func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistrat
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE routes SET updated_at = ? WHERE id = ?`), t, routeID); err != nil {
 			return s.classify(err, "")
 		}
-		return s.exec(ctx, tx, "", `UPDATE hosts SET state = 'serving', provider_id = ?, updated_at = ? WHERE id = ?`, providerID, t, id)
+		return s.exec(ctx, tx, "", `UPDATE hosts SET state = 'serving', provider_id = ?, updated_at = ? WHERE id = ? AND state <> 'retired'`, providerID, t, id)
 	})
 }
 
@@ -243,7 +259,7 @@ func (s *DB) DeregisterHost(ctx context.Context, id int64, state string) error {
 	t := now()
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		var provider sql.NullInt64
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT provider_id FROM hosts WHERE id = ?`), id).Scan(&provider); err != nil {
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT provider_id FROM hosts WHERE id = ?`+s.forUpdate()), id).Scan(&provider); err != nil {
 			return s.classify(err, "")
 		}
 		if provider.Valid {
@@ -293,6 +309,12 @@ func scanFleetKey(sc interface{ Scan(...any) error }) (store.FleetKey, error) {
 func (s *DB) CreateFleetKey(ctx context.Context, k *store.FleetKey, maxActive int) error {
 	t := now()
 	return s.tx(ctx, func(tx *sql.Tx) error {
+		// Locking the org row serialises concurrent creates on PostgreSQL,
+		// so the count stays true until the insert.
+		var org int64
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM orgs WHERE id = ?`+s.forUpdate()), k.OrgID).Scan(&org); err != nil {
+			return s.classify(err, "")
+		}
 		var n int
 		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM fleet_keys WHERE org_id = ? AND revoked_at IS NULL`), k.OrgID).Scan(&n); err != nil {
 			return s.classify(err, "")

@@ -135,8 +135,7 @@ func TestHostLifecycle(t *testing.T) {
 		if err := s.TouchHosts(ctx, []int64{h.ID}, at); err != nil {
 			t.Fatal(err)
 		}
-		again.ApplyRequested = true
-		if err := s.UpdateHost(ctx, again); err != nil {
+		if err := s.RequestApply(ctx, o.ID, h.ID); err != nil {
 			t.Fatal(err)
 		}
 		rep := store.HostReport{Discovered: fleetapi.Discovered{GPU: "1x NVIDIA L4", GPUCount: 1, VRAMGB: 22.5}}
@@ -256,6 +255,42 @@ func TestLease(t *testing.T) {
 		}
 		if la.Held(ctx) {
 			t.Fatal("the lease went back while held")
+		}
+	})
+}
+
+// TestRetireRacesRegistration: a retire concurrent with a registration
+// always ends retired with no target, whichever commits first.
+func TestRetireRacesRegistration(t *testing.T) {
+	each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, nil)
+		o := mustOrg(t, s, "acme")
+		pj := mustProject(t, s, o.ID, "fleet")
+		for i := 0; i < 20; i++ {
+			h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: "10.0.0.5", Port: 8000 + i, ModelName: "qwen3",
+				APIKey: secret.New("rh-a_b"), Recipe: testRecipe("m")}
+			if err := s.CreateHost(ctx, h); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- s.RegisterHost(ctx, h.ID, store.HostRegistration{ServedModel: "m"}) }()
+			if err := s.DeregisterHost(ctx, h.ID, store.HostRetired); err != nil {
+				t.Fatal(err)
+			}
+			<-done // an error is fine: the host was already retired
+			got, err := s.GetHost(ctx, o.ID, h.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != store.HostRetired {
+				t.Fatalf("round %d: state %s after retire", i, got.State)
+			}
+			for _, tg := range routeTargets(t, s, pj.ID, "qwen3") {
+				if strings.HasPrefix(tg, fmt.Sprintf("host-%d:", h.ID)) {
+					t.Fatalf("round %d: a retired host is routed: %v", i, tg)
+				}
+			}
 		}
 	})
 }

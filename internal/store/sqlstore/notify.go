@@ -48,9 +48,13 @@ func (s *DB) ListenChanges(ctx context.Context, fn func(), log *slog.Logger) {
 	}
 	backoff := time.Second
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := s.listen(ctx, fn)
 		if ctx.Err() != nil {
 			return
+		}
+		if time.Since(began) > time.Minute { // it was listening: start the backoff over
+			backoff = time.Second
 		}
 		log.Warn("config change listener lost its connection; retrying", "err", err, "in", backoff)
 		select {
