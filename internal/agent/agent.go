@@ -50,7 +50,8 @@ type Config struct {
 	// <StateDir>/models.
 	ModelsDir string
 	// Command runs vLLM; default {"vllm"}. The agent runs Command +
-	// ["serve", MODEL, "--port", P, "--api-key", K] + the recipe's args.
+	// ["serve", MODEL, "--port", P] + the recipe's args, with the API key in
+	// the environment as VLLM_API_KEY.
 	Command []string
 	// Interval is how often the configuration is fetched; default 30s.
 	// Failed fetches are retried sooner, with backoff up to Interval.
@@ -497,7 +498,9 @@ func (a *Agent) prepare(ctx context.Context, as fleetapi.Assignment, hw hardware
 		a.log.Info("weights downloaded", "host_id", as.HostID, "path", model, "took", time.Since(start).Round(time.Millisecond))
 	}
 
-	argv := append(slices.Clone(a.cfg.Command), "serve", model, "--port", strconv.Itoa(as.Port), "--api-key", as.APIKey)
+	// The API key goes to vLLM as VLLM_API_KEY, which it reads like
+	// --api-key: in argv, every local user could read it with ps.
+	argv := append(slices.Clone(a.cfg.Command), "serve", model, "--port", strconv.Itoa(as.Port))
 	argv = append(argv, v.Args...)
 	if model != v.Model {
 		if _, ok := fleetapi.FlagValue(v.Args, "--served-model-name"); !ok {
@@ -509,7 +512,7 @@ func (a *Agent) prepare(ctx context.Context, as fleetapi.Assignment, hw hardware
 			argv = append(argv, "--revision", w.Revision)
 		}
 	}
-	return launch{argv: argv, env: a.childEnv(w.Env)}, nil
+	return launch{argv: argv, env: a.childEnv(append(slices.Clone(w.Env), "VLLM_API_KEY="+as.APIKey))}, nil
 }
 
 // childEnv is the agent's environment for vLLM, without the fleet key,
@@ -519,7 +522,8 @@ func (a *Agent) childEnv(extra []string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, val, _ := strings.Cut(kv, "=")
-		if name == "ROLTER_FLEET_KEY" || val == key {
+		// An inherited VLLM_API_KEY would be a second, foreign key.
+		if name == "ROLTER_FLEET_KEY" || name == "VLLM_API_KEY" || val == key {
 			continue
 		}
 		env = append(env, kv)

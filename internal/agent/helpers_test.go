@@ -49,7 +49,8 @@ type runRecord struct {
 	Env  []string `json:"env"`
 }
 
-// fakeVLLM parses `serve MODEL --port P --api-key K [args]`, serves /health,
+// fakeVLLM parses `serve MODEL --port P [args]` with the key in
+// VLLM_API_KEY (or --api-key K), serves /health,
 // /version and /v1/models (Bearer K), and exits 0 on SIGTERM, leaving
 // exit-<pid> behind. --fake-ignore-sigterm makes it ignore SIGTERM.
 func fakeVLLM(args []string) int {
@@ -59,7 +60,10 @@ func fakeVLLM(args []string) int {
 	}
 	model, rest := args[1], args[2:]
 	port, _ := fleetapi.FlagValue(rest, "--port")
-	key, _ := fleetapi.FlagValue(rest, "--api-key")
+	key := os.Getenv("VLLM_API_KEY") // as vLLM reads it
+	if k, ok := fleetapi.FlagValue(rest, "--api-key"); ok {
+		key = k
+	}
 	served := model
 	if v, ok := fleetapi.FlagValue(rest, "--served-model-name"); ok {
 		served = v

@@ -238,6 +238,7 @@ func TestPrepareRefusesBadAssignments(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("HF_HOME", t.TempDir())
+	t.Setenv("VLLM_API_KEY", "inherited-foreign-key")
 	base := hfAssignment(1, 8000)
 	cases := map[string]func(*fleetapi.Assignment){
 		"the recipe has no vllm block": func(a *fleetapi.Assignment) { a.Recipe.VLLM = nil },
@@ -264,8 +265,21 @@ func TestPrepareRefusesBadAssignments(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(l.argv, " ")
-	if want := "vllm serve acme/big --port 8000 --api-key " + testAPIKey + " --served-model-name chat --revision v2"; got != want {
+	if want := "vllm serve acme/big --port 8000 --served-model-name chat --revision v2"; got != want {
 		t.Errorf("argv = %s\nwant %s", got, want)
+	}
+	// The key travels in the environment, once, and an inherited one is dropped.
+	keys := 0
+	for _, kv := range l.env {
+		if strings.HasPrefix(kv, "VLLM_API_KEY=") {
+			keys++
+			if kv != "VLLM_API_KEY="+testAPIKey {
+				t.Errorf("env has %s", kv)
+			}
+		}
+	}
+	if keys != 1 {
+		t.Errorf("%d VLLM_API_KEY entries in the child's environment", keys)
 	}
 	if _, err := New(Config{Server: "ftp://x", FleetKey: wrongKey, StateDir: "s"}); err == nil {
 		t.Error("New accepted a non-http server")

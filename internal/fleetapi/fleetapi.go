@@ -68,7 +68,8 @@ type Assignment struct {
 	HostID    int64  `json:"host_id"`
 	ModelName string `json:"model_name"` // the route it serves
 	Port      int    `json:"port"`
-	// APIKey is what vLLM must require (--api-key); the gateway sends it.
+	// APIKey is what vLLM must require (the agent passes it as
+	// VLLM_API_KEY, vLLM's --api-key); the gateway sends it.
 	APIKey string `json:"api_key"`
 	Recipe Recipe `json:"recipe"`
 	// Revision is Revision(assignment): equal payloads, equal revisions.
