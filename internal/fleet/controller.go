@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -169,11 +170,27 @@ func (c *Controller) Sweep(ctx context.Context) {
 	}
 }
 
+// running is the port and recipe h's box runs: the assignment it last
+// reported applied while that was current, for as long as it still reports
+// that revision; otherwise (a box that never reported, or a report we did
+// not record) the current assignment. A recipe or port change therefore
+// reaches routing when the box applies it, not when an operator saves it.
+func running(h *store.Host) (int, *fleetapi.VLLM) {
+	if a := h.Applied; a != nil && a.Revision == h.AppliedRevision && a.Recipe.VLLM != nil && a.Port != 0 {
+		return a.Port, a.Recipe.VLLM
+	}
+	return h.Port, h.Recipe.VLLM
+}
+
 // registration is what RegisterHost writes for h, and its identity: a
 // change (new port, new served name, new context) re-registers.
 func registration(h *store.Host) (store.HostRegistration, string) {
-	reg := store.HostRegistration{ServedModel: h.Recipe.VLLM.ServedName(), ContextLimit: MaxModelLen(h.Recipe.VLLM)}
-	return reg, h.IP + "|" + strconv.Itoa(h.Port) + "|" + reg.ServedModel + "|" + strconv.Itoa(reg.ContextLimit)
+	port, r := running(h)
+	if r == nil { // never probed healthy, so never registered
+		return store.HostRegistration{}, ""
+	}
+	reg := store.HostRegistration{Port: port, ServedModel: r.ServedName(), ContextLimit: MaxModelLen(r)}
+	return reg, h.IP + "|" + strconv.Itoa(port) + "|" + reg.ServedModel + "|" + strconv.Itoa(reg.ContextLimit)
 }
 
 // apply records one probe result and writes a transition; it reports
@@ -243,7 +260,8 @@ func (c *Controller) setRegistered(id int64, key string) {
 // /v1/models lists the recipe's served model. /v1/models alone is not
 // enough, because it answers while the engine still loads.
 func (c *Controller) probe(ctx context.Context, h *store.Host) error {
-	if h.Recipe.VLLM == nil {
+	port, recipe := running(h)
+	if recipe == nil {
 		return fmt.Errorf("host has no vllm recipe")
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
@@ -252,7 +270,7 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) error {
 	if err != nil {
 		return fmt.Errorf("bad host address: %w", err)
 	}
-	base := "http://" + netip.AddrPortFrom(addr, uint16(h.Port)).String()
+	base := "http://" + netip.AddrPortFrom(addr, uint16(port)).String()
 	if err := c.get(ctx, base+"/health", "", nil); err != nil {
 		return fmt.Errorf("/health: %w", err)
 	}
@@ -264,7 +282,7 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) error {
 	if err := c.get(ctx, base+"/v1/models", h.APIKey.Reveal(), &models); err != nil {
 		return fmt.Errorf("/v1/models: %w", err)
 	}
-	want := h.Recipe.VLLM.ServedName()
+	want := recipe.ServedName()
 	for _, m := range models.Data {
 		if m.ID == want {
 			return nil

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/secret"
@@ -331,5 +332,69 @@ func TestControllerOnlyWithLease(t *testing.T) {
 	c.Sweep(ctx)
 	if x, _ := st.GetHost(ctx, org.ID, h.ID); x.State != store.HostServing {
 		t.Fatalf("the lease holder did not register: %s", x.State)
+	}
+}
+
+// TestControllerFollowsTheAppliedAssignment: a recipe change the box has
+// not applied does not change routing (not the probed model, not the
+// context limit); once the box reports it, routing follows.
+func TestControllerFollowsTheAppliedAssignment(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Open(t, "sqlite", nil)
+	org := &store.Org{Name: "default"}
+	must(t, st.CreateOrg(ctx, org))
+	pj := &store.Project{OrgID: org.ID, Name: "default"}
+	must(t, st.CreateProject(ctx, pj))
+	b := newBox(t, "Qwen/Qwen3-8B")
+	b.health.Store(true)
+	u, _ := url.Parse(b.srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
+		APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm("--max-model-len", "8192")}}
+	must(t, st.CreateHost(ctx, h))
+	// The box reports the current revision: it is recorded as applied.
+	rev := Revision(h)
+	must(t, st.RecordHostReport(ctx, h.ID, rev, store.HostReport{}, &store.AppliedAssignment{Revision: rev, Port: port, Recipe: h.Recipe}, time.Now()))
+	c := NewController(st, ControllerConfig{FailAfter: 2}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	c.Sweep(ctx)
+	contextOf := func() int {
+		x, err := st.GetHost(ctx, org.ID, h.ID)
+		must(t, err)
+		p, err := st.GetProvider(ctx, org.ID, x.ProviderSlug)
+		must(t, err)
+		return p.ContextLimit
+	}
+	if contextOf() != 8192 {
+		t.Fatalf("registered context %d", contextOf())
+	}
+	// The operator changes the model and the context without applying.
+	x, _ := st.GetHost(ctx, org.ID, h.ID)
+	x.Recipe = fleetapi.Recipe{VLLM: &fleetapi.VLLM{Model: "Qwen/Qwen3-8B-FP8", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 8, DiskGB: 9, Args: []string{"--max-model-len", "32768"}}}
+	must(t, st.UpdateHost(ctx, x))
+	for i := 0; i < 3; i++ {
+		c.Sweep(ctx)
+	}
+	if y, _ := st.GetHost(ctx, org.ID, h.ID); y.State != store.HostServing || contextOf() != 8192 {
+		t.Fatalf("before apply: state %s, context %d (want serving, 8192)", y.State, contextOf())
+	}
+	// The box applies it (now serving the FP8 model) and reports.
+	b.srv.Close()
+	b2 := newBox(t, "Qwen/Qwen3-8B-FP8")
+	b2.health.Store(true)
+	u2, _ := url.Parse(b2.srv.URL)
+	port2, _ := strconv.Atoi(u2.Port())
+	x.Port = port2
+	must(t, st.UpdateHost(ctx, x))
+	x, _ = st.GetHost(ctx, org.ID, h.ID)
+	rev2 := Revision(x)
+	must(t, st.RecordHostReport(ctx, h.ID, rev2, store.HostReport{}, &store.AppliedAssignment{Revision: rev2, Port: port2, Recipe: x.Recipe}, time.Now()))
+	c.Sweep(ctx)
+	if y, _ := st.GetHost(ctx, org.ID, h.ID); y.State != store.HostServing || contextOf() != 32768 {
+		t.Fatalf("after apply: state %s, context %d (want serving, 32768)", y.State, contextOf())
+	}
+	r, err := st.GetRoute(ctx, pj.ID, "qwen3")
+	must(t, err)
+	if len(r.Targets) != 1 || r.Targets[0].UpstreamModel != "Qwen/Qwen3-8B-FP8" {
+		t.Fatalf("targets after apply: %+v", r.Targets)
 	}
 }

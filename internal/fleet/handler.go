@@ -212,7 +212,11 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 		}
 		current := Revision(host)
 		hr := store.HostReport{Discovered: rep.Discovered, Error: truncate(a.Error, 2048)}
-		if err := h.st.RecordHostReport(r.Context(), host.ID, truncate(a.Revision, 64), hr, a.Revision == current, h.now()); err != nil {
+		var running *store.AppliedAssignment
+		if a.Revision == current {
+			running = &store.AppliedAssignment{Revision: current, Port: host.Port, Recipe: host.Recipe}
+		}
+		if err := h.st.RecordHostReport(r.Context(), host.ID, truncate(a.Revision, 64), hr, running, h.now()); err != nil {
 			h.storeError(w, r, err)
 			return
 		}

@@ -253,6 +253,9 @@ type Host struct {
 	// reports the current revision applied.
 	ApplyRequested  bool
 	AppliedRevision string
+	// Applied is the assignment the box last reported running, recorded
+	// when it was current; nil before such a report.
+	Applied         *AppliedAssignment
 	Report          HostReport // the box's last report
 	ReportedAt      *time.Time
 	LastConfigFetch *time.Time
@@ -265,6 +268,14 @@ type Host struct {
 	RetiredAt    *time.Time
 }
 
+// AppliedAssignment is the part of an assignment the fleet controller
+// probes and registers: what the box actually runs.
+type AppliedAssignment struct {
+	Revision string          `json:"revision"`
+	Port     int             `json:"port"`
+	Recipe   fleetapi.Recipe `json:"recipe"`
+}
+
 // HostReport is what a box last said about itself and this assignment.
 type HostReport struct {
 	Discovered fleetapi.Discovered `json:"discovered"`
@@ -274,6 +285,8 @@ type HostReport struct {
 // HostRegistration is what registering a serving host writes: the provider
 // the gateway uses to reach it and the target in its route.
 type HostRegistration struct {
+	// Port is where the box's vLLM listens; 0: the host's port.
+	Port int
 	// ServedModel is the model id the box's vLLM answers to; it becomes the
 	// target's upstream model and the provider's configured catalog.
 	ServedModel string
@@ -402,9 +415,10 @@ type Store interface {
 	RequestApply(ctx context.Context, orgID, id int64) error
 	// TouchHosts sets last_config_fetch of ids to at.
 	TouchHosts(ctx context.Context, ids []int64, at time.Time) error
-	// RecordHostReport stores a box's report for one host; clearApply also
-	// clears the apply request (the box runs the current revision).
-	RecordHostReport(ctx context.Context, id int64, applied string, r HostReport, clearApply bool, at time.Time) error
+	// RecordHostReport stores a box's report for one host. current is set
+	// when the box runs the current revision: it is recorded as the
+	// applied assignment and the apply request is cleared.
+	RecordHostReport(ctx context.Context, id int64, applied string, r HostReport, current *AppliedAssignment, at time.Time) error
 	// RegisterHost makes a serving host reachable, in one transaction: it
 	// creates (or restores and updates) the host's vllm provider, creates
 	// its route if missing, adds the target, and sets the state serving.

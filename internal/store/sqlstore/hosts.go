@@ -16,7 +16,7 @@ import (
 
 const hostCols = `id, org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, apply_requested,
 	applied_revision, report, reported_at, last_config_fetch, provider_id, created_at, updated_at, retired_at,
-	COALESCE((SELECT p.slug FROM providers p WHERE p.id = hosts.provider_id), '')`
+	COALESCE((SELECT p.slug FROM providers p WHERE p.id = hosts.provider_id), ''), applied_assignment`
 
 // scanHost reads a host row; the API key is opened with the store's
 // sealer.
@@ -24,12 +24,13 @@ func (s *DB) scanHost(sc interface{ Scan(...any) error }) (store.Host, error) {
 	var (
 		h                         store.Host
 		key, recipe, report       string
+		applied                   string
 		reported, fetched, retire sql.NullTime
 		provider                  sql.NullInt64
 	)
 	if err := sc.Scan(&h.ID, &h.OrgID, &h.ProjectID, &h.IP, &h.Port, &h.ModelName, &key, &recipe, &h.Notes, &h.State,
 		&h.AutoApply, &h.ApplyRequested, &h.AppliedRevision, &report, &reported, &fetched, &provider,
-		&h.CreatedAt, &h.UpdatedAt, &retire, &h.ProviderSlug); err != nil {
+		&h.CreatedAt, &h.UpdatedAt, &retire, &h.ProviderSlug, &applied); err != nil {
 		return h, err
 	}
 	h.CreatedAt, h.UpdatedAt = h.CreatedAt.UTC(), h.UpdatedAt.UTC()
@@ -44,6 +45,12 @@ func (s *DB) scanHost(sc interface{ Scan(...any) error }) (store.Host, error) {
 	}
 	if err := json.Unmarshal([]byte(report), &h.Report); err != nil {
 		return h, fmt.Errorf("store: host %d: report column: %w", h.ID, err)
+	}
+	if applied != "" {
+		h.Applied = &store.AppliedAssignment{}
+		if err := json.Unmarshal([]byte(applied), h.Applied); err != nil {
+			return h, fmt.Errorf("store: host %d: applied_assignment column: %w", h.ID, err)
+		}
 	}
 	return h, nil
 }
@@ -135,11 +142,15 @@ func (s *DB) TouchHosts(ctx context.Context, ids []int64, at time.Time) error {
 }
 
 // RecordHostReport implements store.Store.
-func (s *DB) RecordHostReport(ctx context.Context, id int64, applied string, r store.HostReport, clearApply bool, at time.Time) error {
+func (s *DB) RecordHostReport(ctx context.Context, id int64, applied string, r store.HostReport, current *store.AppliedAssignment, at time.Time) error {
+	ts := at.UTC().Truncate(time.Microsecond)
+	if current == nil {
+		return s.exec(ctx, s.db, "", `UPDATE hosts SET applied_revision = ?, report = ?, reported_at = ? WHERE id = ?`,
+			applied, jsonText(r), ts, id)
+	}
 	return s.exec(ctx, s.db, "",
-		`UPDATE hosts SET applied_revision = ?, report = ?, reported_at = ?,
-		 apply_requested = CASE WHEN ? THEN FALSE ELSE apply_requested END WHERE id = ?`,
-		applied, jsonText(r), at.UTC().Truncate(time.Microsecond), clearApply, id)
+		`UPDATE hosts SET applied_revision = ?, report = ?, reported_at = ?, applied_assignment = ?, apply_requested = FALSE WHERE id = ?`,
+		applied, jsonText(r), ts, jsonText(current), id)
 }
 
 // hostProviderSlug is the slug the fleet gives a host's provider: "host-N",
@@ -175,7 +186,11 @@ func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistrat
 		if h.State == store.HostRetired {
 			return errors.New("store: a retired host is never registered")
 		}
-		baseURL := "http://" + hostPort(h.IP, h.Port) + "/v1"
+		port := h.Port
+		if reg.Port != 0 {
+			port = reg.Port
+		}
+		baseURL := "http://" + hostPort(h.IP, port) + "/v1"
 		models := stringList([]string{reg.ServedModel})
 		providerID := h.ProviderID
 		if providerID == 0 {
@@ -189,7 +204,7 @@ func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistrat
 			providerID, err = s.insert(ctx, tx, "slug",
 				`INSERT INTO providers (org_id, slug, name, kind, base_url, metadata_source, context_limit, models, settings, created_at, updated_at)
 				 VALUES (?, ?, ?, 'vllm', ?, 'configured', ?, ?, '{}', ?, ?)`,
-				h.OrgID, slug, "fleet host "+strconv.FormatInt(h.ID, 10)+" ("+hostPort(h.IP, h.Port)+")", baseURL,
+				h.OrgID, slug, "fleet host "+strconv.FormatInt(h.ID, 10)+" ("+h.IP+")", baseURL,
 				reg.ContextLimit, models, t, t)
 			if err != nil {
 				return err

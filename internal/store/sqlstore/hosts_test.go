@@ -139,12 +139,13 @@ func TestHostLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep := store.HostReport{Discovered: fleetapi.Discovered{GPU: "1x NVIDIA L4", GPUCount: 1, VRAMGB: 22.5}}
-		if err := s.RecordHostReport(ctx, h.ID, "abcd", rep, true, at); err != nil {
+		if err := s.RecordHostReport(ctx, h.ID, "abcd", rep, &store.AppliedAssignment{Revision: "abcd", Port: 8000, Recipe: h.Recipe}, at); err != nil {
 			t.Fatal(err)
 		}
 		again, _ = s.GetHost(ctx, o.ID, h.ID)
 		if again.LastConfigFetch == nil || !again.LastConfigFetch.Equal(at) || again.AppliedRevision != "abcd" ||
-			again.ApplyRequested || again.Report.Discovered.GPU != "1x NVIDIA L4" {
+			again.ApplyRequested || again.Report.Discovered.GPU != "1x NVIDIA L4" ||
+			again.Applied == nil || again.Applied.Revision != "abcd" || again.Applied.Port != 8000 || again.Applied.Recipe.VLLM.Model != "Qwen/Qwen3-8B" {
 			t.Fatalf("after report: %+v", again)
 		}
 		if hs, err := s.ListHostsByIP(ctx, o.ID, "10.0.0.5"); err != nil || len(hs) != 1 {
