@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"sync"
 )
 
@@ -35,7 +36,7 @@ func (l *Lease) Held(ctx context.Context) bool {
 		if err := l.conn.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err == nil {
 			return true
 		}
-		l.conn.Close()
+		discard(l.conn) // it may still hold the lock: never back into the pool
 		l.conn = nil
 	}
 	conn, err := l.db.db.Conn(ctx)
@@ -59,7 +60,17 @@ func (l *Lease) Release() {
 	if l.conn == nil {
 		return
 	}
-	_, _ = l.conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock(hashtext('rolter:' || $1 || ':' || current_schema()))`, l.name)
-	l.conn.Close()
+	_, err := l.conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock(hashtext('rolter:' || $1 || ':' || current_schema()))`, l.name)
+	if err != nil {
+		discard(l.conn)
+	} else {
+		l.conn.Close()
+	}
 	l.conn = nil
+}
+
+// discard closes conn's session instead of returning it to the pool.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
 }
