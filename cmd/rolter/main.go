@@ -24,7 +24,7 @@ import (
 const usage = `rolter — a self-hosted LLM gateway
 
 Usage:
-  rolter serve   [flags]   run the gateway (client API, admin API, /metrics)
+  rolter serve   [flags]   run the gateway (client API, admin API, fleet /vllm/..., /metrics)
   rolter migrate [flags]   apply store migrations and exit
   rolter backup  [flags] --out DIR
                            write one restorable, compressed copy of the store
