@@ -277,8 +277,8 @@ func TestFleetLifecycle(t *testing.T) {
 			r.waitState(t, tok, h.ID, "down")
 			r.waitListed(t, vkey, "qwen3", false)
 			before := box.chats.Load()
-			if code, _ := r.call(t, "POST", "/v1/chat/completions", vkey, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`); code == 200 {
-				t.Fatal("a request succeeded against a down host")
+			if code, body := r.call(t, "POST", "/v1/chat/completions", vkey, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`); code != 404 || !strings.Contains(body, "model_not_found") {
+				t.Fatalf("a request for a route whose only host is down: %d %s", code, body)
 			}
 			if box.chats.Load() != before {
 				t.Fatal("a request reached a down host")
