@@ -167,26 +167,25 @@ func checkRecipe(fe fieldErrors, r fleetapi.Recipe) {
 	}
 }
 
-// checkPool refuses a recipe that breaks the contract of the pool it joins:
+// poolCheck refuses a recipe that breaks the contract of the pool it joins:
 // every live host with the same model name in the same project must agree
-// on the caller-visible parameters (409 naming the parameter).
-func (s *Service) checkPool(ctx context.Context, h *store.Host) error {
-	hosts, err := s.st.ListLiveHosts(ctx)
-	if err != nil {
-		return fromStore(err, "hosts")
-	}
-	for _, o := range hosts {
-		if o.ID == h.ID || o.OrgID != h.OrgID || o.ProjectID != h.ProjectID || o.ModelName != h.ModelName || o.Recipe.VLLM == nil {
-			continue
+// on the caller-visible parameters (409 naming the parameter). The store
+// runs it inside the write's transaction.
+func poolCheck(h *store.Host) store.PoolCheck {
+	return func(pool []store.Host) error {
+		for _, o := range pool {
+			if o.Recipe.VLLM == nil {
+				continue
+			}
+			if name, theirs, ours, differ := fleet.ContractDiff(o.Recipe.VLLM, h.Recipe.VLLM); differ {
+				return &Error{Status: http.StatusConflict, Code: CodePoolContract,
+					Message: fmt.Sprintf("%s differs from host %d serving %s: it has %s, this recipe has %s; hosts sharing a model_name must agree on caller-visible parameters (tuning such as --gpu-memory-utilization may differ)",
+						name, o.ID, quote(h.ModelName), theirs, ours),
+					Fields: map[string]string{"recipe.vllm": name + " differs from host " + strconv.FormatInt(o.ID, 10)}}
+			}
 		}
-		if name, theirs, ours, differ := fleet.ContractDiff(o.Recipe.VLLM, h.Recipe.VLLM); differ {
-			return &Error{Status: http.StatusConflict, Code: CodePoolContract,
-				Message: fmt.Sprintf("%s differs from host %d serving %s: it has %s, this recipe has %s; hosts sharing a model_name must agree on caller-visible parameters (tuning such as --gpu-memory-utilization may differ)",
-					name, o.ID, quote(h.ModelName), theirs, ours),
-				Fields: map[string]string{"recipe.vllm": name + " differs from host " + strconv.FormatInt(o.ID, 10)}}
-		}
+		return nil
 	}
-	return nil
 }
 
 // CreateHost records an assignment and mints its upstream API key. No
@@ -217,10 +216,7 @@ func (s *Service) CreateHost(ctx context.Context, org string, in HostInput) (Hos
 	key, _ := secret.Mint(secret.PrefixHostKey)
 	h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: ip, Port: in.Port, ModelName: in.ModelName, APIKey: key,
 		Recipe: in.Recipe, Notes: in.Notes, AutoApply: in.AutoApply, State: store.HostPending}
-	if err := s.checkPool(ctx, h); err != nil {
-		return HostView{}, err
-	}
-	if err := s.st.CreateHost(ctx, h); err != nil {
+	if err := s.st.CreateHost(ctx, h, poolCheck(h)); err != nil {
 		return HostView{}, fromStore(err, "host")
 	}
 	s.log.Info("fleet host added", "org", org, "host", h.ID, "ip", ip, "port", h.Port, "model_name", h.ModelName)
@@ -288,12 +284,11 @@ func (s *Service) PatchHost(ctx context.Context, org, id string, in HostPatch) (
 	if err := fe.err(); err != nil {
 		return HostView{}, err
 	}
+	var check store.PoolCheck
 	if in.Recipe != nil {
-		if err := s.checkPool(ctx, h); err != nil {
-			return HostView{}, err
-		}
+		check = poolCheck(h)
 	}
-	if err := s.st.UpdateHost(ctx, h); err != nil {
+	if err := s.st.UpdateHost(ctx, h, check); err != nil {
 		return HostView{}, fromStore(err, "host")
 	}
 	return s.hostView(h, s.projectName(org, h.ProjectID)), nil

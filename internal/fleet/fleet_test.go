@@ -221,7 +221,7 @@ func TestControllerTransitions(t *testing.T) {
 			port, _ := strconv.Atoi(u.Port())
 			h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
 				APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm("--max-model-len", "32768")}}
-			must(t, st.CreateHost(ctx, h))
+			must(t, st.CreateHost(ctx, h, nil))
 			var changes atomic.Int64
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
 			c := NewController(st, ControllerConfig{FailAfter: 3}, log, func(context.Context) { changes.Add(1) })
@@ -321,7 +321,7 @@ func TestControllerOnlyWithLease(t *testing.T) {
 	port, _ := strconv.Atoi(u.Port())
 	h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
 		APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm()}}
-	must(t, st.CreateHost(ctx, h))
+	must(t, st.CreateHost(ctx, h, nil))
 	lease := &switchLease{}
 	c := NewController(st, ControllerConfig{Lease: lease}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	c.Sweep(ctx)
@@ -351,7 +351,7 @@ func TestControllerFollowsTheAppliedAssignment(t *testing.T) {
 	port, _ := strconv.Atoi(u.Port())
 	h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
 		APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm("--max-model-len", "8192")}}
-	must(t, st.CreateHost(ctx, h))
+	must(t, st.CreateHost(ctx, h, nil))
 	// The box reports the current revision: it is recorded as applied.
 	rev := Revision(h)
 	must(t, st.RecordHostReport(ctx, h.ID, rev, store.HostReport{}, &store.AppliedAssignment{Revision: rev, Port: port, Recipe: h.Recipe}, time.Now()))
@@ -370,7 +370,7 @@ func TestControllerFollowsTheAppliedAssignment(t *testing.T) {
 	// The operator changes the model and the context without applying.
 	x, _ := st.GetHost(ctx, org.ID, h.ID)
 	x.Recipe = fleetapi.Recipe{VLLM: &fleetapi.VLLM{Model: "Qwen/Qwen3-8B-FP8", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 8, DiskGB: 9, Args: []string{"--max-model-len", "32768"}}}
-	must(t, st.UpdateHost(ctx, x))
+	must(t, st.UpdateHost(ctx, x, nil))
 	for i := 0; i < 3; i++ {
 		c.Sweep(ctx)
 	}
@@ -384,7 +384,7 @@ func TestControllerFollowsTheAppliedAssignment(t *testing.T) {
 	u2, _ := url.Parse(b2.srv.URL)
 	port2, _ := strconv.Atoi(u2.Port())
 	x.Port = port2
-	must(t, st.UpdateHost(ctx, x))
+	must(t, st.UpdateHost(ctx, x, nil))
 	x, _ = st.GetHost(ctx, org.ID, h.ID)
 	rev2 := Revision(x)
 	must(t, st.RecordHostReport(ctx, h.ID, rev2, store.HostReport{}, &store.AppliedAssignment{Revision: rev2, Port: port2, Recipe: x.Recipe}, time.Now()))

@@ -294,6 +294,9 @@ type HostRegistration struct {
 	ContextLimit int
 }
 
+// PoolCheck judges a host against the other live hosts of its pool.
+type PoolCheck func(pool []Host) error
+
 // FleetKey authenticates GPU boxes on /vllm/config. Only its hash is
 // stored.
 type FleetKey struct {
@@ -399,7 +402,10 @@ type Store interface {
 
 	// CreateHost inserts a host; an address (ip, port) already held by a
 	// live host of the org is a *ConflictError with What "host address".
-	CreateHost(ctx context.Context, h *Host) error
+	// check, when set, sees the live hosts of h's pool (same project and
+	// model name) inside the transaction, serialised with other writes to
+	// the project's hosts; an error from it aborts the insert.
+	CreateHost(ctx context.Context, h *Host, check PoolCheck) error
 	// GetHost returns the org's host with its API key opened.
 	GetHost(ctx context.Context, orgID, id int64) (*Host, error)
 	// ListHosts pages through the org's hosts, retired ones included.
@@ -409,8 +415,8 @@ type Store interface {
 	// ListLiveHosts returns every non-retired host of every org.
 	ListLiveHosts(ctx context.Context) ([]Host, error)
 	// UpdateHost writes port, model name, recipe, notes and auto-apply (not
-	// the apply request: see RequestApply).
-	UpdateHost(ctx context.Context, h *Host) error
+	// the apply request: see RequestApply); check as for CreateHost.
+	UpdateHost(ctx context.Context, h *Host, check PoolCheck) error
 	// RequestApply sets the apply request of a live host.
 	RequestApply(ctx context.Context, orgID, id int64) error
 	// TouchHosts sets last_config_fetch of ids to at.

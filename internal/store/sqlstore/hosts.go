@@ -56,21 +56,46 @@ func (s *DB) scanHost(sc interface{ Scan(...any) error }) (store.Host, error) {
 }
 
 // CreateHost implements store.Store.
-func (s *DB) CreateHost(ctx context.Context, h *store.Host) error {
+func (s *DB) CreateHost(ctx context.Context, h *store.Host, check store.PoolCheck) error {
 	t := now()
 	if h.State == "" {
 		h.State = store.HostPending
 	}
-	id, err := s.insert(ctx, s.db, "host address",
-		`INSERT INTO hosts (org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, created_at, updated_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		h.OrgID, h.ProjectID, h.IP, h.Port, h.ModelName, s.sealer.Seal(h.APIKey), jsonText(h.Recipe), h.Notes, h.State,
-		h.AutoApply, t, t)
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if err := s.checkPool(ctx, tx, h, check); err != nil {
+			return err
+		}
+		id, err := s.insert(ctx, tx, "host address",
+			`INSERT INTO hosts (org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, created_at, updated_at)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			h.OrgID, h.ProjectID, h.IP, h.Port, h.ModelName, s.sealer.Seal(h.APIKey), jsonText(h.Recipe), h.Notes, h.State,
+			h.AutoApply, t, t)
+		if err != nil {
+			return err
+		}
+		h.ID, h.CreatedAt, h.UpdatedAt = id, t, t
+		return nil
+	})
+}
+
+// checkPool runs check over h's pool. The project row is locked first (on
+// PostgreSQL; SQLite serialises transactions), so two writes to one pool
+// cannot both pass a check that each would fail against the other.
+func (s *DB) checkPool(ctx context.Context, tx *sql.Tx, h *store.Host, check store.PoolCheck) error {
+	if check == nil {
+		return nil
+	}
+	var pj int64
+	if err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM projects WHERE id = ?`+s.forUpdate()), h.ProjectID).Scan(&pj); err != nil {
+		return s.classify(err, "")
+	}
+	pool, err := list(ctx, s, tx, s.scanHost,
+		`SELECT `+hostCols+` FROM hosts WHERE org_id = ? AND project_id = ? AND model_name = ? AND state <> 'retired' AND id <> ? ORDER BY id`,
+		h.OrgID, h.ProjectID, h.ModelName, h.ID)
 	if err != nil {
 		return err
 	}
-	h.ID, h.CreatedAt, h.UpdatedAt = id, t, t
-	return nil
+	return check(pool)
 }
 
 // GetHost implements store.Store.
@@ -100,16 +125,21 @@ func (s *DB) ListLiveHosts(ctx context.Context) ([]store.Host, error) {
 }
 
 // UpdateHost implements store.Store.
-func (s *DB) UpdateHost(ctx context.Context, h *store.Host) error {
+func (s *DB) UpdateHost(ctx context.Context, h *store.Host, check store.PoolCheck) error {
 	t := now()
-	if err := s.exec(ctx, s.db, "host address",
-		`UPDATE hosts SET port = ?, model_name = ?, recipe = ?, notes = ?, auto_apply = ?, updated_at = ?
-		 WHERE id = ? AND org_id = ?`,
-		h.Port, h.ModelName, jsonText(h.Recipe), h.Notes, h.AutoApply, t, h.ID, h.OrgID); err != nil {
-		return err
-	}
-	h.UpdatedAt = t
-	return nil
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if err := s.checkPool(ctx, tx, h, check); err != nil {
+			return err
+		}
+		if err := s.exec(ctx, tx, "host address",
+			`UPDATE hosts SET port = ?, model_name = ?, recipe = ?, notes = ?, auto_apply = ?, updated_at = ?
+			 WHERE id = ? AND org_id = ?`,
+			h.Port, h.ModelName, jsonText(h.Recipe), h.Notes, h.AutoApply, t, h.ID, h.OrgID); err != nil {
+			return err
+		}
+		h.UpdatedAt = t
+		return nil
+	})
 }
 
 // RequestApply implements store.Store.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ func TestHostLifecycle(t *testing.T) {
 		pj := mustProject(t, s, o.ID, "fleet")
 		h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: "10.0.0.5", Port: 8000, ModelName: "qwen3",
 			APIKey: secret.New("rh-abc_secret"), Recipe: testRecipe("Qwen/Qwen3-8B", "--max-model-len", "32768"), Notes: "rented"}
-		if err := s.CreateHost(ctx, h); err != nil {
+		if err := s.CreateHost(ctx, h, nil); err != nil {
 			t.Fatal(err)
 		}
 		if h.ID == 0 || h.State != store.HostPending {
@@ -64,7 +65,7 @@ func TestHostLifecycle(t *testing.T) {
 		dup := *h
 		dup.ID = 0
 		var ce *store.ConflictError
-		if err := s.CreateHost(ctx, &dup); !errors.As(err, &ce) || ce.What != "host address" {
+		if err := s.CreateHost(ctx, &dup, nil); !errors.As(err, &ce) || ce.What != "host address" {
 			t.Fatalf("duplicate address: %v", err)
 		}
 		got, err := s.GetHost(ctx, o.ID, h.ID)
@@ -172,7 +173,7 @@ func TestHostLifecycle(t *testing.T) {
 		if hs, _ := s.ListHosts(ctx, o.ID, store.Page{}); len(hs) != 1 {
 			t.Fatalf("all hosts after retire: %v", hs)
 		}
-		if err := s.CreateHost(ctx, &dup); err != nil {
+		if err := s.CreateHost(ctx, &dup, nil); err != nil {
 			t.Fatalf("a retired host's address is free again: %v", err)
 		}
 	})
@@ -271,7 +272,7 @@ func TestRetireRacesRegistration(t *testing.T) {
 		for i := 0; i < 20; i++ {
 			h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: "10.0.0.5", Port: 8000 + i, ModelName: "qwen3",
 				APIKey: secret.New("rh-a_b"), Recipe: testRecipe("m")}
-			if err := s.CreateHost(ctx, h); err != nil {
+			if err := s.CreateHost(ctx, h, nil); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
@@ -291,6 +292,48 @@ func TestRetireRacesRegistration(t *testing.T) {
 				if strings.HasPrefix(tg, fmt.Sprintf("host-%d:", h.ID)) {
 					t.Fatalf("round %d: a retired host is routed: %v", i, tg)
 				}
+			}
+		}
+	})
+}
+
+// TestPoolCheckIsSerialised: concurrent creates into one pool, half with a
+// conflicting recipe, never leave two disagreeing live hosts.
+func TestPoolCheckIsSerialised(t *testing.T) {
+	each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, nil)
+		o := mustOrg(t, s, "acme")
+		pj := mustProject(t, s, o.ID, "fleet")
+		errDiffer := errors.New("differs")
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: fmt.Sprintf("10.0.0.%d", i+1), Port: 8000, ModelName: "qwen3",
+					APIKey: secret.New("rh-a_b"), Recipe: testRecipe("m", "--max-model-len", fmt.Sprint(1024*(1+i%2)))}
+				_ = s.CreateHost(ctx, h, func(pool []store.Host) error {
+					for _, p := range pool {
+						if p.Recipe.VLLM.Args[1] != h.Recipe.VLLM.Args[1] {
+							return errDiffer
+						}
+					}
+					return nil
+				})
+			}(i)
+		}
+		wg.Wait()
+		hs, err := s.ListLiveHosts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hs) == 0 {
+			t.Fatal("no host was created")
+		}
+		for _, h := range hs {
+			if h.Recipe.VLLM.Args[1] != hs[0].Recipe.VLLM.Args[1] {
+				t.Fatalf("the pool disagrees: %v vs %v", h.Recipe.VLLM.Args, hs[0].Recipe.VLLM.Args)
 			}
 		}
 	})
