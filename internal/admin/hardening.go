@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+
+	"github.com/rolter/rolter/internal/netguard"
 )
 
 // Admin responses are JSON for API clients, never documents for a
@@ -56,16 +58,6 @@ func acceptableBody(r *http.Request) bool {
 // always allowed, because self-hosted backends live there.
 func (s *Service) SetAllowLinkLocalUpstreams(allow bool) { s.allowLinkLocal = allow }
 
-// metadataHosts are cloud instance-metadata endpoints by name and by
-// address outside 169.254.0.0/16.
-var metadataHosts = map[string]bool{
-	"metadata.google.internal": true, // GCP
-	"metadata.goog":            true, // GCP
-	"metadata":                 true, // GCP short name
-	"fd00:ec2::254":            true, // AWS IMDS over IPv6
-	"100.100.100.200":          true, // Alibaba Cloud
-}
-
 // numericLabel matches a host label a C resolver may read as a number
 // (decimal, octal, hex), as in http://2852039166/ or http://0xa9fea9fe/.
 var numericLabel = regexp.MustCompile(`^(0[xX][0-9a-fA-F]*|[0-9]+)$`)
@@ -79,7 +71,7 @@ func upstreamHostRefusal(host string, allowLinkLocal bool) string {
 	if allowLinkLocal {
 		return ""
 	}
-	if metadataHosts[h] {
+	if netguard.MetadataName(h) {
 		return "names a cloud metadata endpoint; refused unless link-local upstreams are allowed"
 	}
 	ip, err := netip.ParseAddr(strings.Trim(h, "[]"))
@@ -92,11 +84,10 @@ func upstreamHostRefusal(host string, allowLinkLocal bool) string {
 		}
 		return "must be a host name or a canonical IP address"
 	}
-	ip = ip.Unmap()
-	if metadataHosts[ip.String()] {
+	if netguard.MetadataAddr(ip) {
 		return "names a cloud metadata endpoint; refused unless link-local upstreams are allowed"
 	}
-	if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() {
+	if netguard.LinkLocal(ip) {
 		return "is a link-local address (e.g. 169.254.169.254, the cloud metadata endpoint); refused unless link-local upstreams are allowed"
 	}
 	return ""

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rolter/rolter/internal/fleet"
 	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
 )
@@ -149,7 +150,7 @@ func (s *Service) checkHostAddress(fe fieldErrors, ip string, port int) string {
 		fe.add("ip", "must be an IPv4 or IPv6 address")
 	case addr.IsUnspecified() || addr.IsMulticast():
 		fe.add("ip", "must be a unicast address of the box")
-	case (addr.IsLinkLocalUnicast() || metadataHosts[addr.Unmap().String()]) && !s.allowLinkLocal:
+	case netguard.Refused(addr) && !s.allowLinkLocal:
 		fe.add("ip", "link-local and cloud metadata addresses are refused (see --allow-link-local-upstreams)")
 	}
 	if port < 1 || port > 65535 {

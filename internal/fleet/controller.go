@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -30,8 +31,10 @@ type ControllerConfig struct {
 	RecoverAfter int
 	// Parallel bounds probes in flight (default 16).
 	Parallel int
-	// Client sends the probes; nil uses a client without proxies.
-	Client *http.Client
+	// Client sends the probes; nil uses a client without proxies that
+	// refuses link-local and metadata addresses unless AllowLinkLocal.
+	Client         *http.Client
+	AllowLinkLocal bool
 	// Lease, when set, elects the one replica that runs the controller
 	// (a PostgreSQL advisory lock); the others sweep nothing.
 	Lease Lease
@@ -64,8 +67,9 @@ func (c *ControllerConfig) defaults() {
 	if c.Parallel <= 0 {
 		c.Parallel = 16
 	}
-	if c.Client == nil {
-		c.Client = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second}}
+	if c.Client == nil { // probes carry host keys: never to link-local or metadata addresses
+		c.Client = &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: netguard.Dialer(c.AllowLinkLocal).DialContext,
+			MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second}}
 	}
 }
 

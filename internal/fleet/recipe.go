@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -129,7 +130,7 @@ func validateSource(s fleetapi.Source, add func(field, format string, args ...an
 		return
 	}
 	for name, v := range given {
-		if v != "" && !contains(fields, name) {
+		if v != "" && !slices.Contains(fields, name) {
 			add(f+"."+name, "does not apply to source kind %s", s.Kind)
 		}
 		if strings.IndexFunc(v, badRune) >= 0 || len(v) > 2048 {
@@ -183,15 +184,6 @@ func validateArgs(args []string, add func(field, format string, args ...any)) {
 	if v, ok := fleetapi.FlagValue(args, "--served-model-name"); ok && v == "" {
 		add(f, "--served-model-name needs a value")
 	}
-}
-
-func contains(list []string, v string) bool {
-	for _, s := range list {
-		if s == v {
-			return true
-		}
-	}
-	return false
 }
 
 // AssignmentOf is the assignment a box receives for h, revision included.

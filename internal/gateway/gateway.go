@@ -24,6 +24,7 @@ import (
 
 	"github.com/rolter/rolter/internal/cooldown"
 	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
 )
@@ -126,7 +127,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 	if o.Transport == nil {
 		o.Transport = &http.Transport{
 			Proxy:               nil, // upstreams are addressed directly
-			DialContext:         newDialer(cfg.AllowLinkLocal).DialContext,
+			DialContext:         netguard.Dialer(cfg.AllowLinkLocal).DialContext,
 			MaxIdleConns:        1024,
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,

@@ -25,6 +25,7 @@ import (
 	"github.com/rolter/rolter/internal/fleet"
 	"github.com/rolter/rolter/internal/gateway"
 	"github.com/rolter/rolter/internal/metadata"
+	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
@@ -191,10 +192,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rec := usage.New(s.db, s.cfg.Usage, s.log)
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if !s.cfg.AllowLinkLocalUpstreams {
-		dialer.Control = gateway.RefuseLinkLocal
-	}
+	dialer := netguard.Dialer(s.cfg.AllowLinkLocalUpstreams)
 	probeTransport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, DialContext: dialer.DialContext}
 	s.cfg.Gateway.AllowLinkLocal = s.cfg.AllowLinkLocalUpstreams
 	s.closeIdle = append(s.closeIdle, probeTransport.CloseIdleConnections)
@@ -216,10 +214,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	if !s.cfg.Fleet.DisableController {
 		ccfg := s.cfg.Fleet.Controller
 		ccfg.Lease = s.db.NewLease("fleet-controller")
-		if ccfg.Client == nil { // probes carry host keys: never to link-local or metadata addresses
-			ccfg.Client = &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: dialer.DialContext,
-				MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second}}
-		}
+		ccfg.AllowLinkLocal = s.cfg.AllowLinkLocalUpstreams
 		ccfg.Registered = func(h *store.Host) bool { return routed(snap.Current(), h) }
 		ctl := fleet.NewController(s.db, ccfg, s.log, func(ctx context.Context) {
 			if err := snap.Reload(ctx); err != nil {
