@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -292,5 +293,28 @@ func TestRoutePolicy(t *testing.T) {
 	}
 	if st, _, _, _ := h.call("strict"); st != 200 {
 		t.Fatalf("after the slots freed: %d", st)
+	}
+}
+
+// TestLimiterKeepsInFlightAcrossMaxChange: a changed max_concurrency
+// applies to the same limiter, so requests in flight still count.
+func TestLimiterKeepsInFlightAcrossMaxChange(t *testing.T) {
+	g := &Gateway{}
+	r := &snapshot.Route{Route: store.Route{ID: 7, Policy: store.Policy{MaxConcurrency: 2}}}
+	l := g.limiter(r)
+	if !l.Acquire() || !l.Acquire() {
+		t.Fatal("two slots of two")
+	}
+	r.Policy.MaxConcurrency = 3
+	l2 := g.limiter(r)
+	if l2 != l || l2.InFlight() != 2 {
+		t.Fatalf("a max change lost the in-flight count: %d", l2.InFlight())
+	}
+	if !l2.Acquire() || l2.Acquire() {
+		t.Fatal("the new max of 3 is not enforced over the 2 in flight")
+	}
+	r.Policy.MaxConcurrency = 0
+	if g.limiter(r) != nil {
+		t.Fatal("an unlimited route has a limiter")
 	}
 }

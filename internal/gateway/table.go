@@ -242,19 +242,16 @@ func (g *Gateway) limiter(r *snapshot.Route) *policy.Limiter {
 		g.limiters.Delete(r.ID)
 		return nil
 	}
+	// A changed max applies to the same limiter, so requests already in
+	// flight still count against the new limit.
 	if v, ok := g.limiters.Load(r.ID); ok {
-		if l := v.(*limiterEntry); l.max == max {
-			return l.Limiter
-		}
+		l := v.(*policy.Limiter)
+		l.SetMax(max)
+		return l
 	}
-	l := &limiterEntry{Limiter: policy.NewLimiter(max), max: max}
+	l := policy.NewLimiter(max)
 	g.limiters.Store(r.ID, l)
-	return l.Limiter
-}
-
-type limiterEntry struct {
-	*policy.Limiter
-	max int
+	return l
 }
 
 // target is the deployment (provider, model) of table t.
