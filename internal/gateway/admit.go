@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -71,17 +72,22 @@ func (g *Gateway) admit(x *exchange, body []byte) ([]byte, func(), *apiError) {
 	if ready == 0 {
 		return nil, nil, newError(http.StatusServiceUnavailable, "metadata_unavailable", reason)
 	}
-	if x.endpoint == "/embeddings" || x.endpoint == countTokens {
-		return body, nil, nil // no output to bound
+	out := body
+	if x.endpoint != "/embeddings" && x.endpoint != countTokens { // these have no output to bound
+		req, err := policy.Inspect(body, x.endpoint)
+		if err != nil {
+			var ref *policy.Refusal
+			if errors.As(err, &ref) { // its own stable code, e.g. invalid_value for max_tokens
+				return nil, nil, newError(ref.Status, ref.Code, ref.Message)
+			}
+			return nil, nil, newError(http.StatusBadRequest, "invalid_request", "the request body could not be read: "+err.Error())
+		}
+		var refusal *policy.Refusal
+		if out, refusal = policy.Admit(body, x.endpoint, req, plan.policy, pool); refusal != nil {
+			return nil, nil, newError(refusal.Status, refusal.Code, refusal.Message)
+		}
 	}
-	req, err := policy.Inspect(body, x.endpoint)
-	if err != nil {
-		return nil, nil, newError(http.StatusBadRequest, "invalid_request", "the request body could not be read: "+err.Error())
-	}
-	out, refusal := policy.Admit(body, x.endpoint, req, plan.policy, pool)
-	if refusal != nil {
-		return nil, nil, newError(refusal.Status, refusal.Code, refusal.Message)
-	}
+	// max_concurrency bounds every endpoint of the route.
 	if plan.limiter != nil {
 		if !plan.limiter.Acquire() {
 			e := newError(http.StatusTooManyRequests, "concurrency_limited",

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 // apiError is an OpenAI-shaped error: {"error":{"message","type","param","code"}}.
@@ -40,7 +41,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if e.retryAfter > 0 {
-		h.Set("Retry-After", itoa(e.retryAfter))
+		h.Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
 	w.WriteHeader(e.status)
 	b, _ := json.Marshal(map[string]*apiError{"error": e})
@@ -57,11 +58,6 @@ func sseError(code, msg string) []byte {
 	return append(out, "\n\n"...)
 }
 
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
-}
-
 // writeError answers in the client's API shape: Anthropic's on
 // /v1/messages, OpenAI's elsewhere.
 func (x *exchange) writeError(w http.ResponseWriter, e *apiError) {
@@ -72,7 +68,7 @@ func (x *exchange) writeError(w http.ResponseWriter, e *apiError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if e.retryAfter > 0 {
-		h.Set("Retry-After", itoa(e.retryAfter))
+		h.Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
 	w.WriteHeader(e.status)
 	b, _ := json.Marshal(anthropicError(e))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -205,9 +206,9 @@ func (g *Gateway) pickKey(p *providerRT, tried map[int64]bool) (key *keyRT, prob
 		}
 		tried[key.id] = true
 	}
-	// Panic mode for keys.
+	// Panic mode for keys; a drained key (weight 0) stays out.
 	for _, k := range p.keys {
-		if tried[k.id] {
+		if tried[k.id] || k.weight <= 0 {
 			continue
 		}
 		if key == nil || tried[key.id] || k.breaker.Until().Before(key.breaker.Until()) {
@@ -245,9 +246,9 @@ func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last result, max
 		return
 	}
 	v := verdicts[last.class]
-	msg := "all upstream attempts failed (" + itoa(x.attempts) + " tried); the last ended with " + string(last.class)
+	msg := "all upstream attempts failed (" + strconv.Itoa(x.attempts) + " tried); the last ended with " + string(last.class)
 	if last.status != 0 {
-		msg += " (upstream status " + itoa(last.status) + ")"
+		msg += " (upstream status " + strconv.Itoa(last.status) + ")"
 	}
 	e := newError(v.status, v.clientCode, msg)
 	if last.class == ClassRateLimited || maxRetryAfter > 0 {
@@ -442,7 +443,7 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 	h := w.Header()
 	copyHeaders(h, resp.Header, dropResponse)
 	h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
-	h.Set("Content-Length", itoa(len(body)))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(body)
 	return result{status: resp.StatusCode, committed: true}

@@ -181,6 +181,7 @@ func TestRequestErrors(t *testing.T) {
 		{"model not string", `{"model":5}`, "", 400, "invalid_request"},
 		{"duplicate model", `{"model":"qwen3","model":"other"}`, "", 400, "invalid_request"},
 		{"trailing garbage", `{"model":"qwen3"} {}`, "", 400, "invalid_request"},
+		{"negative max_tokens", `{"model":"qwen3","max_tokens":-1,"messages":[]}`, "", 400, "invalid_value"},
 		{"unknown model", `{"model":"gpt-9"}`, "", 404, "model_not_found"},
 		{"not allowed", `{"model":"qwen3"}`, limited, 403, "model_not_allowed"},
 	} {

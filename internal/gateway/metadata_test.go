@@ -285,6 +285,11 @@ func TestRoutePolicy(t *testing.T) {
 			}
 		}()
 	}
+	// The limit covers embeddings on the route too.
+	resp := h.post("/v1/embeddings", `{"model":"strict","input":"hi"}`)
+	if body := readAll(t, resp); resp.StatusCode != 429 {
+		t.Fatalf("embeddings over max_concurrency: %d %s", resp.StatusCode, body)
+	}
 	wg2.Wait()
 	close(release)
 	wg.Wait()

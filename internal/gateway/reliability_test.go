@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -163,7 +164,7 @@ func TestScenario06_SecondRateLimitExtendsNeverShortens(t *testing.T) {
 	h := newHarness(t, Config{})
 	var ra atomic.Int64
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
-		w.Header().Set("Retry-After", itoa(int(ra.Load())))
+		w.Header().Set("Retry-After", strconv.Itoa(int(ra.Load())))
 		w.WriteHeader(429)
 	})
 	pid := h.provider("p", up.base(), store.ProviderSettings{}, "sk-only")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/rolter/rolter/internal/anthropic"
@@ -105,7 +106,7 @@ func (x *exchange) respondTranslated(w http.ResponseWriter, body []byte, status 
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
-	h.Set("Content-Length", itoa(len(out)))
+	h.Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
 	return result{status: status, committed: true}
