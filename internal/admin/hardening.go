@@ -62,6 +62,13 @@ func (s *Service) SetAllowLinkLocalUpstreams(allow bool) { s.allowLinkLocal = al
 // (decimal, octal, hex), as in http://2852039166/ or http://0xa9fea9fe/.
 var numericLabel = regexp.MustCompile(`^(0[xX][0-9a-fA-F]*|[0-9]+)$`)
 
+// UpstreamHostProblem is the admin API's rule for an upstream's host, for
+// importers that check a file before writing anything: why host may not be
+// an upstream, or "".
+func UpstreamHostProblem(host string, allowLinkLocal bool) string {
+	return upstreamHostRefusal(host, allowLinkLocal)
+}
+
 // upstreamHostRefusal explains why host may not be an upstream, or is "".
 // Only literal addresses and well-known names are judged: resolving a name
 // here would be defeated by DNS rebinding and would fail for names that

@@ -68,6 +68,14 @@ func routeView(r store.Route) RouteView {
 
 // checkModelName: route names are what clients send; they may contain '/'
 // but no whitespace or control characters.
+// ModelNameProblem is the admin API's rule for route and upstream model
+// names, for importers: why m is not one, or "".
+func ModelNameProblem(m string) string {
+	fe := fieldErrors{}
+	checkModelName(fe, "m", m)
+	return fe["m"]
+}
+
 func checkModelName(fe fieldErrors, field, m string) {
 	if m == "" || len(m) > 256 {
 		fe.add(field, "is required (1-256 characters)")

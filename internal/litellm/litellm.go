@@ -26,10 +26,10 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/secret"
 )
 
@@ -228,24 +228,12 @@ func resolveEnv(v string, lookupEnv func(string) (string, bool)) (string, error)
 	return val, nil
 }
 
-// checkModelName mirrors the admin API's rule for route and upstream model
+// checkModelName is the admin API's rule for route and upstream model
 // names; "" means valid.
-func checkModelName(m string) string {
-	if m == "" {
-		return "is required"
-	}
-	if len(m) > 256 {
-		return "is longer than 256 characters"
-	}
-	for _, c := range m {
-		if unicode.IsSpace(c) || unicode.IsControl(c) {
-			return "must not contain whitespace or control characters"
-		}
-	}
-	return ""
-}
+func checkModelName(m string) string { return admin.ModelNameProblem(m) }
 
-// checkURL mirrors the admin API's base_url rule. Errors never quote the
+// checkURL is the admin API's base_url rule, link-local and metadata
+// addresses refused (as by a default rolter serve). Errors never quote the
 // URL: it may carry credentials.
 func checkURL(raw string) error {
 	u, err := url.Parse(raw)
@@ -256,6 +244,11 @@ func checkURL(raw string) error {
 		return errors.New("must not carry credentials; put the key in api_key")
 	case u.RawQuery != "" || u.Fragment != "":
 		return errors.New("must not have a query or fragment")
+	}
+	// The admin API's address policy, checked here so that a refused host
+	// stops the import before anything is written.
+	if why := admin.UpstreamHostProblem(u.Hostname(), false); why != "" {
+		return errors.New("host " + why)
 	}
 	return nil
 }

@@ -127,6 +127,8 @@ func TestParseErrors(t *testing.T) {
 			[]string{"is required for sglang servers"}},
 		{"relative api_base", "model_list:\n- model_name: a\n  litellm_params: {model: openai/a, api_base: 10.0.0.5:8000/v1}\n",
 			[]string{"api_base: must be an absolute http:// or https:// URL"}},
+		{"metadata api_base", "model_list:\n- model_name: a\n  litellm_params: {model: hosted_vllm/a, api_base: 'http://169.254.169.254/v1'}\n",
+			[]string{"api_base: host is a link-local address"}},
 		{"api_base with query", "model_list:\n- model_name: a\n  litellm_params: {model: openai/a, api_base: 'http://h/v1?x=1'}\n",
 			[]string{"must not have a query"}},
 		{"unset env", "model_list:\n- model_name: a\n  litellm_params: {model: openai/a, api_key: os.environ/LITELLM_TEST_UNSET}\n",
