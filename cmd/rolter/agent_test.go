@@ -26,3 +26,19 @@ func TestAgentFlags(t *testing.T) {
 		t.Fatalf("empty key file: %d %s", code, errOut)
 	}
 }
+
+// TestServeRefusesBadNumbers: counts below 1 and non-positive durations
+// are refused, naming the flag, instead of becoming defaults.
+func TestServeRefusesBadNumbers(t *testing.T) {
+	cmdEnv(t)
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--max-attempts", "0"}, {"--max-body", "-1"}, {"--usage-buffer", "0"}, {"--probe-fail-after", "0"},
+		{"--fleet-fail-after", "0"}, {"--idle-timeout", "0s"}, {"--fleet-probe-interval", "-1s"}, {"--shutdown-timeout", "-1s"},
+	} {
+		code, _, errOut := runCmd(t, append([]string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0"}, args...)...)
+		if code != 1 || !strings.Contains(errOut, args[0]) {
+			t.Errorf("%v: exit %d, %s", args, code, errOut)
+		}
+	}
+}

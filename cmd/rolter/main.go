@@ -159,6 +159,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.Fleet.Handler.TrustedProxies = append(cfg.Fleet.Handler.TrustedProxies, p.Masked())
 	}
+	if err := checkServeFlags(&cfg); err != nil {
+		return err
+	}
 	if cfg.Fleet.Handler.ProxyHeader != "" && len(cfg.Fleet.Handler.TrustedProxies) == 0 {
 		return errors.New("--fleet-proxy-header needs --fleet-trusted-proxies: the header is believed only from those proxies")
 	}
@@ -167,9 +170,52 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.DataDir, cfg.Store, cfg.Out = sf.dataDir, sf.store, stdout
-	cfg.AdminToken = secret.New(os.Getenv("ROLTER_ADMIN_TOKEN"))
+	// Trimmed like the token in a request header, so a token file's
+	// trailing newline does not lock the operator out.
+	cfg.AdminToken = secret.New(strings.TrimSpace(os.Getenv("ROLTER_ADMIN_TOKEN")))
 	cfg.MasterKey = secret.New(os.Getenv("ROLTER_MASTER_KEY"))
 	return server.Run(ctx, cfg, log)
+}
+
+// checkServeFlags refuses counts below 1 and durations below or at 0,
+// which the packages would otherwise quietly replace with their defaults.
+func checkServeFlags(cfg *server.Config) error {
+	for _, c := range []struct {
+		flag string
+		v    int64
+	}{
+		{"max-body", cfg.Gateway.MaxBody},
+		{"max-attempts", int64(cfg.Gateway.MaxAttempts)},
+		{"probe-fail-after", int64(cfg.Metadata.FailAfter)},
+		{"probe-recover-after", int64(cfg.Metadata.RecoverAfter)},
+		{"cooldown-threshold", int64(cfg.Gateway.Cooldown.Threshold)},
+		{"usage-buffer", int64(cfg.Usage.Buffer)},
+		{"fleet-fail-after", int64(cfg.Fleet.Controller.FailAfter)},
+	} {
+		if c.v < 1 {
+			return fmt.Errorf("--%s must be at least 1", c.flag)
+		}
+	}
+	for _, c := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"first-byte-timeout", cfg.Gateway.FirstByteTimeout},
+		{"idle-timeout", cfg.Gateway.IdleTimeout},
+		{"probe-interval", cfg.Metadata.Interval},
+		{"cooldown-base", cfg.Gateway.Cooldown.Base},
+		{"cooldown-max", cfg.Gateway.Cooldown.Max},
+		{"read-header-timeout", cfg.ReadHeaderTimeout},
+		{"fleet-probe-interval", cfg.Fleet.Controller.Interval},
+	} {
+		if c.v <= 0 {
+			return fmt.Errorf("--%s must be a positive duration, e.g. 10s", c.flag)
+		}
+	}
+	if cfg.ShutdownTimeout < 0 {
+		return errors.New("--shutdown-timeout must not be negative")
+	}
+	return nil
 }
 
 func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {

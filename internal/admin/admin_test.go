@@ -250,6 +250,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{"two objects", "POST", "/orgs/default/providers", `{"name":"a","kind":"vllm","base_url":"http://h/v1"}{}`, 400, admin.CodeInvalidJSON, ""},
 			{"empty body", "POST", "/orgs/default/providers", ``, 400, admin.CodeInvalidJSON, ""},
 			{"wrong type", "POST", "/orgs/default/providers", `{"name":1,"kind":"vllm","base_url":"http://h/v1"}`, 400, admin.CodeValidation, "name"},
+			{"duration as a number", "POST", "/orgs/default/providers", `{"name":"x","kind":"vllm","base_url":"http://h/v1","idle_timeout":30}`, 400, admin.CodeValidation, "idle_timeout"},
 			{"route with unknown provider", "POST", "/orgs/default/projects/default/routes", `{"model":"m","targets":[{"provider":"vllm"},{"provider":"ghost"}]}`, 400, admin.CodeUnknownProvider, "targets[1].provider"},
 			{"route without targets", "POST", "/orgs/default/projects/default/routes", `{"model":"m","targets":[]}`, 400, admin.CodeValidation, "targets"},
 			{"duplicate route", "POST", "/orgs/default/projects/default/routes", `{"model":"qwen3","targets":[{"provider":"vllm"}]}`, 409, admin.CodeConflict, ""},

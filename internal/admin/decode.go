@@ -1,16 +1,20 @@
 package admin
 
 import (
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
 	"github.com/rolter/rolter/internal/store"
 )
+
+var textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
 
 // maxBody bounds admin request bodies; resources are small.
 const maxBody = 1 << 20
@@ -45,8 +49,17 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 		if field == "" {
 			field = "(body)"
 		}
+		want := "must be " + jsonKind(typeErr.Type.Kind().String())
+		if reflect.PointerTo(typeErr.Type).Implements(textUnmarshaler) {
+			// Durations and secrets are written as strings whatever their
+			// Go kind.
+			want = "must be a string"
+			if typeErr.Type == reflect.TypeOf(store.Duration(0)) {
+				want = `must be a duration string such as "30s"`
+			}
+		}
 		return &Error{Status: http.StatusBadRequest, Code: CodeValidation, Message: "a field has the wrong type; see fields",
-			Fields: map[string]string{field: "must be " + jsonKind(typeErr.Type.Kind().String())}}
+			Fields: map[string]string{field: want}}
 	case errors.As(err, &syntax):
 		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: fmt.Sprintf("malformed JSON at byte %d", syntax.Offset)}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
