@@ -122,16 +122,7 @@ func ToAnthropic(body []byte) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			res := map[string]any{"type": "tool_result", "tool_use_id": id}
-			if len(texts) == 1 {
-				res["content"] = texts[0]
-			} else {
-				blocks := []any{}
-				for _, t := range texts {
-					blocks = append(blocks, map[string]any{"type": "text", "text": t})
-				}
-				res["content"] = blocks
-			}
+			res := map[string]any{"type": "tool_result", "tool_use_id": id, "content": textContent(texts)}
 			if toolTurn == nil {
 				toolTurn = map[string]any{"role": "user", "content": []any{}}
 				msgs = append(msgs, toolTurn)
@@ -142,14 +133,8 @@ func ToAnthropic(body []byte) ([]byte, error) {
 		}
 	}
 	out["messages"] = msgs
-	if len(system) == 1 {
-		out["system"] = system[0]
-	} else if len(system) > 1 {
-		blocks := []any{}
-		for _, t := range system {
-			blocks = append(blocks, map[string]any{"type": "text", "text": t})
-		}
-		out["system"] = blocks
+	if len(system) > 0 {
+		out["system"] = textContent(system)
 	}
 
 	for _, k := range []string{"temperature", "top_p"} {
