@@ -226,6 +226,9 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
 	db, err := sqlstore.Open(ctx, sf.store, sf.dataDir, nil) // Open migrates
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/rolter/rolter/internal/demo"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/sqlstore"
@@ -17,7 +18,7 @@ const (
 	projectName  = "default"
 	mockSlug     = "bench-mock"
 	benchRoute   = "bench"
-	upstreamName = "demo-model" // the model the mock advertises
+	upstreamName = demo.ModelID // the model the mock advertises
 )
 
 // maxFillerProviders caps the providers (and so slugs) created for a large

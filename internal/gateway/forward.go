@@ -54,7 +54,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 			continue
 		}
 		if x.attempts > 0 {
-			g.metrics.failovers.WithLabelValues(plan.label).Inc()
+			g.metrics.failovers.WithLabelValues(plan.route).Inc()
 		}
 		x.attempts++
 		x.target = tg

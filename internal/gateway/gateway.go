@@ -325,7 +325,7 @@ func (g *Gateway) account(x *exchange) {
 		Attempts: x.attempts, Latency: time.Since(x.start), TTFT: x.ttft, PromptTokens: x.promptTokens,
 		CompletionTokens: x.outputTokens, Stream: x.stream, UpstreamModel: x.upstreamModel}
 	if x.plan != nil {
-		label, rec.Route, rec.AddressKind = x.plan.label, x.plan.route, string(x.plan.kind)
+		label, rec.Route, rec.AddressKind = x.plan.route, x.plan.route, string(x.plan.kind)
 	}
 	if x.target != nil {
 		provider = x.target.provider.slug

@@ -36,8 +36,7 @@ type table struct {
 // members, or one pinned provider.
 type routePlan struct {
 	kind     resolve.Kind
-	label    string // route model for routes: the bounded "route" metric label
-	route    string // route model, for usage; "" for provider and group addresses
+	route    string // route model, for usage and the bounded "route" metric label; "" for provider and group addresses
 	selector balancer.Selector
 	targets  []*targetRT
 	weights  []int // per target
@@ -184,7 +183,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 		t.models[o] = models
 		for _, pj := range o.Projects {
 			for _, r := range pj.Routes {
-				plan := &routePlan{kind: resolve.KindRoute, label: r.Model, route: r.Model,
+				plan := &routePlan{kind: resolve.KindRoute, route: r.Model,
 					selector: selector(r.Strategy, "route "+r.Model), policy: r.Policy, limiter: g.limiter(r)}
 				entry := modelEntry{ID: r.Model, Object: "model", Created: r.CreatedAt.Unix(), OwnedBy: "rolter",
 					AddressKind: string(resolve.KindRoute)}
@@ -289,7 +288,7 @@ func (g *Gateway) plan(t *table, a resolve.Address) *routePlan {
 
 // only narrows a plan to one provider's targets (x-rolter-provider).
 func (p *routePlan) only(slug string) *routePlan {
-	out := &routePlan{kind: p.kind, label: p.label, route: p.route, selector: p.selector, pinned: true}
+	out := &routePlan{kind: p.kind, route: p.route, selector: p.selector, pinned: true}
 	for i, tg := range p.targets {
 		if tg.provider.slug == slug {
 			out.targets = append(out.targets, tg)

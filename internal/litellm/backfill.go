@@ -34,9 +34,6 @@ type Assigned struct {
 	Final string
 }
 
-// Adjusted reports whether the final slug differs from the base, which is
-// what the backfill report lists.
-func (a Assigned) Adjusted() bool { return a.Base != a.Final }
 
 // BaseSlug is the backfill base of a provider name: admin.DeriveSlug, or
 // "provider" when the name has no ASCII letter or digit.

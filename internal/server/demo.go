@@ -14,7 +14,7 @@ import (
 const (
 	DemoProvider = "demo"
 	DemoRoute    = "demo"
-	DemoModel    = "demo-model"
+	DemoModel    = demo.ModelID
 )
 
 // mountDemo serves the simulated upstream under /demo and registers it as
