@@ -29,6 +29,8 @@ type Service struct {
 	allowLinkLocal bool
 	// publish, when set, announces a committed write to other replicas.
 	publish func(context.Context)
+	// fleetHealth, when set, adds probe results to host views.
+	fleetHealth FleetHealth
 }
 
 // SetPublisher sets what announces a committed write to the other replicas

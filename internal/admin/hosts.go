@@ -80,11 +80,15 @@ type HostView struct {
 	// Revision is the current assignment's; AppliedRevision is what the
 	// box last reported running. Skew (= RestartPending) is set when the
 	// box runs an older revision.
-	Revision        string               `json:"revision"`
-	AppliedRevision string               `json:"applied_revision"`
-	Skew            bool                 `json:"skew"`
-	RestartPending  bool                 `json:"restart_pending"`
-	ApplyRequested  bool                 `json:"apply_requested"`
+	Revision        string `json:"revision"`
+	AppliedRevision string `json:"applied_revision"`
+	Skew            bool   `json:"skew"`
+	RestartPending  bool   `json:"restart_pending"`
+	ApplyRequested  bool   `json:"apply_requested"`
+	// Probe is the fleet controller's latest view of the host, on the
+	// replica that runs the controller: why a host stays pending or went
+	// down.
+	Probe           *HostProbe           `json:"probe,omitempty"`
 	LastConfigFetch *time.Time           `json:"last_config_fetch"`
 	Liveness        Liveness             `json:"liveness"`
 	Discovered      *fleetapi.Discovered `json:"discovered,omitempty"`
@@ -94,6 +98,21 @@ type HostView struct {
 	UpdatedAt       time.Time            `json:"updated_at"`
 	RetiredAt       *time.Time           `json:"retired_at,omitempty"`
 }
+
+// HostProbe is the controller's in-memory health of a host.
+type HostProbe struct {
+	ConsecutiveOK       int    `json:"consecutive_ok"`
+	ConsecutiveFailures int    `json:"consecutive_failures"`
+	LastError           string `json:"last_error,omitempty"`
+}
+
+// FleetHealth is what the fleet controller knows of a host's probes.
+type FleetHealth interface {
+	Health(id int64) (ok, fail int, lastErr string, known bool)
+}
+
+// SetFleetHealth adds the controller's probe results to host views.
+func (s *Service) SetFleetHealth(h FleetHealth) { s.fleetHealth = h }
 
 func liveness(last *time.Time, now time.Time) Liveness {
 	if last == nil {
@@ -122,6 +141,11 @@ func (s *Service) hostView(h *store.Host, project string) HostView {
 	if h.ReportedAt != nil {
 		d := h.Report.Discovered
 		v.Discovered = &d
+	}
+	if s.fleetHealth != nil {
+		if ok, fail, lastErr, known := s.fleetHealth.Health(h.ID); known {
+			v.Probe = &HostProbe{ConsecutiveOK: ok, ConsecutiveFailures: fail, LastError: lastErr}
+		}
 	}
 	return v
 }

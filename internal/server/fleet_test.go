@@ -255,6 +255,11 @@ func TestFleetLifecycle(t *testing.T) {
 			if hv := r.host(t, tok, h.ID); hv.State != "pending" {
 				t.Fatalf("booting host state %s", hv.State)
 			}
+			// The host view says why it is not serving yet.
+			_, hostBody := r.call(t, "GET", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d", h.ID), tok, "")
+			if !strings.Contains(hostBody, `"consecutive_failures"`) || !strings.Contains(hostBody, "/health: status 503") {
+				t.Fatalf("a booting host's view does not show the probe error: %s", hostBody)
+			}
 
 			// Serving: registered, listed, requests flow with the host's key.
 			box.healthy.Store(true)

@@ -222,6 +222,7 @@ func (s *Server) prepare(ctx context.Context) error {
 			}
 			publish(ctx)
 		})
+		svc.SetFleetHealth(ctl)
 		bgWG.Add(1)
 		go func() { defer bgWG.Done(); ctl.Run(bg) }()
 	}
