@@ -34,7 +34,6 @@ type Assigned struct {
 	Final string
 }
 
-
 // BaseSlug is the backfill base of a provider name: admin.DeriveSlug, or
 // "provider" when the name has no ASCII letter or digit.
 func BaseSlug(name string) string {
