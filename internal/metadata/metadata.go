@@ -97,6 +97,11 @@ type Status struct {
 	// "GET /models returned 2 models; an upstream-metadata provider must
 	// serve exactly one", "no probe has completed yet".
 	Reason string
+	// Class is the stable class of Reason, empty when Ready. Reason may
+	// carry an upstream's own error text (a connection string, an internal
+	// resolver's address): it is for logs and the admin readiness view
+	// only. Data-path clients are told Class.
+	Class ReasonClass
 	// Facts are what an Upstream provider serves; set only while Ready (and
 	// zero for configured providers). Modalities is shared: do not modify it.
 	Facts     Facts
@@ -106,6 +111,24 @@ type Status struct {
 
 // ReasonNoProbe is the Reason of an upstream provider before its first probe.
 const ReasonNoProbe = "no probe has completed yet"
+
+// ReasonClass is why a provider is not ready, in words fixed enough to show
+// to any client: it never carries upstream text.
+type ReasonClass string
+
+// The reason classes.
+const (
+	// ClassNotProbed: an upstream-metadata provider before its first probe.
+	ClassNotProbed ReasonClass = "not_probed_yet"
+	// ClassHealthFailed: the health probe failed (unreachable, a timeout, a
+	// non-2xx or redirect answer on /health, or on /models for a hosted API).
+	ClassHealthFailed ReasonClass = "health_check_failed"
+	// ClassMetadataUnusable: the upstream metadata (/models, /props) could
+	// not be read or cannot be routed on (two models, no context, ...).
+	ClassMetadataUnusable ReasonClass = "metadata_unusable"
+	// ClassRecovering: probes succeed again but not yet RecoverAfter times.
+	ClassRecovering ReasonClass = "recovering"
+)
 
 // Config tunes the cache. Zero fields take their defaults.
 type Config struct {

@@ -40,7 +40,7 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 	switch p.Kind {
 	case KindVLLM, KindSGLang, KindLlamaCpp:
 		if _, err := c.get(ctx, p, root+"/health"); err != nil {
-			return observation{failed: redact("health probe failed: GET /health: " + err.Error())}
+			return healthFailed(redact("health probe failed: GET /health: " + err.Error()))
 		}
 		if !p.Upstream {
 			return observation{}
@@ -55,7 +55,7 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 		// cheapest authenticated GET it serves.
 		body, err := c.get(ctx, p, base+"/models")
 		if err != nil {
-			return observation{failed: redact("health probe failed: GET /models: " + err.Error())}
+			return healthFailed(redact("health probe failed: GET /models: " + err.Error()))
 		}
 		if !p.Upstream {
 			return observation{}
@@ -65,7 +65,7 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 
 	card, err := parseModels(models)
 	if err != nil {
-		return observation{unusable: redact(err.Error())}
+		return unusableMetadata(redact(err.Error()))
 	}
 	facts := Facts{ModelID: card.id, Context: card.context}
 
@@ -76,10 +76,10 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 		}
 		pr, err := parseProps(body)
 		if err != nil {
-			return observation{unusable: redact(err.Error())}
+			return unusableMetadata(redact(err.Error()))
 		}
 		if pr.alias != "" && pr.alias != card.id {
-			return observation{unusable: redact(fmt.Sprintf("/props model_alias %q disagrees with /v1/models id %q", pr.alias, card.id))}
+			return unusableMetadata(redact(fmt.Sprintf("/props model_alias %q disagrees with /v1/models id %q", pr.alias, card.id)))
 		}
 		if pr.context > 0 {
 			// The runtime per-slot context, which llama.cpp enforces;
@@ -90,8 +90,8 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 		facts.Slots, facts.Modalities, facts.Build = pr.slots, pr.modalities, pr.build
 	}
 	if facts.Context == 0 {
-		return observation{unusable: redact(fmt.Sprintf(
-			"GET /models: model %q reports no context length (looked for %s)", card.id, contextKeysDoc))}
+		return unusableMetadata(redact(fmt.Sprintf(
+			"GET /models: model %q reports no context length (looked for %s)", card.id, contextKeysDoc)))
 	}
 	return observation{facts: facts}
 }
@@ -101,9 +101,9 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 func metadataError(what string, err error, redact func(string) string) observation {
 	msg := redact(what + ": " + err.Error())
 	if errors.Is(err, errTooLarge) {
-		return observation{unusable: msg}
+		return unusableMetadata(msg)
 	}
-	return observation{failed: "metadata probe failed: " + msg}
+	return metadataFailed("metadata probe failed: " + msg)
 }
 
 // get GETs u with p's credential and returns the body of a 2xx answer, read

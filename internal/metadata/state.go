@@ -14,8 +14,24 @@ type observation struct {
 	// cannot be routed on: ambiguous, malformed, inconsistent, too large.
 	// It takes the provider out at once.
 	unusable string
+	// class is the class of failed or unusable (see Status.Class).
+	class ReasonClass
 	// facts are an upstream provider's facts when the probe succeeded.
 	facts Facts
+}
+
+// healthFailed, metadataFailed and unusableMetadata build the observations
+// of a failed probe, each with its class.
+func healthFailed(msg string) observation {
+	return observation{failed: msg, class: ClassHealthFailed}
+}
+
+func metadataFailed(msg string) observation {
+	return observation{failed: msg, class: ClassMetadataUnusable}
+}
+
+func unusableMetadata(msg string) observation {
+	return observation{unusable: msg, class: ClassMetadataUnusable}
 }
 
 func (o observation) ok() bool { return o.failed == "" && o.unusable == "" }
@@ -37,7 +53,7 @@ type tracker struct {
 
 func newTracker(upstream bool) tracker {
 	if upstream {
-		return tracker{status: Status{Reason: ReasonNoProbe}}
+		return tracker{status: Status{Reason: ReasonNoProbe, Class: ClassNotProbed}}
 	}
 	// Optimistic: the gateway's passive health covers a configured provider
 	// until the first probe.
@@ -54,15 +70,15 @@ func (t *tracker) apply(o observation, now time.Time, cfg Config) bool {
 		t.fails++
 		t.oks = 0
 		s.LastError = o.unusable
-		s.Ready, s.Reason, s.Facts = false, o.unusable, Facts{}
+		s.Ready, s.Reason, s.Class, s.Facts = false, o.unusable, o.class, Facts{}
 	case o.failed != "":
 		t.fails++
 		t.oks = 0
 		s.LastError = o.failed
 		if !s.Ready {
-			s.Reason = o.failed
+			s.Reason, s.Class = o.failed, o.class
 		} else if t.fails >= cfg.FailAfter {
-			s.Ready, s.Reason, s.Facts = false, o.failed, Facts{}
+			s.Ready, s.Reason, s.Class, s.Facts = false, o.failed, o.class, Facts{}
 		}
 	default:
 		t.oks++
@@ -71,8 +87,9 @@ func (t *tracker) apply(o observation, now time.Time, cfg Config) bool {
 		case s.Ready:
 			s.Facts = o.facts // a replaced model takes effect at once
 		case !t.wasReady || t.oks >= cfg.RecoverAfter:
-			s.Ready, s.Reason, s.Facts = true, "", o.facts
+			s.Ready, s.Reason, s.Class, s.Facts = true, "", "", o.facts
 		default:
+			s.Class = ClassRecovering
 			s.Reason = fmt.Sprintf("recovering: %d of %d consecutive successful probes (last failure: %s)",
 				t.oks, cfg.RecoverAfter, s.LastError)
 		}
