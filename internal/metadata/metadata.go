@@ -40,7 +40,8 @@
 //	        RecoverAfter consecutive successful probes
 //
 // A failed probe is an unreachable endpoint, a timeout or a non-2xx answer,
-// on /health or on a metadata request. Unusable metadata (two models, bad
+// on /health or on a metadata request. A redirect is a non-2xx answer: a
+// probe carries the provider's key and never follows one. Unusable metadata (two models, bad
 // JSON, a body over MaxBody, an alias that disagrees, no context) takes an
 // upstream provider out at once: there is nothing safe to route on. On a
 // successful probe of a ready upstream provider, new facts (a new model or
@@ -190,6 +191,10 @@ type Cache struct {
 	pending  atomic.Bool // a change has not been announced yet
 }
 
+// refuseRedirect is the probe client's CheckRedirect: the 3xx answer itself
+// is returned, and get fails it as a non-2xx.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
 // providerKey is what must stay the same for Sync to keep a provider's state.
 type providerKey struct {
 	id       int64
@@ -223,14 +228,20 @@ func newEntry(p Provider) *entry {
 
 // New returns an empty cache; call Sync to give it providers. A nil clock
 // is the system clock, a nil client a plain http.Client (each probe request
-// has its own Config.Timeout), a nil log discards.
+// has its own Config.Timeout), a nil log discards. The cache uses a copy of
+// client that never follows a redirect, whatever client's CheckRedirect
+// says: a probe carries the provider's key, and a redirect would hand it to
+// wherever the Location points. A 3xx answer is a failed probe.
 func New(cfg Config, clock cooldown.Clock, client *http.Client, log *slog.Logger) *Cache {
 	if clock == nil {
 		clock = cooldown.SystemClock
 	}
-	if client == nil {
-		client = &http.Client{}
+	var cl http.Client
+	if client != nil {
+		cl = *client
 	}
+	cl.CheckRedirect = refuseRedirect
+	client = &cl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -146,6 +146,9 @@ func (c *Cache) get(ctx context.Context, p Provider, u string) ([]byte, error) {
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		msg := "returned " + strconv.Itoa(resp.StatusCode)
+		if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+			return nil, errors.New(msg + " (a redirect: probes do not follow redirects)")
+		}
 		if detail := errorDetail(body); detail != "" {
 			msg += ": " + detail
 		}
