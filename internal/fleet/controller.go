@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,6 +34,8 @@ type ControllerConfig struct {
 	Parallel int
 	// Client sends the probes; nil uses a client without proxies that
 	// refuses link-local and metadata addresses unless AllowLinkLocal.
+	// Redirects are never followed, whatever the client's CheckRedirect:
+	// a probe carries the host's key, and a 3xx fails the probe.
 	Client         *http.Client
 	AllowLinkLocal bool
 	// Lease, when set, elects the one replica that runs the controller
@@ -71,7 +74,19 @@ func (c *ControllerConfig) defaults() {
 		c.Client = &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: netguard.Dialer(c.AllowLinkLocal).DialContext,
 			MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second}}
 	}
+	// A copy, so the caller's client keeps its own policy: Go's client
+	// forwards Authorization on a redirect to the same host name, any
+	// port, so following one would hand the host key to whatever listens
+	// there.
+	own := *c.Client
+	own.CheckRedirect = refuseRedirect
+	c.Client = &own
 }
+
+// errRedirect fails a probe that was answered with a redirect.
+var errRedirect = errors.New("answered with a redirect; probes do not follow redirects")
+
+func refuseRedirect(*http.Request, []*http.Request) error { return errRedirect }
 
 // Controller probes every live host and keeps the rule "a host's route
 // target exists if and only if its vLLM is serving": it registers a host on
@@ -305,6 +320,9 @@ func (c *Controller) get(ctx context.Context, url, key string, into any) error {
 	}
 	resp, err := c.cfg.Client.Do(req)
 	if err != nil {
+		if errors.Is(err, errRedirect) {
+			return errRedirect // without the url.Error's Location
+		}
 		return err
 	}
 	defer resp.Body.Close()
