@@ -24,6 +24,12 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	// ErrUnavailable wraps failures to reach the database at all.
 	ErrUnavailable = errors.New("store: unavailable")
+	// ErrRejected wraps a write the database refused because of the values
+	// it carries (a constraint, a number out of range, text it cannot
+	// hold), not because it is unavailable: the same values fail again,
+	// while other rows would go in. Unique and foreign key violations are
+	// ConflictError and InUseError instead.
+	ErrRejected = errors.New("store: rejected")
 )
 
 // ConflictError reports a unique constraint that a write would break.

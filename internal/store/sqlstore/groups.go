@@ -30,7 +30,7 @@ func modelMap(m map[string]string) string {
 func (s *DB) CreateGroup(ctx context.Context, g *store.Group) error {
 	t := now()
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'group')`), g.OrgID, g.Slug); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'group')`), g.OrgID, text(g.Slug)); err != nil {
 			return s.classify(err, "slug")
 		}
 		id, err := s.insert(ctx, tx, "slug",
@@ -146,7 +146,7 @@ func (s *DB) UpdateGroup(ctx context.Context, g *store.Group) error {
 			return s.classify(err, "")
 		}
 		if old != g.Slug {
-			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'group')`), org, g.Slug); err != nil {
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'group')`), org, text(g.Slug)); err != nil {
 				return s.classify(err, "slug")
 			}
 			if err := s.exec(ctx, tx, "", `DELETE FROM slugs WHERE org_id = ? AND slug = ? AND owner_kind = 'group'`, org, old); err != nil {

@@ -70,7 +70,7 @@ func (s *DB) SlugTaken(ctx context.Context, orgID int64, slug string) (bool, err
 func (s *DB) CreateProvider(ctx context.Context, p *store.Provider) error {
 	t := now()
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'provider')`), p.OrgID, p.Slug); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'provider')`), p.OrgID, text(p.Slug)); err != nil {
 			return s.classify(err, "slug")
 		}
 		id, err := s.insert(ctx, tx, "slug",
@@ -184,7 +184,7 @@ func (s *DB) UpdateProvider(ctx context.Context, p *store.Provider) error {
 			return s.classify(err, "")
 		}
 		if old != p.Slug {
-			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'provider')`), p.OrgID, p.Slug); err != nil {
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'provider')`), p.OrgID, text(p.Slug)); err != nil {
 				return s.classify(err, "slug")
 			}
 			if err := s.exec(ctx, tx, "", `DELETE FROM slugs WHERE org_id = ? AND slug = ?`, p.OrgID, old); err != nil {

@@ -197,18 +197,20 @@ func (s *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
-// insert runs an INSERT ... RETURNING id.
+// insert runs an INSERT ... RETURNING id. String arguments are stored
+// through text.
 func (s *DB) insert(ctx context.Context, qr querier, what, query string, args ...any) (int64, error) {
 	var id int64
-	if err := qr.QueryRowContext(ctx, s.q(query+" RETURNING id"), args...).Scan(&id); err != nil {
+	if err := qr.QueryRowContext(ctx, s.q(query+" RETURNING id"), textArgs(args)...).Scan(&id); err != nil {
 		return 0, s.classify(err, what)
 	}
 	return id, nil
 }
 
-// exec runs a write that must touch at least one row.
+// exec runs a write that must touch at least one row. String arguments are
+// stored (and matched) through text.
 func (s *DB) exec(ctx context.Context, qr querier, what, query string, args ...any) error {
-	res, err := qr.ExecContext(ctx, s.q(query), args...)
+	res, err := qr.ExecContext(ctx, s.q(query), textArgs(args)...)
 	if err != nil {
 		return s.classify(err, what)
 	}
@@ -238,6 +240,9 @@ func (s *DB) classify(err error, what string) error {
 		if pgUnavailable(pgErr.Code) {
 			return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 		}
+		if pgRejected(pgErr.Code) {
+			return fmt.Errorf("%w: %w", store.ErrRejected, err)
+		}
 		return err
 	}
 	var sqErr *sqlite.Error
@@ -247,6 +252,11 @@ func (s *DB) classify(err error, what string) error {
 			return &store.ConflictError{What: conflictWhat(what, sqErr.Error())}
 		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
 			return &store.InUseError{What: "other rows"}
+		}
+		// The primary code is the low byte of the extended one.
+		switch sqErr.Code() & 0xff {
+		case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_TOOBIG:
+			return fmt.Errorf("%w: %w", store.ErrRejected, err)
 		}
 		return err
 	}
@@ -277,6 +287,15 @@ func pgUnavailable(code string) bool {
 		return true
 	}
 	return strings.HasPrefix(code, "08") // connection_exception
+}
+
+// pgRejected reports PostgreSQL errors caused by the values a statement
+// carries: a data exception (class 22: a number out of range, a bad
+// encoding), an integrity constraint (class 23) other than the unique and
+// foreign keys classify names, or a value too large to index (54000).
+// The same values fail again; other rows would not.
+func pgRejected(code string) bool {
+	return strings.HasPrefix(code, "22") || strings.HasPrefix(code, "23") || code == "54000"
 }
 
 func conflictWhat(what, detail string) string {

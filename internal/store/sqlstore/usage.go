@@ -21,7 +21,9 @@ const usageRowsPerInsert = 500
 
 // InsertUsage implements store.Store. Rows go in as multi-VALUES inserts
 // inside one transaction: one round trip per 500 rows rather than per row,
-// which is what makes a batch cheap on PostgreSQL.
+// which is what makes a batch cheap on PostgreSQL. Strings are stored
+// through text; a row the database still refuses fails the whole batch
+// with store.ErrRejected, and the caller may retry the rows one by one.
 func (s *DB) InsertUsage(ctx context.Context, recs []store.UsageRecord) error {
 	if len(recs) == 0 {
 		return nil
@@ -41,8 +43,10 @@ func (s *DB) InsertUsage(ctx context.Context, recs []store.UsageRecord) error {
 					// every row must share one offset and one format.
 					at = r.CreatedAt.UTC().Truncate(time.Microsecond)
 				}
-				args = append(args, at, r.OrgID, r.ProjectID, r.KeyID, r.AddressKind, r.Address, r.Route,
-					r.ProviderID, r.ProviderSlug, r.UpstreamModel, r.Status, r.Class, r.Attempts,
+				// The strings come from clients and upstreams: text keeps
+				// one bad byte from failing every row of the batch.
+				args = append(args, at, r.OrgID, r.ProjectID, r.KeyID, text(r.AddressKind), text(r.Address), text(r.Route),
+					r.ProviderID, text(r.ProviderSlug), text(r.UpstreamModel), r.Status, text(r.Class), r.Attempts,
 					r.Latency.Milliseconds(), r.TTFT.Milliseconds(), r.PromptTokens, r.CompletionTokens, r.Stream)
 			}
 			if _, err := tx.ExecContext(ctx, s.q(usageInsert(len(chunk))), args...); err != nil {

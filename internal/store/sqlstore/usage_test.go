@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -175,4 +176,71 @@ func BenchmarkInsertUsage(b *testing.B) {
 			b.ReportMetric(float64(b.N*len(recs))/b.Elapsed().Seconds(), "records/s")
 		})
 	}
+}
+
+// TestUsageText stores strings a client or upstream chose, NUL and invalid
+// UTF-8 included: PostgreSQL refuses both in text (SQLSTATE 22021), so
+// every string is stored with them replaced by U+FFFD, alike on both
+// stores, and the batch goes in whole.
+func TestUsageText(t *testing.T) {
+	each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, nil)
+		recs := usageFixture(3, time.Now())
+		bad := &recs[1]
+		bad.OrgID = 5
+		bad.Address, bad.Route = "\x00", "r\xc3"
+		bad.ProviderSlug, bad.UpstreamModel, bad.Class = "v\x00llm", "Qwen\xff\xfe\x00/8B", "x\xed\xa0\x80"
+		if err := s.InsertUsage(ctx, recs); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(allUsage(t, s, store.UsageFilter{OrgID: 1})); n != 2 {
+			t.Fatalf("org 1: %d records, want 2", n)
+		}
+		got := allUsage(t, s, store.UsageFilter{OrgID: 5})
+		if len(got) != 1 {
+			t.Fatalf("org 5: %d records, want 1", len(got))
+		}
+		g := got[0]
+		want := []string{"\uFFFD", "r\uFFFD", "v\uFFFDllm", "Qwen\uFFFD\uFFFD/8B", "x\uFFFD"}
+		if have := []string{g.Address, g.Route, g.ProviderSlug, g.UpstreamModel, g.Class}; !reflect.DeepEqual(have, want) {
+			t.Fatalf("stored strings %q, want %q", have, want)
+		}
+		// Other writes go through the same rule.
+		o := &store.Org{Name: "team\x00", Description: "d\xff"}
+		if err := s.CreateOrg(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		back, err := s.GetOrg(ctx, "team\uFFFD")
+		if err != nil || back.Description != "d\uFFFD" {
+			t.Fatalf("org with bad bytes: %+v %v", back, err)
+		}
+	})
+}
+
+// TestUsageRejected: a row the database refuses for its values fails its
+// batch with store.ErrRejected, which tells it apart from an outage, and
+// stores nothing of the batch.
+func TestUsageRejected(t *testing.T) {
+	each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, nil)
+		storetest.RefuseUsageStatus(t, s, 1000)
+		recs := usageFixture(3, time.Now())
+		recs[2].Status = 5000
+		err := s.InsertUsage(ctx, recs)
+		if !errors.Is(err, store.ErrRejected) || errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("refused row: %v, want store.ErrRejected", err)
+		}
+		if n := len(allUsage(t, s, store.UsageFilter{OrgID: 1})); n != 0 {
+			t.Fatalf("%d records of a refused batch stored", n)
+		}
+		if err := s.InsertUsage(ctx, recs[:2]); err != nil {
+			t.Fatalf("the other rows: %v", err)
+		}
+		s.Close()
+		if err := s.InsertUsage(ctx, recs[:2]); err == nil || errors.Is(err, store.ErrRejected) {
+			t.Fatalf("closed store: %v, want an error that is not store.ErrRejected", err)
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"testing"
@@ -88,4 +89,24 @@ func Open(t testing.TB, dialect string, sealer *secret.Sealer) *sqlstore.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// RefuseUsageStatus makes db refuse, as a constraint violation, every usage
+// record whose status is at least limit: a real row-level failure, for
+// tests of what happens to the rest of a batch. The schema has no such
+// rule; SQLite gets it as a trigger (it cannot add a CHECK to a table),
+// PostgreSQL as a CHECK constraint.
+func RefuseUsageStatus(t testing.TB, db *sqlstore.DB, limit int) {
+	t.Helper()
+	var stmt string
+	switch db.Dialect() {
+	case "sqlite":
+		stmt = fmt.Sprintf(`CREATE TRIGGER usage_status_limit BEFORE INSERT ON usage_records
+			WHEN NEW.status >= %d BEGIN SELECT RAISE(ABORT, 'usage status out of range'); END`, limit)
+	default:
+		stmt = fmt.Sprintf(`ALTER TABLE usage_records ADD CONSTRAINT usage_status_limit CHECK (status < %d)`, limit)
+	}
+	if _, err := db.SQL().ExecContext(context.Background(), stmt); err != nil {
+		t.Fatalf("add the usage status constraint: %v", err)
+	}
 }
