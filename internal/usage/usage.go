@@ -5,7 +5,9 @@
 // Accounting never slows or breaks serving. When the buffer is full, or the
 // store refuses a batch, records are dropped and counted rather than
 // queued without bound: a store outage costs usage rows, never memory or
-// latency.
+// latency. A batch the store refuses because of the values in one row
+// (store.ErrRejected) is written again row by row, so only that row is
+// lost, and it is counted apart as rejected.
 package usage
 
 import (
@@ -20,8 +22,11 @@ import (
 )
 
 // Writer stores batches of usage records. InsertUsage must be all or
-// nothing: a batch that returns an error is counted as not stored. It is
-// the subset of store.Store the Recorder needs.
+// nothing: a batch that returns an error is counted as not stored. An error
+// that wraps store.ErrRejected says the values of some record were refused
+// and that the others would go in; any other error is taken to mean the
+// store cannot take records now. It is the subset of store.Store the
+// Recorder needs.
 type Writer interface {
 	InsertUsage(ctx context.Context, recs []store.UsageRecord) error
 }
@@ -72,6 +77,11 @@ type Recorder struct {
 	// dropped. It is called from Record's callers and from Run, so it must
 	// be safe for concurrent use (a Prometheus counter's Add is).
 	OnDrop func(n int)
+	// OnReject, if set like OnDrop, is called with the number of records
+	// the store refused for their values (store.ErrRejected), written one
+	// by one after their batch failed. It is called from Run only. Rejected
+	// records are not counted as dropped.
+	OnReject func(n int)
 
 	w   Writer
 	cfg Config
@@ -84,13 +94,16 @@ type Recorder struct {
 	mu      sync.RWMutex
 	stopped bool
 
-	started atomic.Bool
-	dropped atomic.Uint64
-	written atomic.Uint64
+	started  atomic.Bool
+	dropped  atomic.Uint64
+	rejected atomic.Uint64
+	written  atomic.Uint64
 
 	// Owned by Run.
 	lastErrLog time.Time
 	unlogged   uint64 // records dropped by the store since lastErrLog
+	lastRejLog time.Time
+	unloggedRj uint64 // records rejected since lastRejLog
 }
 
 // New returns a Recorder writing to w. Nothing is written until Run.
@@ -126,6 +139,10 @@ func (r *Recorder) Dropped() uint64 { return r.dropped.Load() }
 
 // Written returns how many records were stored.
 func (r *Recorder) Written() uint64 { return r.written.Load() }
+
+// Rejected returns how many records the store refused for their values.
+// Every record Record was given ends up written, dropped or rejected.
+func (r *Recorder) Rejected() uint64 { return r.rejected.Load() }
 
 func (r *Recorder) drop(n int) {
 	r.dropped.Add(uint64(n))
@@ -204,26 +221,80 @@ func (r *Recorder) flush(ctx context.Context, batch []store.UsageRecord) {
 // batch refused twice is dropped: retrying it for ever would let a store
 // outage hold memory and delay every later record. A write that timed out
 // is not retried: the store is too slow, and waiting again only drops more
-// records at the buffer.
+// records at the buffer. A batch refused for the values of a record is not
+// retried whole (it would fail the same way) but row by row, see rowByRow.
 func (r *Recorder) write(ctx context.Context, batch []store.UsageRecord, timeout time.Duration) []store.UsageRecord {
 	var err error
 	for try := 0; try < 2; try++ {
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		err = r.w.InsertUsage(wctx, batch)
 		cancel()
-		if err == nil || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		if err == nil || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) ||
+			errors.Is(err, store.ErrRejected) {
 			break
 		}
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		r.written.Add(uint64(len(batch)))
-	} else {
+	case errors.Is(err, store.ErrRejected):
+		r.rowByRow(ctx, batch, timeout, err)
+	default:
 		r.drop(len(batch))
 		r.logRefused(len(batch), err)
 	}
 	// Clear so the reused array does not pin the records' strings.
 	clear(batch)
 	return batch[:0]
+}
+
+// rowByRow writes the records of a batch the store rejected one at a time,
+// all within timeout, so one bad record costs only itself. Records refused
+// again with store.ErrRejected are rejected. The first error of another
+// kind (the store went away, the time is up) drops that record and all
+// after it without trying them: a store that cannot take a batch is not
+// sent its rows one by one.
+func (r *Recorder) rowByRow(ctx context.Context, batch []store.UsageRecord, timeout time.Duration, batchErr error) {
+	if len(batch) == 1 {
+		r.reject(1, batchErr)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rejected := 0
+	for i := range batch {
+		err := r.w.InsertUsage(ctx, batch[i:i+1])
+		switch {
+		case err == nil:
+			r.written.Add(1)
+			continue
+		case errors.Is(err, store.ErrRejected):
+			rejected++
+			batchErr = err
+			continue
+		}
+		r.drop(len(batch) - i)
+		r.logRefused(len(batch)-i, err)
+		break
+	}
+	if rejected > 0 {
+		r.reject(rejected, batchErr)
+	}
+}
+
+func (r *Recorder) reject(n int, err error) {
+	r.rejected.Add(uint64(n))
+	if r.OnReject != nil {
+		r.OnReject(n)
+	}
+	r.unloggedRj += uint64(n)
+	if now := time.Now(); now.Sub(r.lastRejLog) >= errorLogEvery {
+		// err names the refused value's kind, not the value: neither driver
+		// puts the row's content in its message.
+		r.log.Warn("usage records rejected: the store refused their values; the rest of their batch was stored",
+			"rejected", r.unloggedRj, "rejected_total", r.Rejected(), "err", err)
+		r.lastRejLog, r.unloggedRj = now, 0
+	}
 }
 
 func (r *Recorder) logRefused(n int, err error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rolter/rolter/internal/store"
+	"github.com/rolter/rolter/internal/store/sqlstore"
 	"github.com/rolter/rolter/internal/store/storetest"
 	"github.com/rolter/rolter/internal/usage"
 )
@@ -380,4 +382,155 @@ func TestRunTwicePanics(t *testing.T) {
 		}
 	}()
 	r.Run(ctx)
+}
+
+// TestScenario26_UsageBatchSurvivesBadRow: a request whose model string
+// holds a NUL byte (refused 403, but still accounted) made PostgreSQL
+// refuse the whole usage batch (SQLSTATE 22021), losing every other
+// tenant's records in it. Now bad bytes are stored replaced, a row the
+// store still refuses costs only itself and is counted as rejected, and a
+// store that is down is not sent a failed batch's rows one by one.
+func TestScenario26_UsageBatchSurvivesBadRow(t *testing.T) {
+	tenant := func(org int64, i int) store.UsageRecord {
+		r := rec(i)
+		r.OrgID = org
+		return r
+	}
+	batch := func(bad ...store.UsageRecord) []store.UsageRecord {
+		var b []store.UsageRecord
+		for i := range 3 {
+			b = append(b, tenant(1, i), tenant(2, i))
+		}
+		return append(b, bad...)
+	}
+	nulModel := tenant(3, 0)
+	nulModel.Address, nulModel.AddressKind, nulModel.Route = "\x00", "route", ""
+	nulModel.UpstreamModel, nulModel.Status, nulModel.Class = "Qwen\xff\xfe\x00", 403, "model_not_allowed"
+
+	countOrg := func(t *testing.T, s store.Store, org int64) []store.UsageRecord {
+		t.Helper()
+		rows, err := s.ListUsage(context.Background(), store.UsageFilter{OrgID: org}, store.Page{Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	// run records recs as one full batch and waits until each is
+	// accounted for.
+	run := func(t *testing.T, w usage.Writer, recs []store.UsageRecord, log *slog.Logger) (*usage.Recorder, *atomic.Int64) {
+		t.Helper()
+		r := usage.New(w, usage.Config{Batch: len(recs), Interval: time.Hour}, log)
+		var onReject atomic.Int64
+		r.OnReject = func(n int) { onReject.Add(int64(n)) }
+		start(t, r)
+		for _, x := range recs {
+			r.Record(x)
+		}
+		eventually(t, "every record accounted for", func() bool {
+			return r.Written()+r.Dropped()+r.Rejected() == uint64(len(recs))
+		})
+		return r, &onReject
+	}
+
+	for _, d := range storetest.Dialects {
+		t.Run(d, func(t *testing.T) {
+			t.Run("bad bytes stored replaced", func(t *testing.T) {
+				st := storetest.Open(t, d, nil)
+				w := &batchSizes{Writer: st}
+				r, _ := run(t, w, batch(nulModel), nil)
+				if r.Written() != 7 || r.Dropped() != 0 || r.Rejected() != 0 {
+					t.Fatalf("written %d, dropped %d, rejected %d; want 7 written", r.Written(), r.Dropped(), r.Rejected())
+				}
+				if n1, n2 := len(countOrg(t, st, 1)), len(countOrg(t, st, 2)); n1 != 3 || n2 != 3 {
+					t.Fatalf("stored %d records of org 1 and %d of org 2, want 3 and 3", n1, n2)
+				}
+				got := countOrg(t, st, 3)
+				if len(got) != 1 || got[0].Address != "\uFFFD" || got[0].UpstreamModel != "Qwen\uFFFD\uFFFD" || got[0].Status != 403 {
+					t.Fatalf("the bad record: %+v", got)
+				}
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				if len(w.sizes) != 1 {
+					t.Fatalf("batches %v: want one of 7", w.sizes)
+				}
+			})
+
+			t.Run("refused row dropped alone", func(t *testing.T) {
+				st := storetest.Open(t, d, nil)
+				storetest.RefuseUsageStatus(t, st, 1000)
+				refused := tenant(1, 99)
+				refused.Status = 5000
+				w := &batchSizes{Writer: st}
+				logs := &syncBuffer{}
+				r, onReject := run(t, w, batch(refused, nulModel), slog.New(slog.NewTextHandler(logs, nil)))
+				if r.Written() != 7 || r.Rejected() != 1 || onReject.Load() != 1 || r.Dropped() != 0 {
+					t.Fatalf("written %d, rejected %d (OnReject %d), dropped %d; want 7, 1, 0",
+						r.Written(), r.Rejected(), onReject.Load(), r.Dropped())
+				}
+				n1, n2, n3 := len(countOrg(t, st, 1)), len(countOrg(t, st, 2)), len(countOrg(t, st, 3))
+				if n1 != 3 || n2 != 3 || n3 != 1 {
+					t.Fatalf("stored %d, %d, %d records of orgs 1, 2, 3; want 3, 3, 1", n1, n2, n3)
+				}
+				w.mu.Lock()
+				sizes := append([]int(nil), w.sizes...)
+				w.mu.Unlock()
+				// The batch once (not retried whole: it would fail again),
+				// then each of its 8 rows.
+				if want := []int{8, 1, 1, 1, 1, 1, 1, 1, 1}; !slices.Equal(sizes, want) {
+					t.Fatalf("inserts %v, want %v", sizes, want)
+				}
+				if !strings.Contains(logs.String(), "usage records rejected") || !strings.Contains(logs.String(), "rejected=1") {
+					t.Fatalf("no log line for the rejected record:\n%s", logs.String())
+				}
+			})
+
+			t.Run("store gone during the row-by-row retry", func(t *testing.T) {
+				st := storetest.Open(t, d, nil)
+				storetest.RefuseUsageStatus(t, st, 1000)
+				refused := tenant(1, 99)
+				refused.Status = 5000
+				w := &batchSizes{Writer: &closeOnError{DB: st}}
+				r, onReject := run(t, w, batch(refused), nil)
+				if r.Dropped() != 7 || r.Written() != 0 || r.Rejected() != 0 || onReject.Load() != 0 {
+					t.Fatalf("dropped %d, written %d, rejected %d; want all 7 dropped", r.Dropped(), r.Written(), r.Rejected())
+				}
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				if want := []int{7, 1}; !slices.Equal(w.sizes, want) {
+					t.Fatalf("inserts %v, want %v: one row tried, then the rest dropped", w.sizes, want)
+				}
+			})
+		})
+	}
+
+	t.Run("store down: no row-by-row", func(t *testing.T) {
+		down := storetest.Open(t, "sqlite", nil)
+		if err := down.Close(); err != nil {
+			t.Fatal(err)
+		}
+		w := &batchSizes{Writer: down}
+		r := usage.New(w, usage.Config{Batch: 5, Interval: time.Hour}, nil)
+		start(t, r)
+		for i := range 10 {
+			r.Record(rec(i))
+		}
+		eventually(t, "both batches dropped", func() bool { return r.Dropped() == 10 })
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if want := []int{5, 5, 5, 5}; !slices.Equal(w.sizes, want) || r.Rejected() != 0 {
+			t.Fatalf("inserts %v (want %v: each batch tried twice, whole), rejected %d", w.sizes, want, r.Rejected())
+		}
+	})
+}
+
+// closeOnError is a real store that closes itself when a write fails: the
+// database going away between a batch and its row-by-row retry.
+type closeOnError struct{ *sqlstore.DB }
+
+func (c *closeOnError) InsertUsage(ctx context.Context, recs []store.UsageRecord) error {
+	err := c.DB.InsertUsage(ctx, recs)
+	if err != nil {
+		c.DB.Close()
+	}
+	return err
 }
