@@ -72,29 +72,38 @@ func UpstreamHostProblem(host string, allowLinkLocal bool) string {
 // upstreamHostRefusal explains why host may not be an upstream, or is "".
 // Only literal addresses and well-known names are judged: resolving a name
 // here would be defeated by DNS rebinding and would fail for names that
-// only resolve where rolter runs.
+// only resolve where rolter runs (the dialers judge resolved addresses).
+// The host is judged as the resolver will see it (netguard.Host: IDNA maps
+// 169。254。169。254 to 169.254.169.254). The unspecified addresses are
+// refused even when link-local upstreams are allowed.
 func upstreamHostRefusal(host string, allowLinkLocal bool) string {
-	h := strings.TrimSuffix(strings.ToLower(host), ".")
-	if allowLinkLocal {
-		return ""
+	h, err := netguard.Host(host)
+	if err != nil {
+		return "is not a valid host name (IDNA)"
 	}
-	if netguard.MetadataName(h) {
-		return "names a cloud metadata endpoint; refused unless link-local upstreams are allowed"
-	}
-	ip, err := netip.ParseAddr(strings.Trim(h, "[]"))
+	ip, err := netip.ParseAddr(h)
 	if err != nil {
 		labels := strings.Split(h, ".")
+		numeric := true
 		for _, l := range labels {
-			if !numericLabel.MatchString(l) {
-				return ""
-			}
+			numeric = numeric && numericLabel.MatchString(l)
 		}
-		return "must be a host name or a canonical IP address"
+		switch {
+		case numeric:
+			return "must be a host name or a canonical IP address"
+		case !allowLinkLocal && netguard.MetadataName(h):
+			return "names a cloud metadata endpoint; refused unless link-local upstreams are allowed"
+		}
+		return ""
 	}
-	if netguard.MetadataAddr(ip) {
+	switch {
+	case netguard.Unspecified(ip):
+		return "is an unspecified address (0.0.0.0 or ::), which as a destination means this host; give the upstream's own address"
+	case allowLinkLocal:
+		return ""
+	case netguard.MetadataAddr(ip):
 		return "names a cloud metadata endpoint; refused unless link-local upstreams are allowed"
-	}
-	if netguard.LinkLocal(ip) {
+	case netguard.LinkLocal(ip):
 		return "is a link-local address (e.g. 169.254.169.254, the cloud metadata endpoint); refused unless link-local upstreams are allowed"
 	}
 	return ""
