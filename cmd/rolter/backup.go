@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/backup"
+	"github.com/rolter/rolter/internal/store/sqlstore"
 )
 
 func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -93,6 +94,10 @@ See docs/backup.md for what a restore does not bring back.
 		return err
 	}
 	fmt.Fprintf(stdout, "rolter: restored %s into the %s; start the gateway again\n", file, backup.Describe(sf.store, sf.dataDir))
+	// A restore creates the store 0600 but keeps an existing file's mode.
+	for _, f := range sqlstore.LooseFiles(sf.store, sf.dataDir) {
+		fmt.Fprintf(stderr, "rolter: warning: %s is mode %#o: other users can read the keys in it; run chmod 600 on it\n", f.Path, f.Mode)
+	}
 	return nil
 }
 

@@ -106,6 +106,33 @@ func TestBackupRestoreCmdErrors(t *testing.T) {
 	}
 }
 
+// TestScenario30_FileModes_RestoreWarns: a restore keeps the mode of an
+// existing store file, and says so when others may read it.
+func TestScenario30_FileModes_RestoreWarns(t *testing.T) {
+	cmdEnv(t)
+	dir := t.TempDir()
+	data, out := filepath.Join(dir, "data"), filepath.Join(dir, "backups")
+	orgNames(t, data, "acme")
+	code, stdout, stderr := runCmd(t, "backup", "--data-dir", data, "--out", out)
+	m := backupLine.FindStringSubmatch(stdout)
+	if code != 0 || m == nil {
+		t.Fatalf("backup: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	db := filepath.Join(data, sqlstore.SQLiteFile)
+	code, _, stderr = runCmd(t, "restore", "--data-dir", data, m[1])
+	if code != 0 || stderr != "" {
+		t.Fatalf("restore into a 0600 store: exit %d, stderr %q", code, stderr)
+	}
+	if err := os.Chmod(db, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCmd(t, "restore", "--data-dir", data, m[1])
+	want := "rolter: warning: " + db + " is mode 0644: other users can read the keys in it; run chmod 600 on it\n"
+	if code != 0 || !strings.HasPrefix(stderr, want) {
+		t.Fatalf("restore into a 0644 store: exit %d, stderr %q, want it to start %q", code, stderr, want)
+	}
+}
+
 func TestHumanSize(t *testing.T) {
 	for n, want := range map[int64]string{
 		0: "0 B", 1023: "1023 B", 1024: "1.0 KB", 123 * 1024: "123 KB",

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"modernc.org/sqlite"
+
+	"github.com/rolter/rolter/internal/store/sqlstore"
 )
 
 // backuper and restorer are the online backup entry points of the
@@ -88,6 +90,11 @@ func restoreSQLite(ctx context.Context, file, path string) error {
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("backup: create data dir: %w", err)
+	}
+	// A new store file is 0600, and so are the -wal and -shm SQLite makes
+	// beside it; an existing one keeps its mode.
+	if err := sqlstore.CreateSQLiteFile(path); err != nil {
+		return fmt.Errorf("backup: %w", err)
 	}
 	return copyIn(ctx, raw, path)
 }

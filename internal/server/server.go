@@ -125,6 +125,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	sqlstore.WarnLooseFiles(log, cfg.Store, cfg.DataDir)
 	s := &Server{cfg: cfg, log: log, db: db, done: make(chan error, 1)}
 	if err := s.prepare(ctx); err != nil {
 		db.Close()

@@ -57,7 +57,8 @@ var _ store.Store = (*DB)(nil)
 // Open connects to the store named by spec and applies pending migrations.
 // spec is "sqlite" (the file rolter.db in dataDir), "sqlite:PATH", or a
 // postgres:// / postgresql:// URL. sealer encrypts provider secrets at rest;
-// nil stores them as plain text.
+// nil stores them as plain text. A SQLite database it creates is 0600, and
+// so are its -wal and -shm files (see CreateSQLiteFile).
 func Open(ctx context.Context, spec, dataDir string, sealer *secret.Sealer) (*DB, error) {
 	if sealer == nil {
 		sealer = &secret.Sealer{}
@@ -74,6 +75,9 @@ func Open(ctx context.Context, spec, dataDir string, sealer *secret.Sealer) (*DB
 				return nil, fmt.Errorf("store: create data dir: %w", err)
 			}
 			path = filepath.Join(dataDir, SQLiteFile)
+		}
+		if err := CreateSQLiteFile(path); err != nil {
+			return nil, err
 		}
 		s.dialect = dialectSQLite
 		// foreign_keys is per connection, so it goes in the DSN; WAL lets
