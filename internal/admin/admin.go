@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
 )
@@ -143,9 +144,9 @@ var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthor
 // the admin error shape too.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setSecurityHeaders(w.Header())
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, ok := secret.Bearer(r.Header.Get("Authorization"))
 	snap := h.svc.snap.Current()
-	if !ok || snap == nil || !snap.AdminAuthorized(strings.TrimSpace(token)) {
+	if !ok || snap == nil || !snap.AdminAuthorized(token) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rolter-admin"`)
 		h.writeError(w, r, errUnauthorized)
 		return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rolter/rolter/internal/modelfield"
 	"github.com/rolter/rolter/internal/resolve"
+	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
 )
 
@@ -15,8 +16,8 @@ import (
 // x-api-key (Anthropic SDKs send the latter).
 func authenticate(s *snapshot.Snapshot, r *http.Request, now time.Time) (*snapshot.VirtualKey, bool) {
 	tok := r.Header.Get("x-api-key")
-	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		tok = strings.TrimSpace(v)
+	if v, ok := secret.Bearer(r.Header.Get("Authorization")); ok {
+		tok = v
 	}
 	if tok == "" || s == nil {
 		return nil, false

@@ -116,3 +116,15 @@ func unmarshalJSONString(b []byte, dst *string) error {
 	}
 	return nil
 }
+
+// Bearer returns the token of an "Authorization: Bearer <token>" header
+// value. The scheme is matched case-insensitively (RFC 7235 §2.1), and the
+// token is trimmed; ok is false for another scheme or an empty token.
+func Bearer(header string) (token string, ok bool) {
+	const scheme = "bearer "
+	if len(header) < len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
+		return "", false
+	}
+	token = strings.TrimSpace(header[len(scheme):])
+	return token, token != ""
+}

@@ -97,3 +97,28 @@ func TestSeal(t *testing.T) {
 		t.Fatal("unknown format accepted")
 	}
 }
+
+// TestScenario33_BearerSchemeIsCaseInsensitive: RFC 7235 auth schemes are
+// case-insensitive; the token itself is not.
+func TestScenario33_BearerSchemeIsCaseInsensitive(t *testing.T) {
+	for _, c := range []struct {
+		in, tok string
+		ok      bool
+	}{
+		{"Bearer abc", "abc", true},
+		{"bearer abc", "abc", true},
+		{"BEARER abc", "abc", true},
+		{"bEaReR  abc ", "abc", true},
+		{"Bearer AbC", "AbC", true},
+		{"Basic abc", "", false},
+		{"Bearer ", "", false},
+		{"Bearer", "", false},
+		{"Bearerabc", "", false},
+		{"", "", false},
+	} {
+		tok, ok := Bearer(c.in)
+		if tok != c.tok || ok != c.ok {
+			t.Errorf("Bearer(%q) = %q, %v; want %q, %v", c.in, tok, ok, c.tok, c.ok)
+		}
+	}
+}
