@@ -103,6 +103,18 @@ func envOr(name, def string) string {
 	return def
 }
 
+// durationInto parses a flag or environment value into d.
+func durationInto(d *time.Duration) func(string) error {
+	return func(v string) error {
+		p, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration such as 30s", v)
+		}
+		*d = p
+		return nil
+	}
+}
+
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
@@ -135,6 +147,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Gateway.Cooldown.Base, "cooldown-base", 5*time.Second, "first cooldown; also a 429 without Retry-After")
 	fs.DurationVar(&cfg.Gateway.Cooldown.Max, "cooldown-max", 5*time.Minute, "cap of the doubling cooldown (a Retry-After is honoured as sent)")
 	fs.IntVar(&cfg.Usage.Buffer, "usage-buffer", 10000, "usage records held for the store; beyond, they are dropped and counted")
+	fs.Func("body-timeout", "how long a client may take to send its request body; then 408 and the connection closes (default 30s, env ROLTER_BODY_TIMEOUT)",
+		durationInto(&cfg.Gateway.BodyTimeout))
+	fs.Func("client-write-timeout", "how long one write to a client that stopped reading may block; then the request is cancelled as client_slow (default 60s, env ROLTER_CLIENT_WRITE_TIMEOUT)",
+		durationInto(&cfg.Gateway.ClientWriteTimeout))
+	fs.DurationVar(&cfg.Gateway.CredentialCooldown, "credential-cooldown", 10*time.Minute, "how long a pool key the upstream refused (401/403) is left out; editing the key ends it")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send its request headers")
 	fs.BoolVar(&cfg.AllowLinkLocalUpstreams, "allow-link-local-upstreams", false, "allow provider base_urls on link-local and cloud metadata addresses")
 	fs.DurationVar(&cfg.Fleet.Controller.Interval, "fleet-probe-interval", 10*time.Second, "how often the fleet controller probes each host's /health and /v1/models")
@@ -143,6 +160,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Fleet.Handler.ProxyHeader, "fleet-proxy-header", "", "header carrying a GPU box's address (e.g. X-Forwarded-For); read only from --fleet-trusted-proxies")
 	trusted := fs.String("fleet-trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose --fleet-proxy-header is believed")
 	fs.StringVar(&logLevel, "log-level", envOr("ROLTER_LOG_LEVEL", "info"), "debug, info, warn or error (env ROLTER_LOG_LEVEL)")
+	cfg.Gateway.BodyTimeout, cfg.Gateway.ClientWriteTimeout = 30*time.Second, 60*time.Second
+	for _, e := range []struct {
+		env string
+		d   *time.Duration
+	}{{"ROLTER_BODY_TIMEOUT", &cfg.Gateway.BodyTimeout}, {"ROLTER_CLIENT_WRITE_TIMEOUT", &cfg.Gateway.ClientWriteTimeout}} {
+		if v := os.Getenv(e.env); v != "" {
+			if err := durationInto(e.d)(v); err != nil {
+				return fmt.Errorf("%s: %w", e.env, err)
+			}
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -206,6 +234,9 @@ func checkServeFlags(cfg *server.Config) error {
 		{"cooldown-base", cfg.Gateway.Cooldown.Base},
 		{"cooldown-max", cfg.Gateway.Cooldown.Max},
 		{"read-header-timeout", cfg.ReadHeaderTimeout},
+		{"body-timeout", cfg.Gateway.BodyTimeout},
+		{"client-write-timeout", cfg.Gateway.ClientWriteTimeout},
+		{"credential-cooldown", cfg.Gateway.CredentialCooldown},
 		{"fleet-probe-interval", cfg.Fleet.Controller.Interval},
 	} {
 		if c.v <= 0 {

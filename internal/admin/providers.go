@@ -35,6 +35,7 @@ type ProviderInput struct {
 	Models           []string       `json:"models,omitempty" yaml:"models"`
 	FirstByteTimeout store.Duration `json:"first_byte_timeout,omitempty" yaml:"first_byte_timeout"`
 	IdleTimeout      store.Duration `json:"idle_timeout,omitempty" yaml:"idle_timeout"`
+	ForwardHeaders   []string       `json:"forward_headers,omitempty" yaml:"forward_headers"`
 	Keys             []KeyInput     `json:"keys,omitempty" yaml:"keys"`
 }
 
@@ -59,6 +60,7 @@ type ProviderPatch struct {
 	Models           *[]string       `json:"models"`
 	FirstByteTimeout *store.Duration `json:"first_byte_timeout"`
 	IdleTimeout      *store.Duration `json:"idle_timeout"`
+	ForwardHeaders   *[]string       `json:"forward_headers"`
 }
 
 // ProviderView is a provider as the API shows it: key ids and weights,
@@ -73,6 +75,7 @@ type ProviderView struct {
 	Models           []string       `json:"models,omitempty"`
 	FirstByteTimeout store.Duration `json:"first_byte_timeout,omitempty"`
 	IdleTimeout      store.Duration `json:"idle_timeout,omitempty"`
+	ForwardHeaders   []string       `json:"forward_headers,omitempty"`
 	Keys             []KeyView      `json:"keys"`
 	CreatedAt        time.Time      `json:"created_at"`
 	UpdatedAt        time.Time      `json:"updated_at"`
@@ -101,7 +104,7 @@ func (s *Service) providerView(p store.Provider) ProviderView {
 func providerView(p store.Provider) ProviderView {
 	v := ProviderView{Slug: p.Slug, Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, MetadataSource: p.MetadataSource,
 		ContextLimit: p.ContextLimit, Models: p.Models, FirstByteTimeout: p.Settings.FirstByteTimeout,
-		IdleTimeout: p.Settings.IdleTimeout, Keys: []KeyView{}, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, DeletedAt: p.DeletedAt}
+		IdleTimeout: p.Settings.IdleTimeout, ForwardHeaders: p.Settings.ForwardHeaders, Keys: []KeyView{}, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, DeletedAt: p.DeletedAt}
 	for _, k := range p.Keys {
 		v.Keys = append(v.Keys, KeyView{ID: k.ID, Weight: k.Weight, CreatedAt: k.CreatedAt})
 	}
@@ -173,6 +176,62 @@ func checkProvider(fe fieldErrors, p *store.Provider, allowLinkLocal bool) {
 			fe.add(fmt.Sprintf("models[%d]", i), "must not be empty")
 		}
 	}
+	p.Settings.ForwardHeaders = checkForwardHeaders(fe, p.Settings.ForwardHeaders)
+}
+
+// maxForwardHeaders bounds a provider's forward_headers list.
+const maxForwardHeaders = 16
+
+// neverForwarded are headers the gateway owns on the upstream request:
+// credentials, framing, hop-by-hop, and its own request id. No
+// forward_headers entry may name or match one.
+var neverForwarded = []string{"Authorization", "X-Api-Key", "Cookie", "Host", "Content-Length", "Content-Type",
+	"Content-Encoding", "Transfer-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade",
+	"Proxy-Authorization", "Proxy-Authenticate", "Proxy-Connection", "Accept-Encoding", "X-Request-Id", "X-Rolter-Provider"}
+
+// checkForwardHeaders validates header names (RFC 9110 tokens, a trailing
+// "*" for a prefix) and returns them in canonical form.
+func checkForwardHeaders(fe fieldErrors, hs []string) []string {
+	if len(hs) > maxForwardHeaders {
+		fe.add("forward_headers", "at most %d entries", maxForwardHeaders)
+		return hs
+	}
+	out := make([]string, 0, len(hs))
+	for i, h := range hs {
+		field := fmt.Sprintf("forward_headers[%d]", i)
+		name, prefix := strings.CutSuffix(h, "*")
+		if name == "" || len(h) > 64 || !isToken(name) || prefix && !strings.HasSuffix(name, "-") {
+			fe.add(field, "must be a header name of up to 64 characters, or a prefix ending in \"-*\" such as \"X-Trace-*\"")
+			continue
+		}
+		canon := http.CanonicalHeaderKey(name)
+		if prefix {
+			canon = http.CanonicalHeaderKey(name + "x")
+			canon = canon[:len(canon)-1]
+		}
+		for _, n := range neverForwarded {
+			if n == canon || prefix && strings.HasPrefix(n, canon) {
+				fe.add(field, "covers %s, which the gateway sets itself: credentials, framing and hop-by-hop headers are never forwarded", n)
+				break
+			}
+		}
+		if prefix {
+			canon += "*"
+		}
+		out = append(out, canon)
+	}
+	return out
+}
+
+// isToken reports whether s is an RFC 9110 token (a header name).
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func contains(list []string, v string) bool {
@@ -195,7 +254,7 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 	fe := fieldErrors{}
 	p := &store.Provider{OrgID: o.ID, Slug: in.Slug, Name: in.Name, Kind: in.Kind, BaseURL: in.BaseURL,
 		MetadataSource: in.MetadataSource, ContextLimit: in.ContextLimit, Models: in.Models,
-		Settings: store.ProviderSettings{FirstByteTimeout: in.FirstByteTimeout, IdleTimeout: in.IdleTimeout}}
+		Settings: store.ProviderSettings{FirstByteTimeout: in.FirstByteTimeout, IdleTimeout: in.IdleTimeout, ForwardHeaders: in.ForwardHeaders}}
 	if p.MetadataSource == "" {
 		p.MetadataSource = MetadataConfigured
 	}
@@ -275,6 +334,9 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 	}
 	if in.IdleTimeout != nil {
 		p.Settings.IdleTimeout = *in.IdleTimeout
+	}
+	if in.ForwardHeaders != nil {
+		p.Settings.ForwardHeaders = *in.ForwardHeaders
 	}
 	var warnings []string
 	if in.Slug != nil && *in.Slug != p.Slug {

@@ -76,7 +76,8 @@ func startGateway(ctx context.Context, exe, mockURL string, routes int) (*gatewa
 
 	base := "/admin/v1/orgs/" + orgName
 	if _, err := g.adminCall(ctx, http.MethodPost, base+"/providers", map[string]any{
-		"name": "bench mock", "slug": mockSlug, "kind": "vllm", "base_url": mockURL + "/v1"}, nil); err != nil {
+		"name": "bench mock", "slug": mockSlug, "kind": "vllm", "base_url": mockURL + "/v1",
+		"forward_headers": []string{"X-Demo-*"}}, nil); err != nil { // the mock is shaped by x-demo-* headers
 		return nil, err
 	}
 	if g.createRoute, err = g.adminCall(ctx, http.MethodPost, base+"/projects/"+projectName+"/routes", map[string]any{

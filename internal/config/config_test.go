@@ -423,7 +423,7 @@ func TestApplyFull(t *testing.T) {
 		}
 		lv := h.provider(t, "acme", "local-vllm") // slug derived from "Local vLLM"
 		if lv.Name != "Local vLLM" || lv.Kind != "vllm" || lv.BaseURL != "http://10.0.0.5:8000/v1" ||
-			lv.MetadataSource != "upstream" || len(lv.Keys) != 0 || lv.Settings != (store.ProviderSettings{}) {
+			lv.MetadataSource != "upstream" || len(lv.Keys) != 0 || !reflect.DeepEqual(lv.Settings, store.ProviderSettings{}) {
 			t.Errorf("local-vllm = %+v", *lv)
 		}
 		cl := h.provider(t, "globex", "claude")

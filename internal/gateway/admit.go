@@ -26,7 +26,7 @@ func (g *Gateway) status(p *providerRT) metadata.Status {
 		}
 	}
 	if p.upstream {
-		return metadata.Status{Reason: "no probe has completed yet"}
+		return metadata.Status{Reason: metadata.ReasonNoProbe, Class: metadata.ClassNotProbed}
 	}
 	return metadata.Status{Ready: true}
 }
@@ -58,7 +58,11 @@ func (g *Gateway) admit(x *exchange, body []byte) ([]byte, func(), *apiError) {
 		if !st.Ready {
 			x.down[i] = true
 			if reason == "" {
-				reason = "provider " + quoteModel(tg.provider.slug) + " is not ready: " + st.Reason
+				// The class only: st.Reason may quote an upstream's error
+				// text (a connection string, an internal address). The
+				// details are logged and in the admin readiness view.
+				reason = "provider " + quoteModel(tg.provider.slug) + " is not ready (" + string(st.Class) +
+					"); the operator's readiness view says why"
 			}
 			continue
 		}

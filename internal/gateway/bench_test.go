@@ -67,7 +67,8 @@ func newBenchEnv(b *testing.B, routes int) *benchEnv {
 	up := httptest.NewServer(demo.New(demo.Options{}))
 	b.Cleanup(up.Close)
 	p := &store.Provider{OrgID: org.ID, Slug: "demo", Name: "demo", Kind: "vllm", BaseURL: up.URL + "/v1", MetadataSource: "configured",
-		Keys: []store.ProviderKey{{Secret: secret.New("sk-demo"), Weight: 1}}}
+		Settings: store.ProviderSettings{ForwardHeaders: []string{"X-Demo-*"}},
+		Keys:     []store.ProviderKey{{Secret: secret.New("sk-demo"), Weight: 1}}}
 	benchCheck(b, db.CreateProvider(ctx, p))
 	benchCheck(b, db.CreateRoute(ctx, &store.Route{ProjectID: proj.ID, Model: "bench", Strategy: "weighted",
 		Targets: []store.Target{{ProviderID: p.ID, UpstreamModel: demo.ModelID, Weight: 1}}}))

@@ -261,18 +261,57 @@ func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last result, max
 	x.writeError(w, e)
 }
 
-// hop-by-hop and credential headers never cross the gateway.
-var dropRequest = map[string]bool{
-	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
-	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-	"Authorization": true, "X-Api-Key": true, "Cookie": true, "Content-Length": true, "Accept-Encoding": true,
-	"Host": true,
+// forwardHeaders are the client headers an upstream sees; everything else
+// stays at the gateway. An allowlist, because the operator's key pays: a
+// client must not pick what it bills to (OpenAI-Organization,
+// OpenAI-Project) nor send anything else the operator did not choose.
+var forwardHeaders = map[string][]string{
+	"":          {"Accept", "Openai-Beta"},                         // OpenAI-compatible kinds (canonical keys)
+	"anthropic": {"Accept", "Anthropic-Version", "Anthropic-Beta"}, // Messages API
 }
+
+// upstreamHeaders sets the headers of an upstream request: the allowlisted
+// client headers for the target's kind, JSON as the content type whatever
+// the client declared (curl's default form encoding would be refused), and
+// the request id.
+func upstreamHeaders(dst, src http.Header, p *providerRT, requestID string) {
+	allow := forwardHeaders[""]
+	if p.kind == "anthropic" {
+		allow = forwardHeaders["anthropic"]
+	}
+	for _, k := range allow {
+		if vs := src[k]; len(vs) > 0 {
+			dst[k] = vs
+		}
+	}
+	// The operator's additions (settings.forward_headers, validated by the
+	// admin API to exclude credentials and framing).
+	for _, k := range p.forward {
+		if vs := src[k]; len(vs) > 0 {
+			dst[k] = vs
+		}
+	}
+	if len(p.forwardPrefixes) > 0 {
+		for k, vs := range src {
+			for _, pre := range p.forwardPrefixes {
+				if strings.HasPrefix(k, pre) {
+					dst[k] = vs
+				}
+			}
+		}
+	}
+	dst["Content-Type"] = jsonContentType
+	dst["X-Request-Id"] = []string{requestID}
+}
+
+var jsonContentType = []string{"application/json"}
 
 var dropResponse = map[string]bool{
 	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
 	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-	"Content-Length": true, "Set-Cookie": true,
+	"Content-Length": true, "Set-Cookie": true, "Server": true,
+	// The client sees the gateway's request id, not the upstream's.
+	"X-Request-Id": true,
 }
 
 func copyHeaders(dst, src http.Header, drop map[string]bool) {
@@ -338,7 +377,7 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 	if upstreamModel == "" {
 		upstreamModel = x.model
 	}
-	x.upstreamModel = upstreamModel
+	x.upstreamModel = capModel(upstreamModel)
 	cross := x.crossKind(tg)
 	if cross {
 		body = x.translated
@@ -356,7 +395,7 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 	if err != nil {
 		return result{class: ClassConnect}
 	}
-	copyHeaders(req.Header, r.Header, dropRequest)
+	upstreamHeaders(req.Header, r.Header, tg.provider, x.requestID)
 	setCredential(req.Header, tg, key)
 	wd := newWatchdog(tg.provider.firstByteTimeout, tg.provider.idleTimeout, cancel)
 	defer wd.stop()
@@ -421,7 +460,7 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 	}
 	wd.stop()
 	if m, ok, _ := modelfield.Get(body); ok && m != "" {
-		x.upstreamModel = m
+		x.upstreamModel = capModel(m)
 	}
 	if cross {
 		if !json.Valid(body) {

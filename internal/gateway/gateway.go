@@ -14,11 +14,15 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -37,7 +41,18 @@ type Config struct {
 	FirstByteTimeout time.Duration // per attempt, until the first response byte (default 300s); per provider override
 	IdleTimeout      time.Duration // between stream events (default 120s); per provider override
 	MaxResponse      int64         // non-streamed response body limit (default 64 MiB)
-	Cooldown         cooldown.Config
+	// BodyTimeout bounds how long a client may take to send its request
+	// body; then it gets 408 and the connection closes (default 30s).
+	BodyTimeout time.Duration
+	// ClientWriteTimeout bounds one write to the client (an event, a
+	// response): a client that stops reading is cancelled as client_slow
+	// after it, and no upstream is blamed (default 60s).
+	ClientWriteTimeout time.Duration
+	// CredentialCooldown is how long a pool key the upstream refused with
+	// 401 or 403 stays out of rotation (default 10m); editing the key's
+	// secret ends it.
+	CredentialCooldown time.Duration
+	Cooldown           cooldown.Config
 	// AllowLinkLocal lets the gateway dial link-local and cloud metadata
 	// addresses; by default a base URL whose name resolves to one fails at
 	// dial time.
@@ -63,6 +78,15 @@ func (c *Config) defaults() {
 	if c.MaxResponse <= 0 {
 		c.MaxResponse = 64 << 20
 	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = 30 * time.Second
+	}
+	if c.ClientWriteTimeout <= 0 {
+		c.ClientWriteTimeout = 60 * time.Second
+	}
+	if c.CredentialCooldown <= 0 {
+		c.CredentialCooldown = 10 * time.Minute
+	}
 }
 
 // UsageSink receives one record per request; it must not block.
@@ -84,9 +108,13 @@ type Gateway struct {
 	mu        sync.Mutex // serialises table rebuilds
 	mux       *http.ServeMux
 	// states remembers deployments' health and load by (provider, model)
-	// across configuration changes; nstates bounds it.
-	states  sync.Map
-	nstates atomic.Int64
+	// across configuration changes; nstates and stateBytes bound it, and
+	// sweep forgets what nobody uses (table.go).
+	states     sync.Map
+	nstates    atomic.Int64
+	stateBytes atomic.Int64
+	sweepMu    sync.Mutex
+	lastSweep  atomic.Int64 // clock nanoseconds
 	// limiters hold each route's in-flight count across table rebuilds.
 	limiters sync.Map // route id -> *policy.Limiter
 	ready    Readiness
@@ -181,13 +209,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.Serv
 
 // exchange is the state of one client request as it moves along the path.
 type exchange struct {
-	start    time.Time
-	key      *snapshot.VirtualKey
-	model    string // as the client sent it: the stable caller address
-	stream   bool
-	endpoint string // upstream path under base_url, e.g. "/chat/completions"
-	plan     *routePlan
-	down     []bool // per plan target: not routable (health or metadata)
+	start     time.Time
+	requestID string // the client's X-Request-Id, or one made up; echoed and logged
+	key       *snapshot.VirtualKey
+	model     string // as the client sent it: the stable caller address
+	stream    bool
+	endpoint  string // upstream path under base_url, e.g. "/chat/completions"
+	plan      *routePlan
+	down      []bool // per plan target: not routable (health or metadata)
 	// anthropic: the client speaks the Messages API (/v1/messages).
 	anthropic bool
 	// translated is the request in the other API's shape, for targets of
@@ -216,7 +245,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	g.metrics.inFlight.Inc()
 	defer g.metrics.inFlight.Dec()
 	t := g.table.Load()
-	x := &exchange{start: time.Now(), endpoint: r.URL.Path[len("/v1"):]}
+	x := &exchange{start: time.Now(), endpoint: r.URL.Path[len("/v1"):], requestID: requestID(r.Header)}
+	w.Header().Set("X-Request-Id", x.requestID)
 
 	x.anthropic = strings.HasPrefix(x.endpoint, "/messages")
 	key, ok := authenticate(t.snap, r, x.start)
@@ -262,26 +292,80 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	g.account(x)
 }
 
+// requestID returns the client's X-Request-Id when it is a sane token (1 to
+// 128 visible ASCII characters), else a new random one, so a caller can
+// find its request in the gateway's and the upstream's logs.
+func requestID(h http.Header) string {
+	if id := h.Get("X-Request-Id"); id != "" && len(id) <= 128 {
+		ok := true
+		for i := 0; i < len(id) && ok; i++ {
+			ok = id[i] > ' ' && id[i] < 0x7f
+		}
+		if ok {
+			return id
+		}
+	}
+	var b [16]byte
+	return string(strconv.AppendUint(append(b[:0], "req-"...), rand.Uint64(), 36))
+}
+
+// initialBody is the most a declared Content-Length may allocate before
+// the bytes arrive: a client that declares 32 MiB and sends one byte holds
+// this much, not 32 MiB.
+const initialBody = 64 << 10
+
 // readBody reads the whole request body once, refusing more than MaxBody
-// before any upstream is dialled.
+// before any upstream is dialled, and giving up after BodyTimeout.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	if r.ContentLength > g.cfg.MaxBody {
 		return nil, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body exceeds the gateway's limit")
 	}
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(g.cfg.BodyTimeout)) == nil
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead) // one allocation, no regrowth
+		// The declared length is the client's claim: grow as bytes arrive.
+		buf.Grow(int(min(r.ContentLength, initialBody)) + bytes.MinRead)
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, g.cfg.MaxBody))
+	if deadline {
+		// The connection's reads must not time out while the response
+		// streams: the server watches them for the client going away.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	body := buf.Bytes()
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		return nil, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body exceeds the gateway's limit")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.Header().Set("Connection", "close")
+		return nil, newError(http.StatusRequestTimeout, "body_timeout",
+			"the request body did not arrive within "+g.cfg.BodyTimeout.String())
 	case err != nil:
 		return nil, newError(http.StatusBadRequest, "invalid_request", "could not read the request body")
 	}
 	return body, nil
+}
+
+// MaxModelLen caps the model string a client may send, in bytes. Every
+// address the gateway serves (route names, slug/model, group/model) fits
+// well within it.
+const MaxModelLen = 256
+
+// capModel cuts an upstream-chosen model id (a discovered id, the model a
+// response names) to MaxModelLen bytes at a character boundary, so the
+// x-rolter-upstream-model header and usage rows stay bounded whatever an
+// upstream answers.
+func capModel(m string) string {
+	if len(m) <= MaxModelLen {
+		return m
+	}
+	cut := MaxModelLen
+	for cut > 0 && !utf8.RuneStart(m[cut]) {
+		cut--
+	}
+	return strings.Clone(m[:cut]) // do not pin the upstream's whole body
 }
 
 // parse finds the model and the stream flag without decoding the body.
@@ -295,12 +379,18 @@ func (x *exchange) parse(body []byte) *apiError {
 	}
 	model, ok, err := modelfield.Get(body)
 	switch {
-	case err != nil && !ok:
-		return newError(http.StatusBadRequest, "invalid_request", "the request body must be a JSON object")
+	case errors.Is(err, modelfield.ErrNotString):
+		return newError(http.StatusBadRequest, "invalid_request", "model must be a string")
 	case err != nil:
-		return newError(http.StatusBadRequest, "invalid_request", "\"model\" must be a string")
+		return newError(http.StatusBadRequest, "invalid_request", "the request body must be a JSON object")
 	case !ok || model == "":
 		return newError(http.StatusBadRequest, "invalid_request", "\"model\" is required")
+	case len(model) > MaxModelLen:
+		// Refused before anything is keyed by it: no deployment state,
+		// metric series or usage row ever holds a client string longer
+		// than the cap.
+		return newError(http.StatusBadRequest, "invalid_model",
+			"model is "+strconv.Itoa(len(model))+" bytes; the limit is "+strconv.Itoa(MaxModelLen))
 	}
 	x.model = model
 	x.stream = streamRequested(body)
@@ -340,6 +430,6 @@ func (g *Gateway) account(x *exchange) {
 	if !g.log.Enabled(context.Background(), slog.LevelDebug) {
 		return // building the attributes costs allocations per request
 	}
-	g.log.Debug("request", "address", rec.AddressKind, "route", rec.Route, "provider", provider, "upstream_model", x.upstreamModel,
+	g.log.Debug("request", "request_id", x.requestID, "address", rec.AddressKind, "route", rec.Route, "provider", provider, "upstream_model", x.upstreamModel,
 		"status", x.status, "class", x.class, "attempts", x.attempts, "took", rec.Latency)
 }

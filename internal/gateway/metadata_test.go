@@ -138,7 +138,7 @@ func TestAmbiguousMetadataFailsClosed(t *testing.T) {
 	e.serve(8192, "A", "A-lora")
 	h.probe()
 	st, _, _, body := h.call("chat")
-	if st != 503 || !strings.Contains(body, `"code":"metadata_unavailable"`) || !strings.Contains(body, "2 models") {
+	if st != 503 || !strings.Contains(body, `"code":"metadata_unavailable"`) || !strings.Contains(body, "metadata_unusable") || strings.Contains(body, "2 models") {
 		t.Fatalf("two models: %d %s", st, body)
 	}
 	if _, ok := h.models()["chat"]; ok {

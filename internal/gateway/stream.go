@@ -29,7 +29,7 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 	x.ttft = time.Since(x.start)
 	if ev.Data != nil {
 		if m, ok, _ := modelfield.Get(ev.Data); ok && m != "" {
-			x.upstreamModel = m
+			x.upstreamModel = capModel(m)
 		}
 	}
 	h := w.Header()

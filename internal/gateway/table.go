@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rolter/rolter/internal/balancer"
@@ -30,6 +32,9 @@ type table struct {
 	// target, with their pool context.
 	routeModels map[*snapshot.Route]modelEntry
 	pin         balancer.Selector // for single-target plans
+	// routed are the deployments some route targets: their state never
+	// expires while the route exists.
+	routed map[targetID]bool
 }
 
 // routePlan is an address ready to balance: a route's targets, a group's
@@ -68,27 +73,87 @@ type targetRT struct {
 type deployState struct {
 	stats   *balancer.Stats
 	breaker *cooldown.Breaker
+	// used is when a request last named the deployment (clock nanoseconds,
+	// coarse: refreshed at most once a second), so state nobody uses can
+	// expire.
+	used atomic.Int64
 }
 
-// maxStates bounds remembered deployments: provider and group addresses
-// let clients name models, and each named model is a deployment. Beyond the
-// bound a deployment gets fresh state per request (no memory growth).
-const maxStates = 50_000
+// Provider and group addresses let clients name models, and each named
+// model is a deployment with its own state. The remembered deployments are
+// bounded in count and in bytes; beyond either bound a deployment gets
+// fresh state per request (health is not remembered, memory does not grow).
+// Deployments no route targets and no request named for stateTTL are
+// forgotten.
+const (
+	maxStates     = 50_000
+	maxStateBytes = 16 << 20
+	stateTTL      = 10 * time.Minute
+	// stateOverhead estimates one entry's bytes beside its model string:
+	// the map entry, key, deployState, breaker and stats.
+	stateOverhead = 384
+)
+
+func stateCost(id targetID) int64 { return stateOverhead + int64(len(id.model)) }
 
 // state returns the lasting state of a deployment, creating it on first use.
 func (g *Gateway) state(id targetID) *deployState {
+	now := g.clock.Now().UnixNano()
 	if v, ok := g.states.Load(id); ok {
-		return v.(*deployState)
+		st := v.(*deployState)
+		st.touch(now)
+		return st
 	}
 	st := &deployState{stats: &balancer.Stats{}, breaker: cooldown.New(g.cfg.Cooldown, g.clock)}
-	if g.nstates.Load() >= maxStates {
-		return st
+	st.used.Store(now)
+	cost := stateCost(id)
+	full := func() bool { return g.nstates.Load() >= maxStates || g.stateBytes.Load()+cost > maxStateBytes }
+	if full() || now-g.lastSweep.Load() > int64(stateTTL/2) {
+		g.sweep(now)
+		if full() {
+			return st
+		}
 	}
 	v, loaded := g.states.LoadOrStore(id, st)
 	if !loaded {
 		g.nstates.Add(1)
+		g.stateBytes.Add(cost)
 	}
 	return v.(*deployState)
+}
+
+func (st *deployState) touch(now int64) {
+	// A store per request would make every caller of a hot deployment
+	// write one shared cache line; once a second is plenty for expiry.
+	if now-st.used.Load() > int64(time.Second) {
+		st.used.Store(now)
+	}
+}
+
+// sweep forgets deployments that no route of the current table targets and
+// that nobody named for stateTTL. It runs at most once a second (a full map
+// under attack does not make every request scan it).
+func (g *Gateway) sweep(now int64) {
+	if !g.sweepMu.TryLock() {
+		return
+	}
+	defer g.sweepMu.Unlock()
+	if last := g.lastSweep.Load(); last != 0 && now-last < int64(time.Second) {
+		return
+	}
+	g.lastSweep.Store(now)
+	var routed map[targetID]bool
+	if t := g.table.Load(); t != nil {
+		routed = t.routed
+	}
+	g.states.Range(func(k, v any) bool {
+		id, st := k.(targetID), v.(*deployState)
+		if !routed[id] && now-st.used.Load() > int64(stateTTL) && g.states.CompareAndDelete(id, st) {
+			g.nstates.Add(-1)
+			g.stateBytes.Add(-stateCost(id))
+		}
+		return true
+	})
 }
 
 // providerRT is a provider with its endpoint facts and key pool.
@@ -102,6 +167,9 @@ type providerRT struct {
 	keys             []*keyRT
 	upstream         bool // metadata_source "upstream": model and context are discovered
 	contextLimit     int  // configured context; 0: unknown
+	// forward and forwardPrefixes are the operator's forward_headers:
+	// canonical names, and the prefixes of entries ending in "*".
+	forward, forwardPrefixes []string
 }
 
 // keyRT is one pool key; auth is the precomputed header value.
@@ -117,7 +185,7 @@ type keyRT struct {
 func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 	t := &table{snap: s, routes: map[*snapshot.Route]*routePlan{}, groups: map[*snapshot.Group]balancer.Selector{},
 		providers: map[int64]*providerRT{}, keys: map[int64]*keyRT{}, models: map[*snapshot.Org][]modelEntry{},
-		routeModels: map[*snapshot.Route]modelEntry{}}
+		routeModels: map[*snapshot.Route]modelEntry{}, routed: map[targetID]bool{}}
 	t.pin, _ = balancer.New("")
 	if prev == nil {
 		prev = &table{keys: map[int64]*keyRT{}}
@@ -190,6 +258,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 				serving := false
 				for _, tg := range r.Targets {
 					target := g.target(t, tg.Provider.ID, tg.UpstreamModel)
+					t.routed[target.id] = true
 					target.ctxLimit = tg.ContextLimit
 					plan.targets = append(plan.targets, target)
 					plan.weights = append(plan.weights, tg.Weight)
@@ -219,6 +288,13 @@ func (g *Gateway) providerRT(p *snapshot.Provider, prev, t *table) *providerRT {
 	}
 	if d := time.Duration(p.Settings.IdleTimeout); d > 0 {
 		rt.idleTimeout = d
+	}
+	for _, h := range p.Settings.ForwardHeaders {
+		if pre, ok := strings.CutSuffix(h, "*"); ok {
+			rt.forwardPrefixes = append(rt.forwardPrefixes, pre)
+		} else {
+			rt.forward = append(rt.forward, http.CanonicalHeaderKey(h))
+		}
 	}
 	for _, k := range p.Keys {
 		kr := &keyRT{id: k.ID, weight: k.Weight, auth: "Bearer " + k.Secret.Reveal(), secret: k.Secret.Reveal()}

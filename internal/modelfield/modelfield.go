@@ -31,7 +31,9 @@ import (
 // recursive scanner grow the stack without bound.
 const maxDepth = 10000
 
-var errNotString = errors.New("modelfield: model is not a JSON string")
+// ErrNotString is Get's error for a "model" member whose value is not a JSON
+// string (a number, an object, null...).
+var ErrNotString = errors.New("modelfield: model is not a JSON string")
 
 // syntaxError is built only on the error path, so its allocation never touches
 // a well-formed request.
@@ -172,7 +174,7 @@ func Get(doc []byte) (model string, ok bool, err error) {
 		return "", false, err
 	}
 	if doc[start] != '"' {
-		return "", false, errNotString
+		return "", false, ErrNotString
 	}
 	raw := doc[start+1 : end-1]
 	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {

@@ -31,10 +31,14 @@ func (s *Server) mountDemo(ctx context.Context, mux *http.ServeMux, svc *admin.S
 		host = "127.0.0.1"
 	}
 	base := "http://" + net.JoinHostPort(host, port) + "/demo/v1"
+	// The simulator is shaped per request by x-demo-* headers, which the
+	// gateway forwards only because the provider says so.
+	forward := []string{"X-Demo-*"}
 	_, err = svc.CreateProvider(ctx, DefaultOrg, admin.ProviderInput{
-		Name: "rolter demo upstream", Slug: DemoProvider, Kind: "vllm", BaseURL: base, Models: []string{DemoModel}})
+		Name: "rolter demo upstream", Slug: DemoProvider, Kind: "vllm", BaseURL: base, Models: []string{DemoModel},
+		ForwardHeaders: forward})
 	if isConflict(err) {
-		_, err = svc.UpdateProvider(ctx, DefaultOrg, DemoProvider, admin.ProviderPatch{BaseURL: &base}, false)
+		_, err = svc.UpdateProvider(ctx, DefaultOrg, DemoProvider, admin.ProviderPatch{BaseURL: &base, ForwardHeaders: &forward}, false)
 	}
 	if err != nil {
 		return fmt.Errorf("--demo: register provider %q in org %q: %w", DemoProvider, DefaultOrg, err)

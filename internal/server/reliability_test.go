@@ -215,7 +215,7 @@ func TestScenario18_SecretHygiene(t *testing.T) {
 		return out
 	}
 	mustDo(201, "POST", "/admin/v1/orgs/default/providers", adminTok,
-		`{"name":"hyg","kind":"vllm","base_url":"`+demoBase+`","models":["demo-model"],"keys":[{"secret":"`+providerKey+`"}]}`)
+		`{"name":"hyg","kind":"vllm","base_url":"`+demoBase+`","models":["demo-model"],"forward_headers":["X-Demo-*"],"keys":[{"secret":"`+providerKey+`"}]}`)
 	mustDo(201, "POST", "/admin/v1/orgs/default/providers", adminTok,
 		`{"name":"broken","kind":"vllm","base_url":"`+demoBase+`","keys":[{"secret":"`+providerKey+`-2"}]}`)
 	mustDo(201, "POST", "/admin/v1/orgs/default/projects/default/routes", adminTok,

@@ -384,6 +384,10 @@ func accessLog(log *slog.Logger, next http.Handler) http.Handler {
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
-		log.Info("http", "method", r.Method, "path", r.URL.Path, "status", sw.status, "took", time.Since(start))
+		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status, "took", time.Since(start)}
+		if id := sw.Header().Get("X-Request-Id"); id != "" { // set by the data path
+			attrs = append(attrs, "request_id", id)
+		}
+		log.Info("http", attrs...)
 	})
 }

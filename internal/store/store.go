@@ -97,6 +97,10 @@ type Provider struct {
 type ProviderSettings struct {
 	FirstByteTimeout Duration `json:"first_byte_timeout,omitempty"`
 	IdleTimeout      Duration `json:"idle_timeout,omitempty"`
+	// ForwardHeaders are client headers the operator lets through to this
+	// provider beside the built-in allowlist; a trailing "*" matches a
+	// prefix ("X-Demo-*").
+	ForwardHeaders []string `json:"forward_headers,omitempty"`
 }
 
 // ProviderKey is one upstream credential in a provider's pool.
