@@ -586,6 +586,7 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 		ap.Error = strings.Join(errs, "; ")
 		r.Applied = append(r.Applied, ap)
 	}
+	r.Clip() // within the gateway's bounds, or it refuses the whole report
 	body, err := json.Marshal(r)
 	if err != nil {
 		a.log.Error("encode report", "error", err)

@@ -354,7 +354,8 @@ func TestControllerFollowsTheAppliedAssignment(t *testing.T) {
 	must(t, st.CreateHost(ctx, h, nil))
 	// The box reports the current revision: it is recorded as applied.
 	rev := Revision(h)
-	must(t, st.RecordHostReport(ctx, h.ID, rev, store.HostReport{}, &store.AppliedAssignment{Revision: rev, Port: port, Recipe: h.Recipe}, time.Now()))
+	must(t, st.RecordHostReports(ctx, []store.HostReportEntry{{HostID: h.ID, Applied: rev,
+		Current: &store.AppliedAssignment{Revision: rev, Port: port, Recipe: h.Recipe}}}, time.Now()))
 	c := NewController(st, ControllerConfig{FailAfter: 2}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	c.Sweep(ctx)
 	contextOf := func() int {
@@ -387,7 +388,8 @@ func TestControllerFollowsTheAppliedAssignment(t *testing.T) {
 	must(t, st.UpdateHost(ctx, x, nil))
 	x, _ = st.GetHost(ctx, org.ID, h.ID)
 	rev2 := Revision(x)
-	must(t, st.RecordHostReport(ctx, h.ID, rev2, store.HostReport{}, &store.AppliedAssignment{Revision: rev2, Port: port2, Recipe: x.Recipe}, time.Now()))
+	must(t, st.RecordHostReports(ctx, []store.HostReportEntry{{HostID: h.ID, Applied: rev2,
+		Current: &store.AppliedAssignment{Revision: rev2, Port: port2, Recipe: x.Recipe}}}, time.Now()))
 	c.Sweep(ctx)
 	if y, _ := st.GetHost(ctx, org.ID, h.ID); y.State != store.HostServing || contextOf() != 32768 {
 		t.Fatalf("after apply: state %s, context %d (want serving, 32768)", y.State, contextOf())

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -54,11 +56,18 @@ const (
 	codeUnauthorized = "unauthorized"
 	codeUnavailable  = "store_unavailable"
 	codeBadRequest   = "invalid_request"
+	codeBadReport    = "invalid_report"
 	codeInternal     = "internal_error"
 )
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+// writeFieldErrors answers 400 naming each bad field; messages never
+// quote the values.
+func writeFieldErrors(w http.ResponseWriter, code, msg string, fields map[string]string) {
+	writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"code": code, "message": msg, "fields": fields}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -184,15 +193,28 @@ func (h *Handler) config(w http.ResponseWriter, r *http.Request) {
 }
 
 // report records what a box applied and discovered, for its own hosts
-// only.
+// only. The report is checked whole first (ParseReport: bounds, unknown
+// fields, one entry per host); a bad one is refused with 400 and nothing
+// is written. A good one is written in one transaction.
 func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 	orgID, ip, ok := h.authenticate(w, r)
 	if !ok {
 		return
 	}
-	var rep fleetapi.Report
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&rep); err != nil {
-		writeError(w, http.StatusBadRequest, codeBadRequest, "the body must be a JSON report")
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, fleetapi.MaxReportBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeFieldErrors(w, codeBadReport, "the report is too large", map[string]string{"": fmt.Sprintf("the body is over %d bytes", fleetapi.MaxReportBody)})
+			return
+		}
+		writeError(w, http.StatusBadRequest, codeBadRequest, "the body could not be read")
+		return
+	}
+	rep, fe := fleetapi.ParseReport(body)
+	if fe != nil {
+		h.log.Warn("fleet report refused", "ip", ip, "fields", len(fe))
+		writeFieldErrors(w, codeBadReport, "the report is invalid; nothing was recorded", fe)
 		return
 	}
 	hosts, err := h.st.ListHostsByIP(r.Context(), orgID, ip)
@@ -204,33 +226,26 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
 	for i := range hosts {
 		byID[hosts[i].ID] = &hosts[i]
 	}
-	accepted := 0
+	entries := make([]store.HostReportEntry, 0, len(rep.Applied))
 	for _, a := range rep.Applied {
 		host := byID[a.HostID]
 		if host == nil {
 			continue // not this box's host (retired, or another address)
 		}
 		current := Revision(host)
-		hr := store.HostReport{Discovered: rep.Discovered, Error: truncate(a.Error, 2048)}
-		var running *store.AppliedAssignment
+		e := store.HostReportEntry{HostID: host.ID, Applied: a.Revision,
+			Report: store.HostReport{Discovered: rep.Discovered, Error: a.Error}}
 		if a.Revision == current {
-			running = &store.AppliedAssignment{Revision: current, Port: host.Port, Recipe: host.Recipe}
+			e.Current = &store.AppliedAssignment{Revision: current, Port: host.Port, Recipe: host.Recipe}
 		}
-		if err := h.st.RecordHostReport(r.Context(), host.ID, truncate(a.Revision, 64), hr, running, h.now()); err != nil {
-			h.storeError(w, r, err)
-			return
-		}
-		accepted++
+		entries = append(entries, e)
 		if a.Revision != "" && a.Revision != current {
 			h.log.Info("fleet host runs an older revision", "host", host.ID, "applied", a.Revision, "current", current)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"accepted": accepted})
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+	if err := h.st.RecordHostReports(r.Context(), entries, h.now()); err != nil {
+		h.storeError(w, r, err)
+		return
 	}
-	return s
+	writeJSON(w, http.StatusOK, map[string]int{"accepted": len(entries)})
 }

@@ -292,6 +292,17 @@ type HostReport struct {
 	Error      string              `json:"error,omitempty"`
 }
 
+// HostReportEntry is one host's part of a box's report.
+type HostReportEntry struct {
+	HostID int64
+	// Applied is the revision the box runs for the host; "" when none.
+	Applied string
+	Report  HostReport
+	// Current is set when the box runs the current revision: it is
+	// recorded as the applied assignment and the apply request is cleared.
+	Current *AppliedAssignment
+}
+
 // HostRegistration is what registering a serving host writes: the provider
 // the gateway uses to reach it and the target in its route.
 type HostRegistration struct {
@@ -431,10 +442,10 @@ type Store interface {
 	RequestApply(ctx context.Context, orgID, id int64) error
 	// TouchHosts sets last_config_fetch of ids to at.
 	TouchHosts(ctx context.Context, ids []int64, at time.Time) error
-	// RecordHostReport stores a box's report for one host. current is set
-	// when the box runs the current revision: it is recorded as the
-	// applied assignment and the apply request is cleared.
-	RecordHostReport(ctx context.Context, id int64, applied string, r HostReport, current *AppliedAssignment, at time.Time) error
+	// RecordHostReports stores a box's report, one entry per host, in one
+	// transaction: every entry is written or none. An entry whose host is
+	// gone is skipped.
+	RecordHostReports(ctx context.Context, entries []HostReportEntry, at time.Time) error
 	// RegisterHost makes a serving host reachable, in one transaction: it
 	// creates (or restores and updates) the host's vllm provider, creates
 	// its route if missing, adds the target, and sets the state serving.

@@ -171,16 +171,29 @@ func (s *DB) TouchHosts(ctx context.Context, ids []int64, at time.Time) error {
 	return s.classify(err, "")
 }
 
-// RecordHostReport implements store.Store.
-func (s *DB) RecordHostReport(ctx context.Context, id int64, applied string, r store.HostReport, current *store.AppliedAssignment, at time.Time) error {
-	ts := at.UTC().Truncate(time.Microsecond)
-	if current == nil {
-		return s.exec(ctx, s.db, "", `UPDATE hosts SET applied_revision = ?, report = ?, reported_at = ? WHERE id = ?`,
-			applied, jsonText(r), ts, id)
+// RecordHostReports implements store.Store.
+func (s *DB) RecordHostReports(ctx context.Context, entries []store.HostReportEntry, at time.Time) error {
+	if len(entries) == 0 {
+		return nil
 	}
-	return s.exec(ctx, s.db, "",
-		`UPDATE hosts SET applied_revision = ?, report = ?, reported_at = ?, applied_assignment = ?, apply_requested = FALSE WHERE id = ?`,
-		applied, jsonText(r), ts, jsonText(current), id)
+	ts := at.UTC().Truncate(time.Microsecond)
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		for _, e := range entries {
+			var err error
+			if e.Current == nil {
+				_, err = tx.ExecContext(ctx, s.q(`UPDATE hosts SET applied_revision = ?, report = ?, reported_at = ? WHERE id = ?`),
+					e.Applied, jsonText(e.Report), ts, e.HostID)
+			} else {
+				_, err = tx.ExecContext(ctx, s.q(
+					`UPDATE hosts SET applied_revision = ?, report = ?, reported_at = ?, applied_assignment = ?, apply_requested = FALSE WHERE id = ?`),
+					e.Applied, jsonText(e.Report), ts, jsonText(e.Current), e.HostID)
+			}
+			if err != nil {
+				return s.classify(err, "")
+			}
+		}
+		return nil
+	})
 }
 
 // hostProviderSlug is the slug the fleet gives a host's provider: "host-N",

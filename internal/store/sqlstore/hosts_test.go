@@ -140,7 +140,8 @@ func TestHostLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep := store.HostReport{Discovered: fleetapi.Discovered{GPU: "1x NVIDIA L4", GPUCount: 1, VRAMGB: 22.5}}
-		if err := s.RecordHostReport(ctx, h.ID, "abcd", rep, &store.AppliedAssignment{Revision: "abcd", Port: 8000, Recipe: h.Recipe}, at); err != nil {
+		if err := s.RecordHostReports(ctx, []store.HostReportEntry{{HostID: h.ID, Applied: "abcd", Report: rep,
+			Current: &store.AppliedAssignment{Revision: "abcd", Port: 8000, Recipe: h.Recipe}}}, at); err != nil {
 			t.Fatal(err)
 		}
 		again, _ = s.GetHost(ctx, o.ID, h.ID)
