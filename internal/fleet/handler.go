@@ -28,27 +28,53 @@ type HandlerConfig struct {
 	TrustedProxies []netip.Prefix
 }
 
-// Handler serves GET /vllm/config and POST /vllm/report.
+// Handler serves GET /vllm/config and POST /vllm/report. The fleet key
+// is checked before anything else about a request (method, path, proxy
+// header, body), so a caller without one learns nothing but 401.
 type Handler struct {
 	st  store.Store
 	cfg HandlerConfig
 	log *slog.Logger
 	now func() time.Time
-	mux *http.ServeMux
 }
 
 // NewHandler returns the fleet endpoints over st.
 func NewHandler(st store.Store, cfg HandlerConfig, log *slog.Logger) *Handler {
-	h := &Handler{st: st, cfg: cfg, log: log, now: time.Now, mux: http.NewServeMux()}
-	h.mux.HandleFunc("GET "+fleetapi.ConfigPath, h.config)
-	h.mux.HandleFunc("POST "+fleetapi.ReportPath, h.report)
-	return h
+	return &Handler{st: st, cfg: cfg, log: log, now: time.Now}
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	h.mux.ServeHTTP(w, r)
+	orgID, ok := h.authenticate(w, r)
+	if !ok {
+		return
+	}
+	var serve func(http.ResponseWriter, *http.Request, int64, string)
+	switch {
+	case r.URL.Path == fleetapi.ConfigPath && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		serve = h.config
+	case r.URL.Path == fleetapi.ReportPath && r.Method == http.MethodPost:
+		serve = h.report
+	case r.URL.Path == fleetapi.ConfigPath:
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, codeMethod, "use GET")
+		return
+	case r.URL.Path == fleetapi.ReportPath:
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, codeMethod, "use POST")
+		return
+	default:
+		writeError(w, http.StatusNotFound, codeNotFound, "no such fleet endpoint")
+		return
+	}
+	addr, okIP := h.SourceIP(r)
+	if !okIP {
+		writeError(w, http.StatusBadRequest, codeBadRequest,
+			"the box's address could not be determined: the proxy header is missing, malformed, or names only trusted proxies (--fleet-trusted-proxies must hold proxies, never boxes)")
+		return
+	}
+	serve(w, r, orgID, addr.String())
 }
 
 // Error codes of the fleet endpoints.
@@ -57,6 +83,8 @@ const (
 	codeUnavailable  = "store_unavailable"
 	codeBadRequest   = "invalid_request"
 	codeBadReport    = "invalid_report"
+	codeMethod       = "method_not_allowed"
+	codeNotFound     = "not_found"
 	codeInternal     = "internal_error"
 )
 
@@ -118,23 +146,19 @@ func (h *Handler) trusted(a netip.Addr) bool {
 }
 
 // authenticate returns the org of the fleet key in r; ok is false after it
-// has answered.
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (orgID int64, ip string, ok bool) {
-	addr, okIP := h.SourceIP(r)
-	if !okIP {
-		writeError(w, http.StatusBadRequest, codeBadRequest,
-			"the box's address could not be determined: the proxy header is missing, malformed, or names only trusted proxies (--fleet-trusted-proxies must hold proxies, never boxes)")
-		return 0, "", false
-	}
-	ip = addr.String()
+// has answered. It reads nothing of r but the key and the peer address
+// (for the log), so it can run before every other check.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (orgID int64, ok bool) {
 	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	token = strings.TrimSpace(token)
-	refuse := func(why string) (int64, string, bool) {
-		// The token is never logged, not even in part.
-		h.log.Warn("fleet key refused", "ip", ip, "path", r.URL.Path, "why", why)
+	refuse := func(why string) (int64, bool) {
+		// The token is never logged, not even in part; the peer is the
+		// direct connection (the box's own address is resolved only for
+		// a caller with a key).
+		h.log.Warn("fleet key refused", "peer", r.RemoteAddr, "path", r.URL.Path, "why", why)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rolter-fleet"`)
 		writeError(w, http.StatusUnauthorized, codeUnauthorized, "a valid fleet key is required: send Authorization: Bearer <fleet key>")
-		return 0, "", false
+		return 0, false
 	}
 	lookup, okTok := secret.Lookup(secret.PrefixFleetKey, token)
 	if !okTok {
@@ -146,12 +170,12 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (orgID in
 		return refuse("unknown or revoked")
 	case err != nil:
 		h.storeError(w, r, err)
-		return 0, "", false
+		return 0, false
 	}
 	if !k.Hash.Equal(secret.HashOf(token)) {
 		return refuse("wrong secret")
 	}
-	return k.OrgID, ip, true
+	return k.OrgID, true
 }
 
 func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -166,11 +190,7 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 
 // config answers a box with its assignments and records the fetch. An IP
 // with no hosts gets an empty list: the box waits for an operator.
-func (h *Handler) config(w http.ResponseWriter, r *http.Request) {
-	orgID, ip, ok := h.authenticate(w, r)
-	if !ok {
-		return
-	}
+func (h *Handler) config(w http.ResponseWriter, r *http.Request, orgID int64, ip string) {
 	hosts, err := h.st.ListHostsByIP(r.Context(), orgID, ip)
 	if err != nil {
 		h.storeError(w, r, err)
@@ -196,11 +216,7 @@ func (h *Handler) config(w http.ResponseWriter, r *http.Request) {
 // only. The report is checked whole first (ParseReport: bounds, unknown
 // fields, one entry per host); a bad one is refused with 400 and nothing
 // is written. A good one is written in one transaction.
-func (h *Handler) report(w http.ResponseWriter, r *http.Request) {
-	orgID, ip, ok := h.authenticate(w, r)
-	if !ok {
-		return
-	}
+func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip string) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, fleetapi.MaxReportBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
