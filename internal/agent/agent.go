@@ -64,7 +64,9 @@ type Config struct {
 	// is killed; default 30s.
 	StopGrace time.Duration
 	// HTTPClient talks to the gateway and downloads url weights; default a
-	// client of the agent's own that follows no redirects to the gateway.
+	// client of the agent's own. Whatever its CheckRedirect, the agent
+	// follows no redirect from the gateway (the fleet key stays there) and
+	// follows a download's redirects only under downloadRedirect's rules.
 	HTTPClient *http.Client
 	// Log receives the agent's log; default discarded.
 	Log *slog.Logger
@@ -155,19 +157,27 @@ func New(cfg Config) (*Agent, error) {
 		pending:    map[int64]string{},
 		state:      stateWriter{path: filepath.Join(cfg.StateDir, stateFile)},
 	}
+	base := http.Client{}
 	if cfg.HTTPClient != nil {
-		a.client, a.download = cfg.HTTPClient, cfg.HTTPClient
+		base = *cfg.HTTPClient // copies: the caller's client keeps its own policy
 	} else {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		a.own = append(a.own, tr)
-		a.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse // a 3xx is an error: the fleet key stays with the gateway
-		}}
-		a.download = &http.Client{Transport: tr}
+		base.Transport = tr
 	}
+	// Go's client forwards Authorization on a redirect to the same host
+	// name, any port: following one from the gateway would hand the fleet
+	// key to whatever listens there. A 3xx is an error instead.
+	gw := base
+	gw.CheckRedirect = noRedirect
+	a.client = &gw
+	dl := base
+	dl.CheckRedirect = downloadRedirect
+	dl.Jar = nil // a download sends no cookie
+	a.download = &dl
 	ltr := &http.Transport{DisableKeepAlives: true, Proxy: nil}
 	a.own = append(a.own, ltr)
-	a.local = &http.Client{Transport: ltr}
+	a.local = &http.Client{Transport: ltr, CheckRedirect: noRedirect}
 	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
 		a.log.Warn("the gateway URL is plain http: the fleet key and vLLM API keys cross the network unencrypted", "server", a.server)
 	}
@@ -175,6 +185,10 @@ func New(cfg Config) (*Agent, error) {
 }
 
 var errUnsupportedOS = errors.New("agent: runs on Linux only")
+
+// noRedirect makes a 3xx the answer: the caller sees the status, and no
+// request (or header of it) goes to the Location.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func isLoopback(host string) bool {
 	if host == "localhost" {
@@ -553,6 +567,9 @@ func (a *Agent) fetch(ctx context.Context) (*fleetapi.Config, error) {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return nil, errUnauthorized
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil, fmt.Errorf("GET %s: %s: redirects are not followed (the fleet key goes to the gateway only); set --server to the address it redirects to", fleetapi.ConfigPath, resp.Status)
 	default:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return nil, fmt.Errorf("GET %s: %s", fleetapi.ConfigPath, resp.Status)

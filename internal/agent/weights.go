@@ -242,6 +242,34 @@ func downloadURL(ctx context.Context, client *http.Client, rawURL, dir string) e
 	return nil
 }
 
+// maxDownloadRedirects bounds the hops of one download.
+const maxDownloadRedirects = 5
+
+// downloadRedirect is the download client's redirect policy. A url source
+// may redirect: mirrors and hubs answer with a 302 to blob storage or a
+// CDN, usually with a signed URL the mirror chose. Following is safe only
+// while the download carries no credential, since Go forwards
+// Authorization to the same host name on any port. The agent adds none
+// (no fleet key, no host key, no cookie jar), so the one credential a
+// download can carry is user:password in the source URL: such a download
+// follows no redirect. Nor does one from https to http, whose content an
+// on-path attacker could replace with weights of their choosing.
+func downloadRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxDownloadRedirects {
+		return fmt.Errorf("more than %d redirects", maxDownloadRedirects)
+	}
+	first := via[0]
+	if first.URL.User != nil || first.Header.Get("Authorization") != "" || first.Header.Get("Cookie") != "" {
+		return errors.New("redirected, and a download with credentials follows no redirect")
+	}
+	if via[len(via)-1].URL.Scheme == "https" && req.URL.Scheme != "https" {
+		return errors.New("redirected from https to plain http")
+	}
+	req.Header.Del("Authorization")
+	req.Header.Del("Cookie")
+	return nil
+}
+
 // redactURL drops credentials and the query (which may carry a signed
 // token) from a URL for a message.
 func redactURL(u *url.URL) string {
