@@ -255,6 +255,15 @@ func (b *Breaker) RateLimited(retryAfter time.Duration) {
 	b.coolFor(d)
 }
 
+// Refused records that the upstream refused the credential (401, 403): it
+// cools the breaker at once, from any state, for d (not capped at Max),
+// and releases the probe. Like RateLimited it never shortens a cooldown
+// and does not raise the backoff level: the key is not failing, it is
+// wrong until someone edits it.
+func (b *Breaker) Refused(d time.Duration) {
+	b.RateLimited(d)
+}
+
 // Abandon releases the probe of a request that ended without a verdict (the
 // client cancelled), so the next caller may probe. It counts as neither
 // success nor failure. It is a no-op when no probe is outstanding; call it

@@ -26,6 +26,8 @@ const (
 	ClassClientCancelled Class = "client_cancelled" // the client went away
 	ClassStreamBroken    Class = "stream_broken"    // failed after the first byte was sent
 	ClassIdleTimeout     Class = "idle_timeout"     // no event within the idle timeout, mid-stream
+	ClassCredential      Class = "credential"       // upstream 401/403: the pool key (or a keyless provider) is refused
+	ClassClientSlow      Class = "client_slow"      // the client stopped reading past the client write timeout
 )
 
 // verdict is what a failure class means for the request and the upstream.
@@ -33,6 +35,7 @@ type verdict struct {
 	retry      bool   // try another candidate, if any, before the first byte
 	penalise   bool   // counts against the target's breaker
 	rateLimit  bool   // cools the key (or keyless target) for Retry-After
+	credential bool   // cools the key (or keyless target) for the credential cooldown
 	status     int    // HTTP status when this class ends the request
 	clientCode string // stable error code for the client
 }
@@ -49,6 +52,11 @@ var verdicts = map[Class]verdict{
 	ClassClientCancelled: {status: 499, clientCode: "client_cancelled"},
 	ClassStreamBroken:    {penalise: true, status: http.StatusBadGateway, clientCode: "upstream_stream_error"},
 	ClassIdleTimeout:     {penalise: true, status: http.StatusGatewayTimeout, clientCode: "upstream_timeout"},
+	// The operator's key is wrong, not the caller's: another key or target
+	// may serve, and the client never sees the upstream's 401.
+	ClassCredential: {retry: true, credential: true, status: http.StatusBadGateway, clientCode: "upstream_auth_failed"},
+	// The client's fault: nobody upstream is blamed.
+	ClassClientSlow: {status: 499, clientCode: "client_slow"},
 }
 
 // Attempt-context causes, so that a cancelled upstream request can be told
@@ -93,6 +101,10 @@ func classifyStatus(code int) Class {
 		return ClassRateLimited
 	case code == http.StatusRequestTimeout:
 		return ClassRequestTimeout
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		// The gateway authenticated the caller; the upstream refusing is
+		// about the operator's credential.
+		return ClassCredential
 	case code >= 500, code >= 300 && code < 400:
 		// Redirects are never followed nor relayed: a Location header could
 		// reveal internal addresses to the client.

@@ -76,10 +76,10 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 		}
 		if res.class == ClassRateLimited {
 			maxRetryAfter = max(maxRetryAfter, res.retryAfter)
-			if key != nil {
-				triedKeys[key.id] = true // another key of the same target may still serve
-				continue
-			}
+		}
+		if (res.class == ClassRateLimited || res.class == ClassCredential) && key != nil {
+			triedKeys[key.id] = true // another key of the same target may still serve
+			continue
 		}
 		tried[i] = true
 	}
@@ -103,6 +103,17 @@ func (g *Gateway) judge(tg *targetRT, key *keyRT, tgProbe, keyProbe bool, res re
 			tg.breaker.RateLimited(res.retryAfter)
 			return
 		}
+	case v.credential:
+		g.metrics.credentialFailures.WithLabelValues(tg.provider.slug).Inc()
+		if key == nil {
+			tg.breaker.Refused(g.cfg.CredentialCooldown)
+			return
+		}
+		key.breaker.Refused(g.cfg.CredentialCooldown)
+		if tgProbe {
+			tg.breaker.Abandon()
+		}
+		return
 	case v.penalise:
 		tg.breaker.Failure()
 		if keyProbe {

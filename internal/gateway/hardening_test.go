@@ -10,12 +10,15 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/rolter/rolter/internal/cooldown"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -399,5 +402,90 @@ func TestScenario31_HeadersForwardedUpstream(t *testing.T) {
 	a := got[len(got)-1]
 	if a.Get("Anthropic-Version") != "2023-06-01" || a.Get("Anthropic-Beta") != "tools-2024" || a.Get("OpenAI-Beta") != "" || a.Get("OpenAI-Organization") != "" {
 		t.Errorf("anthropic upstream headers: %v", a)
+	}
+}
+
+// TestScenario25_RefusedPoolKey: an upstream 401/403 on a pool key is the
+// operator's credential failing, not the caller's: that key cools for the
+// credential cooldown, the request fails over to another key, the failure
+// is counted per provider, and when every key is refused the client gets
+// 502 upstream_auth_failed, never the upstream's 401.
+func TestScenario25_RefusedPoolKey(t *testing.T) {
+	h := newHarness(t, Config{CredentialCooldown: 10 * time.Minute})
+	var mu sync.Mutex
+	bad := map[string]bool{"Bearer sk-revoked": true, "Bearer sk-also-revoked": true}
+	calls := map[string]int{}
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		auth := r.Header.Get("Authorization")
+		mu.Lock()
+		calls[auth]++
+		refused := bad[auth]
+		mu.Unlock()
+		if refused {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided: sk-revo****","code":"invalid_api_key"}}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","model":"m","choices":[]}`)
+	})
+	pid := h.provider("pool", up.base(), store.ProviderSettings{}, "sk-revoked", "sk-good")
+	h.route("m", "", store.Target{ProviderID: pid, Weight: 1})
+	for i := range 100 {
+		resp := h.post("/v1/chat/completions", `{"model":"m","messages":[]}`)
+		if body := readAll(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d body %s", i, resp.StatusCode, body)
+		}
+	}
+	mu.Lock()
+	revokedCalls := calls["Bearer sk-revoked"]
+	mu.Unlock()
+	if revokedCalls > 1 {
+		t.Fatalf("the refused key was sent %d times; it should cool after the first", revokedCalls)
+	}
+	if n := counterValue(t, h.reg, "rolter_upstream_credential_failures_total", map[string]string{"provider": "pool"}); n != float64(revokedCalls) {
+		t.Fatalf("credential failures counted %v, want %d", n, revokedCalls)
+	}
+	if st := h.gw.table.Load().providers[pid]; st.keys[0].breaker.State() == cooldown.StateClosed &&
+		st.keys[1].breaker.State() == cooldown.StateClosed && revokedCalls == 1 {
+		t.Fatal("no key is cooling after a 401")
+	}
+	// The target itself stays healthy: other keys serve it.
+	for _, tg := range h.gw.table.Load().routes {
+		for _, x := range tg.targets {
+			if x.breaker.State() != cooldown.StateClosed {
+				t.Fatalf("the target was penalised: %s", x.breaker.State())
+			}
+		}
+	}
+
+	// Every key refused: 502 upstream_auth_failed, not the upstream's 401.
+	pid2 := h.provider("deadpool", up.base(), store.ProviderSettings{}, "sk-also-revoked")
+	h.route("m2", "", store.Target{ProviderID: pid2, Weight: 1})
+	resp := h.post("/v1/chat/completions", `{"model":"m2","messages":[]}`)
+	body := readAll(t, resp)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, `"code":"upstream_auth_failed"`) ||
+		strings.Contains(body, "Incorrect API key") || strings.Contains(body, "invalid_api_key") {
+		t.Fatalf("every key refused: status %d body %s", resp.StatusCode, body)
+	}
+
+	// Editing the key's secret ends its cooldown at once.
+	_, err := h.db.SQL().ExecContext(t.Context(), `UPDATE provider_keys SET secret = 'plain:sk-fixed' WHERE provider_id = `+strconv.FormatInt(pid2, 10))
+	must(t, err)
+	h.reload()
+	resp = h.post("/v1/chat/completions", `{"model":"m2","messages":[]}`)
+	if body := readAll(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("after the key was edited: status %d body %s", resp.StatusCode, body)
+	}
+	h.clock.Advance(time.Minute) // unedited keys stay out well past the failure cooldown
+	mu.Lock()
+	before := calls["Bearer sk-revoked"]
+	mu.Unlock()
+	for range 20 {
+		readAll(t, h.post("/v1/chat/completions", `{"model":"m","messages":[]}`))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["Bearer sk-revoked"] != before {
+		t.Fatal("the refused key was used again within its credential cooldown")
 	}
 }

@@ -18,6 +18,9 @@ type Metrics struct {
 	attempts   *prometheus.CounterVec
 	failovers  *prometheus.CounterVec
 	usageDrops prometheus.Counter
+	// credentialFailures counts upstream 401/403 answers to the
+	// operator's credentials, per provider: a revoked or wrong pool key.
+	credentialFailures *prometheus.CounterVec
 }
 
 // NewMetrics registers the data path metrics on reg.
@@ -45,8 +48,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		usageDrops: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rolter_usage_dropped_total", Help: "Usage records dropped: buffer full or store unavailable.",
 		}),
+		credentialFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rolter_upstream_credential_failures_total", Help: "Upstream 401/403 answers to a pool key (or a keyless provider), by provider.",
+		}, []string{"provider"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.ttft, m.inFlight, m.attempts, m.failovers, m.usageDrops)
+	reg.MustRegister(m.requests, m.latency, m.ttft, m.inFlight, m.attempts, m.failovers, m.usageDrops, m.credentialFailures)
 	return m
 }
 

@@ -298,7 +298,9 @@ func (g *Gateway) providerRT(p *snapshot.Provider, prev, t *table) *providerRT {
 	}
 	for _, k := range p.Keys {
 		kr := &keyRT{id: k.ID, weight: k.Weight, auth: "Bearer " + k.Secret.Reveal(), secret: k.Secret.Reveal()}
-		if old := prev.keys[k.ID]; old != nil {
+		// A key keeps its breaker across rebuilds until its secret is
+		// edited: a new secret starts clean (a refused one may work now).
+		if old := prev.keys[k.ID]; old != nil && old.secret == kr.secret {
 			kr.breaker = old.breaker
 		} else {
 			kr.breaker = cooldown.New(g.cfg.Cooldown, g.clock)
