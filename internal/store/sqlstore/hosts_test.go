@@ -339,3 +339,64 @@ func TestPoolCheckIsSerialised(t *testing.T) {
 		}
 	})
 }
+
+// TestRecordHostReports: a report's entries are written together; one for
+// a host that is gone is skipped; when one entry fails none is written.
+func TestRecordHostReports(t *testing.T) {
+	each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, nil)
+		o := mustOrg(t, s, "acme")
+		pj := mustProject(t, s, o.ID, "fleet")
+		var hs []*store.Host
+		for i := range 2 {
+			h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: "10.0.0.5", Port: 8000 + i, ModelName: "qwen3",
+				APIKey: secret.New(fmt.Sprintf("rh-abc_%d", i)), Recipe: testRecipe("Qwen/Qwen3-8B")}
+			if err := s.CreateHost(ctx, h, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.RequestApply(ctx, o.ID, h.ID); err != nil {
+				t.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+		get := func(id int64) *store.Host {
+			h, err := s.GetHost(ctx, o.ID, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return h
+		}
+		if d == "postgres" {
+			// PostgreSQL refuses a NUL in text: the second entry fails,
+			// so the first is not written either.
+			err := s.RecordHostReports(ctx, []store.HostReportEntry{
+				{HostID: hs[0].ID, Applied: "r1"}, {HostID: hs[1].ID, Applied: "bad\x00"}}, time.Now())
+			if err == nil {
+				t.Fatal("a NUL in text was stored")
+			}
+			if h := get(hs[0].ID); h.ReportedAt != nil || h.AppliedRevision != "" {
+				t.Fatalf("a failed report wrote its first entry: %+v", h)
+			}
+		}
+		at := time.Now().UTC().Truncate(time.Second)
+		err := s.RecordHostReports(ctx, []store.HostReportEntry{
+			{HostID: hs[0].ID, Applied: "r1", Current: &store.AppliedAssignment{Revision: "r1", Port: 8000, Recipe: hs[0].Recipe}},
+			{HostID: 999999, Applied: "gone"},
+			{HostID: hs[1].ID, Report: store.HostReport{Error: "does not fit"}},
+		}, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h0, h1 := get(hs[0].ID), get(hs[1].ID)
+		if h0.AppliedRevision != "r1" || h0.Applied == nil || h0.ApplyRequested || h0.ReportedAt == nil || !h0.ReportedAt.Equal(at) {
+			t.Errorf("current entry: %+v", h0)
+		}
+		if h1.Report.Error != "does not fit" || h1.Applied != nil || !h1.ApplyRequested || h1.ReportedAt == nil {
+			t.Errorf("entry without a current revision: %+v", h1)
+		}
+		if err := s.RecordHostReports(ctx, nil, at); err != nil {
+			t.Errorf("an empty report: %v", err)
+		}
+	})
+}
