@@ -58,8 +58,10 @@ const DefaultMaxTokens = 4096
 
 // Error is a translation failure the client caused: Field names the offending
 // field (e.g. "messages[2].content[0].type"), Message says why. The gateway
-// turns it into a 400.
-type Error struct{ Field, Message string }
+// turns it into a 400. Code is empty for a feature the other API cannot
+// represent (or a malformed field), CodeTooManyBlocks for a request over
+// MaxBlocks.
+type Error struct{ Field, Message, Code string }
 
 func (e *Error) Error() string {
 	if e.Field == "" {
@@ -88,22 +90,10 @@ func errf(field, format string, args ...any) *Error {
 	return &Error{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-// obj is a JSON object whose values are decoded on demand.
-type obj map[string]json.RawMessage
-
 // isNull reports whether raw is absent or the JSON null.
 func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(bytes.TrimSpace(raw)) == "null"
 }
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 
 // kind names the JSON type of raw, for error messages.
 func kind(raw json.RawMessage) string {
@@ -124,127 +114,6 @@ func kind(raw json.RawMessage) string {
 		return "null"
 	}
 	return "a number"
-}
-
-// decodeObj decodes raw as a JSON object. Keys that hold null are removed,
-// so that an explicit null reads as an absent field everywhere.
-func decodeObj(raw json.RawMessage, path string) (obj, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || bytes.TrimSpace(raw)[0] != '{' {
-		return nil, errf(path, "must be an object, not %s", kind(raw))
-	}
-	var o obj
-	if err := json.Unmarshal(raw, &o); err != nil {
-		return nil, errf(path, "invalid JSON: %v", err)
-	}
-	for k, v := range o {
-		if isNull(v) {
-			delete(o, k)
-		}
-	}
-	return o, nil
-}
-
-// checkKeys rejects any key of o outside allowed, so that no field is
-// dropped without a decision.
-func (o obj) checkKeys(path string, allowed ...string) error {
-	var bad []string
-	for k := range o {
-		ok := false
-		for _, a := range allowed {
-			if k == a {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			bad = append(bad, k)
-		}
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	// Report the smallest key so that the message is deterministic.
-	k := bad[0]
-	for _, b := range bad[1:] {
-		if b < k {
-			k = b
-		}
-	}
-	return errf(join(path, k), "is not supported by this translation")
-}
-
-func (o obj) has(key string) bool { _, ok := o[key]; return ok }
-
-func (o obj) str(key, path string) (string, bool, error) {
-	raw, ok := o[key]
-	if !ok {
-		return "", false, nil
-	}
-	var s string
-	if len(bytes.TrimSpace(raw)) == 0 || bytes.TrimSpace(raw)[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", false, errf(join(path, key), "must be a string, not %s", kind(raw))
-	}
-	return s, true, nil
-}
-
-func (o obj) reqStr(key, path string) (string, error) {
-	s, ok, err := o.str(key, path)
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "", errf(join(path, key), "is required")
-	}
-	return s, nil
-}
-
-func (o obj) boolean(key, path string) (bool, bool, error) {
-	raw, ok := o[key]
-	if !ok {
-		return false, false, nil
-	}
-	var b bool
-	if err := json.Unmarshal(raw, &b); err != nil {
-		return false, false, errf(join(path, key), "must be a boolean, not %s", kind(raw))
-	}
-	return b, true, nil
-}
-
-// number returns the raw JSON of a numeric field, validated.
-func (o obj) number(key, path string) (json.RawMessage, bool, error) {
-	raw, ok := o[key]
-	if !ok {
-		return nil, false, nil
-	}
-	var f float64
-	if kind(raw) != "a number" || json.Unmarshal(raw, &f) != nil {
-		return nil, false, errf(join(path, key), "must be a number, not %s", kind(raw))
-	}
-	return json.RawMessage(bytes.TrimSpace(raw)), true, nil
-}
-
-func (o obj) integer(key, path string) (int64, bool, error) {
-	raw, ok := o[key]
-	if !ok {
-		return 0, false, nil
-	}
-	var n int64
-	if kind(raw) != "a number" || json.Unmarshal(raw, &n) != nil {
-		return 0, false, errf(join(path, key), "must be an integer, not %s", kind(raw))
-	}
-	return n, true, nil
-}
-
-func (o obj) array(key, path string) ([]json.RawMessage, bool, error) {
-	raw, ok := o[key]
-	if !ok {
-		return nil, false, nil
-	}
-	var a []json.RawMessage
-	if kind(raw) != "an array" || json.Unmarshal(raw, &a) != nil {
-		return nil, false, errf(join(path, key), "must be an array, not %s", kind(raw))
-	}
-	return a, true, nil
 }
 
 // marshal encodes v without HTML escaping, so that text passes through as

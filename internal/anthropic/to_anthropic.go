@@ -1,8 +1,29 @@
 package anthropic
 
 import (
-	"encoding/json"
-	"strings"
+	"bytes"
+	"strconv"
+)
+
+// The members each kind of OpenAI object may have (see obj).
+var (
+	keysChatRequest = []string{"model", "messages", "stream", "stream_options",
+		"max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "stop",
+		"tools", "tool_choice", "parallel_tool_calls", "user",
+		// accepted only at a neutral value (see neutral)
+		"n", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
+		"logit_bias", "response_format", "store", "modalities"}
+	keysChatMessage  = []string{"role", "content", "tool_call_id", "tool_calls", "refusal"}
+	keysPart         = []string{"type", "text", "image_url", "refusal"}
+	keysImageURL     = []string{"url", "detail"}
+	keysToolCall     = []string{"id", "type", "function"}
+	keysFunctionCall = []string{"name", "arguments"}
+	keysFunctionTool = []string{"type", "function"}
+	keysFunctionDef  = []string{"name", "description", "parameters", "strict"}
+	keysType         = []string{"type"}
+	keysStreamOpts   = []string{"include_usage"}
+	keysName         = []string{"name"}
+	keysNone         = []string{}
 )
 
 // ToAnthropic translates an OpenAI chat.completions request body into an
@@ -17,34 +38,29 @@ import (
 //
 // Unrepresentable features (n > 1, logprobs, response_format other than
 // text, seed, penalties, logit_bias, audio and file parts, strict tools,
-// legacy functions, ...) are an *Error naming the field.
+// legacy functions, ...) are an *Error naming the field; so is a request of
+// more than MaxBlocks content parts and tool calls. Like ToOpenAI, it reads
+// the body in place and writes the output as it walks.
 func ToAnthropic(body []byte) ([]byte, error) {
-	req, err := decodeObj(body, "")
-	if err != nil {
-		if e, ok := err.(*Error); ok {
-			e.Field = "body"
-		}
+	var req obj
+	if err := decodeBody(&req, body, keysChatRequest); err != nil {
 		return nil, err
 	}
+	var root path
 	// Fields that are accepted only at a value that asks for nothing.
-	if err := neutral(req); err != nil {
+	if err := neutral(&req); err != nil {
 		return nil, err
 	}
-	if err := req.checkKeys("", "model", "messages", "stream", "stream_options",
-		"max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "stop",
-		"tools", "tool_choice", "parallel_tool_calls", "user"); err != nil {
+	if err := req.checkKeys(root, keysChatRequest...); err != nil {
 		return nil, err
 	}
-	out := map[string]any{}
-	model, err := req.reqStr("model", "")
+	model, err := req.reqStr("model", root)
 	if err != nil {
 		return nil, err
 	}
-	out["model"] = model
-
 	maxTokens := int64(DefaultMaxTokens)
 	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
-		if n, ok, err := req.integer(k, ""); err != nil {
+		if n, ok, err := req.integer(k, root); err != nil {
 			return nil, err
 		} else if ok {
 			if n < 1 {
@@ -53,600 +69,789 @@ func ToAnthropic(body []byte) ([]byte, error) {
 			maxTokens = n
 		}
 	}
-	out["max_tokens"] = maxTokens
-
-	rawMsgs, ok, err := req.array("messages", "")
+	rawMsgs, ok, err := req.array("messages", root)
 	if err != nil {
 		return nil, err
 	}
-	if !ok || len(rawMsgs) == 0 {
+	if !ok || isEmptyArray(rawMsgs) {
 		return nil, errf("messages", "is required")
 	}
-	var system []string
-	msgs := []map[string]any{}
-	// toolTurn is the user message collecting the tool results of the
-	// current run of tool messages, nil outside one.
-	var toolTurn map[string]any
-	for i, raw := range rawMsgs {
-		p := index("messages", i)
-		o, err := decodeObj(raw, p)
-		if err != nil {
-			return nil, err
-		}
-		role, err := o.reqStr("role", p)
-		if err != nil {
-			return nil, err
-		}
-		switch role {
-		case "system", "developer":
-			if err := o.checkKeys(p, "role", "content"); err != nil {
-				return nil, err
-			}
-			texts, err := openAITexts(o, p, false)
-			if err != nil {
-				return nil, err
-			}
-			system = append(system, texts...)
-		case "user":
-			if err := o.checkKeys(p, "role", "content"); err != nil {
-				return nil, err
-			}
-			blocks, err := userContentToAnthropic(o, p)
-			if err != nil {
-				return nil, err
-			}
-			if toolTurn != nil {
-				// Anthropic wants the results and what the user adds
-				// after them in one turn.
-				toolTurn["content"] = append(toolTurn["content"].([]any), blocks...)
-				toolTurn = nil
-				continue
-			}
-			msgs = append(msgs, map[string]any{"role": "user", "content": blocks})
-		case "assistant":
-			toolTurn = nil
-			m, err := assistantToAnthropic(o, p)
-			if err != nil {
-				return nil, err
-			}
-			msgs = append(msgs, m)
-		case "tool":
-			if err := o.checkKeys(p, "role", "content", "tool_call_id"); err != nil {
-				return nil, err
-			}
-			id, err := o.reqStr("tool_call_id", p)
-			if err != nil {
-				return nil, err
-			}
-			texts, err := openAITexts(o, p, true)
-			if err != nil {
-				return nil, err
-			}
-			res := map[string]any{"type": "tool_result", "tool_use_id": id, "content": textContent(texts)}
-			if toolTurn == nil {
-				toolTurn = map[string]any{"role": "user", "content": []any{}}
-				msgs = append(msgs, toolTurn)
-			}
-			toolTurn["content"] = append(toolTurn["content"].([]any), res)
-		default:
-			return nil, errf(join(p, "role"), "role %q cannot be represented in an Anthropic request", role)
-		}
-	}
-	out["messages"] = msgs
-	if len(system) > 0 {
-		out["system"] = textContent(system)
-	}
 
-	for _, k := range []string{"temperature", "top_p"} {
-		if n, ok, err := req.number(k, ""); err != nil {
+	// Keys are written in sorted order, as encoding/json writes a map.
+	w := newWriter(body)
+	w.lit(`{"max_tokens":`)
+	w.int(maxTokens)
+	w.lit(`,"messages":[`)
+	system, err := w.messagesToAnthropic(rawMsgs)
+	if err != nil {
+		return nil, err
+	}
+	w.lit("]")
+
+	// The other fields are checked in the order the map-based translation
+	// checked them, so that a request with several mistakes is told the
+	// same one, and written after.
+	var nums [2][]byte // temperature, top_p
+	for i, k := range []string{"temperature", "top_p"} {
+		if nums[i], _, err = req.number(k, root); err != nil {
 			return nil, err
-		} else if ok {
-			out[k] = n
 		}
 	}
-	if n, ok, err := req.integer("top_k", ""); err != nil {
+	topK, hasTopK, err := req.integer("top_k", root)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		out["top_k"] = n
 	}
-	if raw, ok := req["stop"]; ok {
-		switch kind(raw) {
-		case "a string":
-			var s string
-			_ = json.Unmarshal(raw, &s)
-			out["stop_sequences"] = []string{s}
-		case "an array":
-			var ss []string
-			if err := json.Unmarshal(raw, &ss); err != nil {
-				return nil, errf("stop", "must be a string or an array of strings")
+	stop := req.get("stop")
+	if stop != nil {
+		switch stop[0] {
+		case '"':
+		case '[':
+			it := arrayElems(stop)
+			for raw, ok := it.next(); ok; raw, ok = it.next() {
+				if raw[0] != '"' && !isNullRaw(raw) {
+					return nil, errf("stop", "must be a string or an array of strings")
+				}
 			}
-			if len(ss) > 0 {
-				out["stop_sequences"] = ss
+			if isEmptyArray(stop) {
+				stop = nil
 			}
 		default:
-			return nil, errf("stop", "must be a string or an array of strings, not %s", kind(raw))
+			return nil, errf("stop", "must be a string or an array of strings, not %s", kind(stop))
 		}
 	}
-	if u, ok, err := req.str("user", ""); err != nil {
+	user, hasUser, err := req.str("user", root)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		out["metadata"] = map[string]any{"user_id": u}
 	}
-	if s, ok, err := req.boolean("stream", ""); err != nil {
+	stream, hasStream, err := req.boolean("stream", root)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		out["stream"] = s
 	}
-	if raw, ok := req["stream_options"]; ok {
+	if raw := req.get("stream_options"); raw != nil {
 		// include_usage is handled by the caller (StreamToOpenAI);
 		// Anthropic always reports usage.
-		so, err := decodeObj(raw, "stream_options")
-		if err != nil {
+		sp := root.key("stream_options")
+		var so obj
+		if err := decodeObj(&so, raw, sp, keysStreamOpts); err != nil {
 			return nil, err
 		}
-		if err := so.checkKeys("stream_options", "include_usage"); err != nil {
+		if err := so.checkKeys(sp, "include_usage"); err != nil {
 			return nil, err
 		}
-		if _, _, err := so.boolean("include_usage", "stream_options"); err != nil {
+		if _, _, err := so.boolean("include_usage", sp); err != nil {
 			return nil, err
 		}
 	}
-	if tools, ok, err := req.array("tools", ""); err != nil {
+	tools, _, err := req.array("tools", root)
+	if err != nil {
 		return nil, err
-	} else if ok && len(tools) > 0 {
-		ts := []any{}
-		for i, raw := range tools {
-			t, err := toolToAnthropic(raw, index("tools", i))
-			if err != nil {
-				return nil, err
-			}
-			ts = append(ts, t)
-		}
-		out["tools"] = ts
 	}
-	var choice map[string]any
-	if raw, ok := req["tool_choice"]; ok {
+	tp := root.key("tools")
+	it := arrayElems(tools)
+	for i := 0; tools != nil; i++ {
+		raw, ok := it.next()
+		if !ok {
+			break
+		}
+		if err := toolToAnthropic(nil, raw, tp.at(i)); err != nil {
+			return nil, err
+		}
+	}
+	var choice anthropicChoice
+	if raw := req.get("tool_choice"); raw != nil {
 		if choice, err = toolChoiceToAnthropic(raw); err != nil {
 			return nil, err
 		}
 	}
-	if par, ok, err := req.boolean("parallel_tool_calls", ""); err != nil {
+	if par, ok, err := req.boolean("parallel_tool_calls", root); err != nil {
 		return nil, err
 	} else if ok && !par {
-		if choice == nil {
-			choice = map[string]any{"type": "auto"}
+		if choice.typ == "" {
+			choice.typ = "auto"
 		}
-		if choice["type"] != "none" {
-			choice["disable_parallel_tool_use"] = true
+		choice.noParallel = choice.typ != "none"
+	}
+
+	if hasUser {
+		w.lit(`,"metadata":{"user_id":`)
+		w.str("", user)
+		w.lit("}")
+	}
+	w.lit(`,"model":`)
+	w.str("", model)
+	if stop != nil {
+		w.lit(`,"stop_sequences":[`)
+		if stop[0] == '"' {
+			w.str("", text(stop))
+		} else {
+			it, n := arrayElems(stop), 0
+			for raw, ok := it.next(); ok; raw, ok = it.next() {
+				w.sep(&n)
+				if isNullRaw(raw) {
+					w.lit(`""`)
+				} else {
+					w.str("", text(raw))
+				}
+			}
+		}
+		w.lit("]")
+	}
+	if hasStream {
+		w.lit(`,"stream":`)
+		w.bool(stream)
+	}
+	if system > 0 {
+		w.lit(`,"system":`)
+		w.systemToAnthropic(rawMsgs)
+	}
+	if nums[0] != nil {
+		w.lit(`,"temperature":`)
+		w.put(nums[0])
+	}
+	if choice.typ != "" {
+		w.lit(`,"tool_choice":{`)
+		if choice.noParallel {
+			w.lit(`"disable_parallel_tool_use":true,`)
+		}
+		if choice.typ == "tool" {
+			w.lit(`"name":`)
+			w.str("", choice.name)
+			w.lit(",")
+		}
+		w.lit(`"type":`)
+		w.str("", []byte(choice.typ))
+		w.lit("}")
+	}
+	if tools != nil && !isEmptyArray(tools) {
+		w.lit(`,"tools":[`)
+		it, n := arrayElems(tools), 0
+		for raw, ok := it.next(); ok; raw, ok = it.next() {
+			w.sep(&n)
+			_ = toolToAnthropic(w, raw, tp)
+		}
+		w.lit("]")
+	}
+	if hasTopK {
+		w.lit(`,"top_k":`)
+		w.int(topK)
+	}
+	if nums[1] != nil {
+		w.lit(`,"top_p":`)
+		w.put(nums[1])
+	}
+	w.lit("}")
+	return w.b, nil
+}
+
+// messagesToAnthropic checks the messages and writes all but the system and
+// developer ones, whose texts it counts. A run of tool messages becomes one
+// user message of tool results, which also takes the blocks of a user
+// message that follows (Anthropic wants the results and what the user adds
+// after them in one turn).
+func (w *writer) messagesToAnthropic(rawMsgs []byte) (system int, err error) {
+	mp := path{}.key("messages")
+	var (
+		n        int  // messages written
+		turn     bool // a user message of tool results is open
+		turnSize int  // blocks in it
+	)
+	closeTurn := func() {
+		if turn {
+			w.lit(`],"role":"user"}`)
+			turn = false
 		}
 	}
-	if choice != nil {
-		out["tool_choice"] = choice
+	it := arrayElems(rawMsgs)
+	for i := 0; ; i++ {
+		raw, ok := it.next()
+		if !ok {
+			break
+		}
+		p := mp.at(i)
+		var o obj
+		if err := decodeObj(&o, raw, p, keysChatMessage); err != nil {
+			return 0, err
+		}
+		role, err := o.reqStr("role", p)
+		if err != nil {
+			return 0, err
+		}
+		switch string(role) {
+		case "system", "developer":
+			if err := o.checkKeys(p, "role", "content"); err != nil {
+				return 0, err
+			}
+			if err := w.openAITexts(&o, p, false, func([]byte) { system++ }); err != nil {
+				return 0, err
+			}
+		case "user":
+			if err := o.checkKeys(p, "role", "content"); err != nil {
+				return 0, err
+			}
+			if turn {
+				if err := w.userContentToAnthropic(&o, p, &turnSize); err != nil {
+					return 0, err
+				}
+				closeTurn()
+				continue
+			}
+			w.sep(&n)
+			w.lit(`{"content":[`)
+			size := 0
+			if err := w.userContentToAnthropic(&o, p, &size); err != nil {
+				return 0, err
+			}
+			w.lit(`],"role":"user"}`)
+		case "assistant":
+			closeTurn()
+			w.sep(&n)
+			if err := w.assistantToAnthropic(&o, p); err != nil {
+				return 0, err
+			}
+		case "tool":
+			if err := o.checkKeys(p, "role", "content", "tool_call_id"); err != nil {
+				return 0, err
+			}
+			id, err := o.reqStr("tool_call_id", p)
+			if err != nil {
+				return 0, err
+			}
+			if !turn {
+				w.sep(&n)
+				w.lit(`{"content":[`)
+				turn, turnSize = true, 0
+			}
+			w.sep(&turnSize)
+			w.lit(`{"content":`)
+			var ts texts
+			if err := w.openAITexts(&o, p, true, func(t []byte) { ts.add(w, t) }); err != nil {
+				return 0, err
+			}
+			ts.end(w)
+			w.lit(`,"tool_use_id":`)
+			w.str("", id)
+			w.lit(`,"type":"tool_result"}`)
+		default:
+			return 0, errf(p.key("role").String(), "role %q cannot be represented in an Anthropic request", role)
+		}
 	}
-	return marshal(out)
+	closeTurn()
+	return system, nil
+}
+
+// systemToAnthropic writes the texts of the system and developer messages,
+// already checked, as the system prompt.
+func (w *writer) systemToAnthropic(rawMsgs []byte) {
+	w.recount = true // counted on the first walk
+	var ts texts
+	it := arrayElems(rawMsgs)
+	for raw, ok := it.next(); ok; raw, ok = it.next() {
+		var o obj
+		_ = decodeObj(&o, raw, path{}, keysChatMessage)
+		if role, _, _ := o.str("role", path{}); string(role) == "system" || string(role) == "developer" {
+			_ = w.openAITexts(&o, path{}, false, func(t []byte) { ts.add(w, t) })
+		}
+	}
+	ts.end(w)
 }
 
 // neutral checks the OpenAI fields that Anthropic cannot represent but that
-// clients often send at a value asking for nothing, and removes them.
-func neutral(req obj) error {
-	if n, ok, err := req.integer("n", ""); err != nil {
+// clients often send at a value asking for nothing.
+func neutral(req *obj) error {
+	var root path
+	if n, ok, err := req.integer("n", root); err != nil {
 		return err
 	} else if ok && n != 1 {
 		return errf("n", "only n=1 can be represented in an Anthropic request")
 	}
-	if b, ok, err := req.boolean("logprobs", ""); err != nil {
+	if b, ok, err := req.boolean("logprobs", root); err != nil {
 		return err
 	} else if ok && b {
 		return errf("logprobs", "log probabilities cannot be represented in an Anthropic request")
 	}
-	if n, ok, err := req.integer("top_logprobs", ""); err != nil {
+	if n, ok, err := req.integer("top_logprobs", root); err != nil {
 		return err
 	} else if ok && n != 0 {
 		return errf("top_logprobs", "log probabilities cannot be represented in an Anthropic request")
 	}
 	for _, k := range []string{"presence_penalty", "frequency_penalty"} {
-		if n, ok, err := req.number(k, ""); err != nil {
+		if n, ok, err := req.number(k, root); err != nil {
 			return err
 		} else if ok {
-			var f float64
-			_ = json.Unmarshal(n, &f)
-			if f != 0 {
+			if f, _ := strconv.ParseFloat(string(n), 64); f != 0 {
 				return errf(k, "penalties cannot be represented in an Anthropic request")
 			}
 		}
 	}
-	if raw, ok := req["logit_bias"]; ok {
-		lb, err := decodeObj(raw, "logit_bias")
-		if err != nil {
+	if raw := req.get("logit_bias"); raw != nil {
+		var lb obj
+		lp := root.key("logit_bias")
+		if err := decodeObj(&lb, raw, lp, keysNone); err != nil {
 			return err
 		}
-		if len(lb) > 0 {
+		if lb.checkKeys(lp) != nil {
 			return errf("logit_bias", "cannot be represented in an Anthropic request")
 		}
 	}
-	if raw, ok := req["response_format"]; ok {
-		rf, err := decodeObj(raw, "response_format")
+	if raw := req.get("response_format"); raw != nil {
+		var rf obj
+		rp := root.key("response_format")
+		if err := decodeObj(&rf, raw, rp, keysType); err != nil {
+			return err
+		}
+		typ, err := rf.reqStr("type", rp)
 		if err != nil {
 			return err
 		}
-		typ, err := rf.reqStr("type", "response_format")
-		if err != nil {
-			return err
-		}
-		if typ != "text" {
+		if string(typ) != "text" {
 			return errf("response_format.type", "response format %q cannot be represented in an Anthropic request", typ)
 		}
 	}
-	if b, ok, err := req.boolean("store", ""); err != nil {
+	if b, ok, err := req.boolean("store", root); err != nil {
 		return err
 	} else if ok && b {
 		return errf("store", "stored completions cannot be represented in an Anthropic request")
 	}
-	if mods, ok, err := req.array("modalities", ""); err != nil {
+	if mods, ok, err := req.array("modalities", root); err != nil {
 		return err
 	} else if ok {
-		for i, m := range mods {
+		mp := root.key("modalities")
+		it := arrayElems(mods)
+		for i := 0; ; i++ {
+			m, ok := it.next()
+			if !ok {
+				break
+			}
 			if string(m) != `"text"` {
-				return errf(index("modalities", i), "only the text modality can be represented in an Anthropic request")
+				return errf(mp.at(i).String(), "only the text modality can be represented in an Anthropic request")
 			}
 		}
-	}
-	for _, k := range []string{"n", "logprobs", "top_logprobs", "presence_penalty",
-		"frequency_penalty", "logit_bias", "response_format", "store", "modalities"} {
-		delete(req, k)
 	}
 	return nil
 }
 
-// openAITexts returns the texts of a system, developer or tool message,
-// whose content is a string or text parts.
-func openAITexts(o obj, p string, allowEmpty bool) ([]string, error) {
-	cp := join(p, "content")
-	raw, ok := o["content"]
-	if !ok {
-		if allowEmpty {
-			return []string{""}, nil
+// openAITexts checks the content of a system, developer or tool message, a
+// string or text parts, and hands each text to each.
+func (w *writer) openAITexts(o *obj, p path, allowEmpty bool, each func([]byte)) error {
+	cp := p.key("content")
+	raw := o.get("content")
+	if raw == nil {
+		if !allowEmpty {
+			return errf(cp.String(), "is required")
 		}
-		return nil, errf(cp, "is required")
+		each(nil)
+		return nil
 	}
-	if kind(raw) == "a string" {
-		var s string
-		_ = json.Unmarshal(raw, &s)
-		return []string{s}, nil
+	if raw[0] == '"' {
+		each(text(raw))
+		return nil
 	}
-	parts, ok, err := o.array("content", p)
-	if err != nil || !ok {
-		return nil, errf(cp, "must be a string or an array of text parts, not %s", kind(raw))
+	if raw[0] != '[' {
+		return errf(cp.String(), "must be a string or an array of text parts, not %s", kind(raw))
 	}
-	texts := []string{}
-	for i, raw := range parts {
-		pp := index(cp, i)
-		po, err := decodeObj(raw, pp)
-		if err != nil {
-			return nil, err
+	if isEmptyArray(raw) {
+		each(nil)
+		return nil
+	}
+	it := arrayElems(raw)
+	for i := 0; ; i++ {
+		b, ok := it.next()
+		if !ok {
+			return nil
+		}
+		pp := cp.at(i)
+		if err := w.block(pp); err != nil {
+			return err
+		}
+		var po obj
+		if err := decodeObj(&po, b, pp, keysPart); err != nil {
+			return err
 		}
 		typ, err := po.reqStr("type", pp)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if typ != "text" {
-			return nil, errf(join(pp, "type"), "part type %q cannot be represented here; only text", typ)
+		if string(typ) != "text" {
+			return errf(pp.key("type").String(), "part type %q cannot be represented here; only text", typ)
 		}
 		if err := po.checkKeys(pp, "type", "text"); err != nil {
-			return nil, err
+			return err
 		}
 		t, err := po.reqStr("text", pp)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		texts = append(texts, t)
+		each(t)
 	}
-	if len(texts) == 0 {
-		texts = []string{""}
-	}
-	return texts, nil
 }
 
-// userContentToAnthropic maps user content to Anthropic blocks.
-func userContentToAnthropic(o obj, p string) ([]any, error) {
-	cp := join(p, "content")
-	raw, ok := o["content"]
-	if !ok {
-		return nil, errf(cp, "is required")
+// userContentToAnthropic checks user content and writes it as Anthropic
+// blocks, after the *n already written in the same content array.
+func (w *writer) userContentToAnthropic(o *obj, p path, n *int) error {
+	cp := p.key("content")
+	raw := o.get("content")
+	if raw == nil {
+		return errf(cp.String(), "is required")
 	}
-	if kind(raw) == "a string" {
-		var s string
-		_ = json.Unmarshal(raw, &s)
-		return []any{map[string]any{"type": "text", "text": s}}, nil
+	if raw[0] == '"' {
+		w.sep(n)
+		w.textBlock(text(raw))
+		return nil
 	}
-	parts, _, err := o.array("content", p)
-	if err != nil {
-		return nil, errf(cp, "must be a string or an array of parts, not %s", kind(raw))
+	if raw[0] != '[' {
+		return errf(cp.String(), "must be a string or an array of parts, not %s", kind(raw))
 	}
-	blocks := []any{}
-	for i, raw := range parts {
-		pp := index(cp, i)
-		po, err := decodeObj(raw, pp)
-		if err != nil {
-			return nil, err
+	it := arrayElems(raw)
+	for i := 0; ; i++ {
+		b, ok := it.next()
+		if !ok {
+			return nil
+		}
+		pp := cp.at(i)
+		if err := w.block(pp); err != nil {
+			return err
+		}
+		var po obj
+		if err := decodeObj(&po, b, pp, keysPart); err != nil {
+			return err
 		}
 		typ, err := po.reqStr("type", pp)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		switch typ {
+		switch string(typ) {
 		case "text":
 			if err := po.checkKeys(pp, "type", "text"); err != nil {
-				return nil, err
+				return err
 			}
 			t, err := po.reqStr("text", pp)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			blocks = append(blocks, map[string]any{"type": "text", "text": t})
+			w.sep(n)
+			w.textBlock(t)
 		case "image_url":
 			if err := po.checkKeys(pp, "type", "image_url"); err != nil {
-				return nil, err
+				return err
 			}
-			ip := join(pp, "image_url")
-			iraw, ok := po["image_url"]
-			if !ok {
-				return nil, errf(ip, "is required")
+			ip := pp.key("image_url")
+			iraw := po.get("image_url")
+			if iraw == nil {
+				return errf(ip.String(), "is required")
 			}
-			io, err := decodeObj(iraw, ip)
-			if err != nil {
-				return nil, err
+			var io obj
+			if err := decodeObj(&io, iraw, ip, keysImageURL); err != nil {
+				return err
 			}
 			// detail is a resolution hint with no Anthropic equivalent
 			// and no effect on the content; it is ignored.
 			if err := io.checkKeys(ip, "url", "detail"); err != nil {
-				return nil, err
+				return err
 			}
 			if _, _, err := io.str("detail", ip); err != nil {
-				return nil, err
+				return err
 			}
 			url, err := io.reqStr("url", ip)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			src, err := imageSource(url, join(ip, "url"))
-			if err != nil {
-				return nil, err
+			w.sep(n)
+			if err := w.imageSource(url, ip.key("url")); err != nil {
+				return err
 			}
-			blocks = append(blocks, map[string]any{"type": "image", "source": src})
 		default:
-			return nil, errf(join(pp, "type"), "part type %q cannot be represented in an Anthropic request", typ)
+			return errf(pp.key("type").String(), "part type %q cannot be represented in an Anthropic request", typ)
 		}
 	}
-	return blocks, nil
 }
 
-// imageSource maps an image URL, a data URL or an http(s) one, to an
-// Anthropic image source.
-func imageSource(url, p string) (map[string]any, error) {
-	if rest, ok := strings.CutPrefix(url, "data:"); ok {
-		meta, data, ok := strings.Cut(rest, ",")
-		mt, isB64 := strings.CutSuffix(meta, ";base64")
-		if !ok || !isB64 || mt == "" {
-			return nil, errf(p, "a data URL must be of the form data:<media type>;base64,<data>")
+// textBlock writes {"text":s,"type":"text"}.
+func (w *writer) textBlock(s []byte) { w.textPart("", s) }
+
+// imageSource writes an image block for an image URL, a data URL or an
+// http(s) one.
+func (w *writer) imageSource(url []byte, p path) error {
+	if rest, ok := bytes.CutPrefix(url, []byte("data:")); ok {
+		meta, data, ok := bytes.Cut(rest, []byte(","))
+		mt, isB64 := bytes.CutSuffix(meta, []byte(";base64"))
+		if !ok || !isB64 || len(mt) == 0 {
+			return errf(p.String(), "a data URL must be of the form data:<media type>;base64,<data>")
 		}
-		return map[string]any{"type": "base64", "media_type": mt, "data": data}, nil
+		w.lit(`{"source":{"data":`)
+		w.str("", data)
+		w.lit(`,"media_type":`)
+		w.str("", mt)
+		w.lit(`,"type":"base64"},"type":"image"}`)
+		return nil
 	}
-	if strings.HasPrefix(url, "https://") || strings.HasPrefix(url, "http://") {
-		return map[string]any{"type": "url", "url": url}, nil
+	if bytes.HasPrefix(url, []byte("https://")) || bytes.HasPrefix(url, []byte("http://")) {
+		w.lit(`{"source":{"type":"url","url":`)
+		w.str("", url)
+		w.lit(`},"type":"image"}`)
+		return nil
 	}
-	return nil, errf(p, "must be an http(s) URL or a base64 data URL")
+	return errf(p.String(), "must be an http(s) URL or a base64 data URL")
 }
 
-// assistantToAnthropic maps an assistant message to text and tool_use
-// blocks.
-func assistantToAnthropic(o obj, p string) (map[string]any, error) {
+// assistantToAnthropic checks an assistant message and writes it as text
+// and tool_use blocks.
+func (w *writer) assistantToAnthropic(o *obj, p path) error {
 	if err := o.checkKeys(p, "role", "content", "tool_calls", "refusal"); err != nil {
-		return nil, err
+		return err
 	}
-	blocks := []any{}
-	if raw, ok := o["content"]; ok {
-		if kind(raw) == "a string" {
-			var s string
-			_ = json.Unmarshal(raw, &s)
-			if s != "" {
-				blocks = append(blocks, map[string]any{"type": "text", "text": s})
+	w.lit(`{"content":[`)
+	n := 0 // blocks written
+	cp := p.key("content")
+	if raw := o.get("content"); raw != nil {
+		switch raw[0] {
+		case '"':
+			if s := text(raw); len(s) > 0 {
+				w.sep(&n)
+				w.textBlock(s)
 			}
-		} else {
-			parts, _, err := o.array("content", p)
-			if err != nil {
-				return nil, errf(join(p, "content"), "must be a string or an array of parts, not %s", kind(raw))
-			}
-			for i, raw := range parts {
-				pp := index(join(p, "content"), i)
-				po, err := decodeObj(raw, pp)
-				if err != nil {
-					return nil, err
+		case '[':
+			it := arrayElems(raw)
+			for i := 0; ; i++ {
+				b, ok := it.next()
+				if !ok {
+					break
+				}
+				pp := cp.at(i)
+				if err := w.block(pp); err != nil {
+					return err
+				}
+				var po obj
+				if err := decodeObj(&po, b, pp, keysPart); err != nil {
+					return err
 				}
 				typ, err := po.reqStr("type", pp)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				var key string
-				switch typ {
+				switch string(typ) {
 				case "text":
 					key = "text"
 				case "refusal":
 					key = "refusal"
 				default:
-					return nil, errf(join(pp, "type"), "part type %q cannot be represented in an Anthropic assistant message", typ)
+					return errf(pp.key("type").String(), "part type %q cannot be represented in an Anthropic assistant message", typ)
 				}
 				if err := po.checkKeys(pp, "type", key); err != nil {
-					return nil, err
+					return err
 				}
 				t, err := po.reqStr(key, pp)
 				if err != nil {
-					return nil, err
+					return err
 				}
-				blocks = append(blocks, map[string]any{"type": "text", "text": t})
+				w.sep(&n)
+				w.textBlock(t)
 			}
+		default:
+			return errf(cp.String(), "must be a string or an array of parts, not %s", kind(raw))
 		}
 	}
 	if r, ok, err := o.str("refusal", p); err != nil {
-		return nil, err
-	} else if ok && r != "" {
-		blocks = append(blocks, map[string]any{"type": "text", "text": r})
+		return err
+	} else if ok && len(r) > 0 {
+		w.sep(&n)
+		w.textBlock(r)
 	}
 	calls, _, err := o.array("tool_calls", p)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for j, raw := range calls {
-		tp := index(join(p, "tool_calls"), j)
-		to, err := decodeObj(raw, tp)
-		if err != nil {
-			return nil, err
+	tcp := p.key("tool_calls")
+	it := arrayElems(calls)
+	for j := 0; calls != nil; j++ {
+		raw, ok := it.next()
+		if !ok {
+			break
+		}
+		tp := tcp.at(j)
+		if err := w.block(tp); err != nil {
+			return err
+		}
+		var to obj
+		if err := decodeObj(&to, raw, tp, keysToolCall); err != nil {
+			return err
 		}
 		if err := to.checkKeys(tp, "id", "type", "function"); err != nil {
-			return nil, err
+			return err
 		}
 		if typ, ok, err := to.str("type", tp); err != nil {
-			return nil, err
-		} else if ok && typ != "function" {
-			return nil, errf(join(tp, "type"), "tool call type %q cannot be represented in an Anthropic request", typ)
+			return err
+		} else if ok && string(typ) != "function" {
+			return errf(tp.key("type").String(), "tool call type %q cannot be represented in an Anthropic request", typ)
 		}
 		id, err := to.reqStr("id", tp)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		fp := join(tp, "function")
-		fraw, ok := to["function"]
-		if !ok {
-			return nil, errf(fp, "is required")
+		fp := tp.key("function")
+		fraw := to.get("function")
+		if fraw == nil {
+			return errf(fp.String(), "is required")
 		}
-		fo, err := decodeObj(fraw, fp)
-		if err != nil {
-			return nil, err
+		var fo obj
+		if err := decodeObj(&fo, fraw, fp, keysFunctionCall); err != nil {
+			return err
 		}
 		if err := fo.checkKeys(fp, "name", "arguments"); err != nil {
-			return nil, err
+			return err
 		}
 		name, err := fo.reqStr("name", fp)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		args, _, err := fo.str("arguments", fp)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		input := json.RawMessage("{}")
-		if strings.TrimSpace(args) != "" {
-			if !isJSONObject([]byte(args)) {
-				return nil, errf(join(fp, "arguments"), "must be a JSON object to be represented as Anthropic tool_use input")
-			}
-			input = json.RawMessage(compactJSON(json.RawMessage(args)))
+		args = bytes.TrimSpace(args)
+		if len(args) > 0 && !isJSONObject(args) {
+			return errf(fp.key("arguments").String(), "must be a JSON object to be represented as Anthropic tool_use input")
 		}
-		blocks = append(blocks, map[string]any{"type": "tool_use", "id": id, "name": name, "input": input})
+		w.sep(&n)
+		w.lit(`{"id":`)
+		w.str("", id)
+		w.lit(`,"input":`)
+		if len(args) == 0 {
+			w.lit("{}")
+		} else {
+			w.compact(args)
+		}
+		w.lit(`,"name":`)
+		w.str("", name)
+		w.lit(`,"type":"tool_use"}`)
 	}
-	if len(blocks) == 0 {
-		return nil, errf(join(p, "content"), "an assistant message needs content or tool_calls")
+	if n == 0 {
+		return errf(cp.String(), "an assistant message needs content or tool_calls")
 	}
-	return map[string]any{"role": "assistant", "content": blocks}, nil
+	w.lit(`],"role":"assistant"}`)
+	return nil
 }
 
-// toolToAnthropic maps a function tool to an Anthropic client tool.
-func toolToAnthropic(raw json.RawMessage, p string) (any, error) {
-	o, err := decodeObj(raw, p)
-	if err != nil {
-		return nil, err
+// toolToAnthropic checks a function tool and writes it as an Anthropic
+// client tool (w nil: check only).
+func toolToAnthropic(w *writer, raw []byte, p path) error {
+	var o obj
+	if err := decodeObj(&o, raw, p, keysFunctionTool); err != nil {
+		return err
 	}
 	if err := o.checkKeys(p, "type", "function"); err != nil {
-		return nil, err
+		return err
 	}
 	typ, err := o.reqStr("type", p)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if typ != "function" {
-		return nil, errf(join(p, "type"), "tool type %q cannot be represented in an Anthropic request", typ)
+	if string(typ) != "function" {
+		return errf(p.key("type").String(), "tool type %q cannot be represented in an Anthropic request", typ)
 	}
-	fp := join(p, "function")
-	fraw, ok := o["function"]
-	if !ok {
-		return nil, errf(fp, "is required")
+	fp := p.key("function")
+	fraw := o.get("function")
+	if fraw == nil {
+		return errf(fp.String(), "is required")
 	}
-	fo, err := decodeObj(fraw, fp)
-	if err != nil {
-		return nil, err
+	var fo obj
+	if err := decodeObj(&fo, fraw, fp, keysFunctionDef); err != nil {
+		return err
 	}
 	if err := fo.checkKeys(fp, "name", "description", "parameters", "strict"); err != nil {
-		return nil, err
+		return err
 	}
 	if s, ok, err := fo.boolean("strict", fp); err != nil {
-		return nil, err
+		return err
 	} else if ok && s {
-		return nil, errf(join(fp, "strict"), "strict schema adherence cannot be represented in an Anthropic request")
+		return errf(fp.key("strict").String(), "strict schema adherence cannot be represented in an Anthropic request")
 	}
 	name, err := fo.reqStr("name", fp)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	t := map[string]any{"name": name}
-	if d, ok, err := fo.str("description", fp); err != nil {
-		return nil, err
-	} else if ok {
-		t["description"] = d
+	desc, hasDesc, err := fo.str("description", fp)
+	if err != nil {
+		return err
 	}
-	schema := json.RawMessage(`{"type":"object","properties":{}}`)
-	if params, ok := fo["parameters"]; ok {
-		if kind(params) != "an object" || !json.Valid(params) {
-			return nil, errf(join(fp, "parameters"), "must be an object, not %s", kind(params))
-		}
-		schema = json.RawMessage(compactJSON(params))
+	params := fo.get("parameters")
+	if params != nil && params[0] != '{' {
+		return errf(fp.key("parameters").String(), "must be an object, not %s", kind(params))
 	}
-	t["input_schema"] = schema
-	return t, nil
+	if w == nil {
+		return nil
+	}
+	w.lit("{")
+	if hasDesc {
+		w.lit(`"description":`)
+		w.str("", desc)
+		w.lit(",")
+	}
+	w.lit(`"input_schema":`)
+	if params == nil {
+		w.lit(`{"type":"object","properties":{}}`)
+	} else {
+		w.compact(params)
+	}
+	w.lit(`,"name":`)
+	w.str("", name)
+	w.lit("}")
+	return nil
 }
 
-func toolChoiceToAnthropic(raw json.RawMessage) (map[string]any, error) {
-	const p = "tool_choice"
-	if kind(raw) == "a string" {
-		var s string
-		_ = json.Unmarshal(raw, &s)
-		switch s {
+// anthropicChoice is a checked OpenAI tool_choice: typ is the Anthropic
+// type (auto, any, none, tool).
+type anthropicChoice struct {
+	typ        string
+	name       []byte
+	noParallel bool
+}
+
+func toolChoiceToAnthropic(raw []byte) (anthropicChoice, error) {
+	var c anthropicChoice
+	p := path{}.key("tool_choice")
+	if raw[0] == '"' {
+		switch s := text(raw); string(s) {
 		case "auto":
-			return map[string]any{"type": "auto"}, nil
+			c.typ = "auto"
 		case "required":
-			return map[string]any{"type": "any"}, nil
+			c.typ = "any"
 		case "none":
-			return map[string]any{"type": "none"}, nil
+			c.typ = "none"
+		default:
+			return c, errf("tool_choice", "unknown tool_choice %q", s)
 		}
-		return nil, errf(p, "unknown tool_choice %q", s)
+		return c, nil
 	}
-	o, err := decodeObj(raw, p)
-	if err != nil {
-		return nil, err
+	var o obj
+	if err := decodeObj(&o, raw, p, keysFunctionTool); err != nil {
+		return c, err
 	}
 	if err := o.checkKeys(p, "type", "function"); err != nil {
-		return nil, err
+		return c, err
 	}
 	typ, err := o.reqStr("type", p)
 	if err != nil {
-		return nil, err
+		return c, err
 	}
-	if typ != "function" {
-		return nil, errf(join(p, "type"), "tool_choice type %q cannot be represented in an Anthropic request", typ)
+	if string(typ) != "function" {
+		return c, errf(p.key("type").String(), "tool_choice type %q cannot be represented in an Anthropic request", typ)
 	}
-	fp := join(p, "function")
-	fraw, ok := o["function"]
-	if !ok {
-		return nil, errf(fp, "is required")
+	fp := p.key("function")
+	fraw := o.get("function")
+	if fraw == nil {
+		return c, errf(fp.String(), "is required")
 	}
-	fo, err := decodeObj(fraw, fp)
-	if err != nil {
-		return nil, err
+	var fo obj
+	if err := decodeObj(&fo, fraw, fp, keysName); err != nil {
+		return c, err
 	}
 	if err := fo.checkKeys(fp, "name"); err != nil {
-		return nil, err
+		return c, err
 	}
-	name, err := fo.reqStr("name", fp)
-	if err != nil {
-		return nil, err
+	if c.name, err = fo.reqStr("name", fp); err != nil {
+		return c, err
 	}
-	return map[string]any{"type": "tool", "name": name}, nil
+	c.typ = "tool"
+	return c, nil
 }

@@ -1,8 +1,35 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 )
+
+// The members each kind of Anthropic object may have (see obj).
+var (
+	keysRequest    = []string{"model", "messages", "system", "max_tokens", "metadata", "stop_sequences", "stream", "temperature", "top_p", "top_k", "tools", "tool_choice"}
+	keysMessage    = []string{"role", "content"}
+	keysBlock      = []string{"type", "text", "cache_control", "citations", "source", "tool_use_id", "content", "is_error", "id", "name", "input"}
+	keysSource     = []string{"type", "media_type", "data", "url"}
+	keysMetadata   = []string{"user_id"}
+	keysTool       = []string{"type", "name", "description", "input_schema", "cache_control"}
+	keysToolChoice = []string{"type", "name", "disable_parallel_tool_use"}
+)
+
+// decodeBody reads body as the request object.
+func decodeBody(o *obj, body []byte, keys []string) error {
+	raw := bytes.TrimSpace(body)
+	if len(raw) == 0 || raw[0] != '{' {
+		return errf("body", "must be an object, not %s", kind(body))
+	}
+	if !json.Valid(body) {
+		// Only the error's text is wanted: encoding/json checks the
+		// whole input before it decodes anything.
+		var m map[string]json.RawMessage
+		return errf("body", "invalid JSON: %v", json.Unmarshal(body, &m))
+	}
+	return decodeObj(o, raw, path{}, keys)
+}
 
 // ToOpenAI translates an Anthropic Messages request body into an OpenAI
 // chat.completions request body. model is written as given (the gateway
@@ -10,28 +37,23 @@ import (
 // stream_options.include_usage is set so that usage can be mapped.
 //
 // Client mistakes and features without an OpenAI equivalent are an *Error
-// naming the field.
+// naming the field; so is a request of more than MaxBlocks content blocks.
+// The body is read in place and the output written as it is walked, so the
+// memory used is about the size of the output.
 func ToOpenAI(body []byte) ([]byte, error) {
-	req, err := decodeObj(body, "")
-	if err != nil {
-		if e, ok := err.(*Error); ok {
-			e.Field = "body"
-		}
+	var req obj
+	if err := decodeBody(&req, body, keysRequest); err != nil {
 		return nil, err
 	}
-	if err := req.checkKeys("", "model", "messages", "system", "max_tokens", "metadata",
-		"stop_sequences", "stream", "temperature", "top_p", "top_k", "tools", "tool_choice"); err != nil {
+	var root path
+	if err := req.checkKeys(root, keysRequest...); err != nil {
 		return nil, err
 	}
-	out := map[string]any{}
-
-	model, err := req.reqStr("model", "")
+	model, err := req.reqStr("model", root)
 	if err != nil {
 		return nil, err
 	}
-	out["model"] = model
-
-	maxTokens, ok, err := req.integer("max_tokens", "")
+	maxTokens, ok, err := req.integer("max_tokens", root)
 	if err != nil {
 		return nil, err
 	}
@@ -41,531 +63,696 @@ func ToOpenAI(body []byte) ([]byte, error) {
 	if maxTokens < 1 {
 		return nil, errf("max_tokens", "must be at least 1")
 	}
-	out["max_tokens"] = maxTokens
 
-	var msgs []any
-	if sys, ok := req["system"]; ok {
-		m, err := systemToOpenAI(sys)
-		if err != nil {
+	// Keys are written in sorted order, as encoding/json writes a map.
+	w := newWriter(body)
+	w.lit(`{"max_tokens":`)
+	w.int(maxTokens)
+	w.lit(`,"messages":[`)
+	n := 0 // messages written
+	if sys := req.get("system"); sys != nil {
+		if err := w.systemToOpenAI(sys, &n); err != nil {
 			return nil, err
 		}
-		if m != nil {
-			msgs = append(msgs, m)
-		}
 	}
-	rawMsgs, ok, err := req.array("messages", "")
+	rawMsgs, ok, err := req.array("messages", root)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, errf("messages", "is required")
 	}
-	for i, raw := range rawMsgs {
-		ms, err := messageToOpenAI(raw, index("messages", i))
-		if err != nil {
+	mp := root.key("messages")
+	it := arrayElems(rawMsgs)
+	for i := 0; ; i++ {
+		raw, ok := it.next()
+		if !ok {
+			break
+		}
+		if err := w.messageToOpenAI(raw, mp.at(i), &n); err != nil {
 			return nil, err
 		}
-		msgs = append(msgs, ms...)
 	}
-	if msgs == nil {
-		msgs = []any{}
-	}
-	out["messages"] = msgs
+	w.lit(`],"model":`)
+	w.str("", model)
 
-	for _, k := range []string{"temperature", "top_p"} {
-		if n, ok, err := req.number(k, ""); err != nil {
+	// The other fields are checked in the order the map-based translation
+	// checked them, so that a request with several mistakes is told the
+	// same one, and written after.
+	var nums [2][]byte // temperature, top_p
+	for i, k := range []string{"temperature", "top_p"} {
+		if nums[i], _, err = req.number(k, root); err != nil {
 			return nil, err
-		} else if ok {
-			out[k] = n
 		}
 	}
-	// top_k has no OpenAI field; vLLM and most OpenAI-compatible servers
-	// accept it as an extension, so it is sent as is.
-	if n, ok, err := req.integer("top_k", ""); err != nil {
+	topK, hasTopK, err := req.integer("top_k", root)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		out["top_k"] = n
 	}
-	if stops, ok, err := req.array("stop_sequences", ""); err != nil {
+	stops, _, err := req.array("stop_sequences", root)
+	if err != nil {
 		return nil, err
-	} else if ok && len(stops) > 0 {
-		var ss []string
-		for i, raw := range stops {
-			var s string
-			if kind(raw) != "a string" || json.Unmarshal(raw, &s) != nil {
-				return nil, errf(index("stop_sequences", i), "must be a string, not %s", kind(raw))
-			}
-			ss = append(ss, s)
-		}
-		out["stop"] = ss
 	}
-	if raw, ok := req["metadata"]; ok {
-		md, err := decodeObj(raw, "metadata")
-		if err != nil {
-			return nil, err
+	sp := root.key("stop_sequences")
+	it = arrayElems(stops)
+	for i := 0; stops != nil; i++ {
+		raw, ok := it.next()
+		if !ok {
+			break
 		}
-		if err := md.checkKeys("metadata", "user_id"); err != nil {
-			return nil, err
-		}
-		if u, ok, err := md.str("user_id", "metadata"); err != nil {
-			return nil, err
-		} else if ok {
-			out["user"] = u
+		if raw[0] != '"' {
+			return nil, errf(sp.at(i).String(), "must be a string, not %s", kind(raw))
 		}
 	}
-	if stream, ok, err := req.boolean("stream", ""); err != nil {
+	var user []byte
+	if raw := req.get("metadata"); raw != nil {
+		var md obj
+		mdp := root.key("metadata")
+		if err := decodeObj(&md, raw, mdp, keysMetadata); err != nil {
+			return nil, err
+		}
+		if err := md.checkKeys(mdp, "user_id"); err != nil {
+			return nil, err
+		}
+		if user, _, err = md.str("user_id", mdp); err != nil {
+			return nil, err
+		}
+	}
+	stream, hasStream, err := req.boolean("stream", root)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		out["stream"] = stream
+	}
+	tools, _, err := req.array("tools", root)
+	if err != nil {
+		return nil, err
+	}
+	tp := root.key("tools")
+	it = arrayElems(tools)
+	for i := 0; tools != nil; i++ {
+		raw, ok := it.next()
+		if !ok {
+			break
+		}
+		if err := toolToOpenAI(nil, raw, tp.at(i)); err != nil {
+			return nil, err
+		}
+	}
+	var choice toolChoice
+	if raw := req.get("tool_choice"); raw != nil {
+		if choice, err = toolChoiceToOpenAI(raw); err != nil {
+			return nil, err
+		}
+	}
+
+	if choice.parallel != nil {
+		w.lit(`,"parallel_tool_calls":`)
+		w.bool(*choice.parallel)
+	}
+	if stops != nil && !isEmptyArray(stops) {
+		w.lit(`,"stop":[`)
+		it, n := arrayElems(stops), 0
+		for raw, ok := it.next(); ok; raw, ok = it.next() {
+			w.sep(&n)
+			w.str("", text(raw))
+		}
+		w.lit("]")
+	}
+	if hasStream {
+		w.lit(`,"stream":`)
+		w.bool(stream)
 		if stream {
-			out["stream_options"] = map[string]any{"include_usage": true}
+			w.lit(`,"stream_options":{"include_usage":true}`)
 		}
 	}
-	if tools, ok, err := req.array("tools", ""); err != nil {
-		return nil, err
-	} else if ok && len(tools) > 0 {
-		var ts []any
-		for i, raw := range tools {
-			t, err := toolToOpenAI(raw, index("tools", i))
-			if err != nil {
-				return nil, err
-			}
-			ts = append(ts, t)
-		}
-		out["tools"] = ts
+	if nums[0] != nil {
+		w.lit(`,"temperature":`)
+		w.put(nums[0])
 	}
-	if raw, ok := req["tool_choice"]; ok {
-		if err := toolChoiceToOpenAI(raw, out); err != nil {
-			return nil, err
+	if choice.typ != "" {
+		w.lit(`,"tool_choice":`)
+		switch choice.typ {
+		case "tool":
+			w.lit(`{"function":{"name":`)
+			w.str("", choice.name)
+			w.lit(`},"type":"function"}`)
+		default:
+			w.str("", []byte(choice.typ))
 		}
 	}
-	return marshal(out)
+	if tools != nil && !isEmptyArray(tools) {
+		w.lit(`,"tools":[`)
+		it, n := arrayElems(tools), 0
+		for raw, ok := it.next(); ok; raw, ok = it.next() {
+			w.sep(&n)
+			_ = toolToOpenAI(w, raw, tp)
+		}
+		w.lit("]")
+	}
+	if hasTopK {
+		w.lit(`,"top_k":`)
+		w.int(topK)
+	}
+	if nums[1] != nil {
+		w.lit(`,"top_p":`)
+		w.put(nums[1])
+	}
+	if user != nil {
+		w.lit(`,"user":`)
+		w.str("", user)
+	}
+	w.lit("}")
+	return w.b, nil
 }
 
-// systemToOpenAI maps the system prompt, a string or text blocks, to one
-// system message (nil for an empty one).
-func systemToOpenAI(raw json.RawMessage) (any, error) {
-	switch kind(raw) {
-	case "a string":
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, errf("system", "invalid string")
+// systemToOpenAI writes the system prompt, a string or text blocks, as one
+// system message (none for an empty one).
+func (w *writer) systemToOpenAI(raw []byte, n *int) error {
+	p := path{}.key("system")
+	switch raw[0] {
+	case '"':
+		s := text(raw)
+		if len(s) == 0 {
+			return nil
 		}
-		if s == "" {
-			return nil, nil
+		w.sep(n)
+		w.lit(`{"content":`)
+		w.str("", s)
+		w.lit(`,"role":"system"}`)
+		return nil
+	case '[':
+		if isEmptyArray(raw) {
+			return nil
 		}
-		return map[string]any{"role": "system", "content": s}, nil
-	case "an array":
-		var blocks []json.RawMessage
-		if err := json.Unmarshal(raw, &blocks); err != nil {
-			return nil, errf("system", "invalid array")
-		}
-		if len(blocks) == 0 {
-			return nil, nil
-		}
-		var texts []string
-		for i, b := range blocks {
-			p := index("system", i)
-			o, err := decodeObj(b, p)
+		w.sep(n)
+		w.lit(`{"content":`)
+		var ts texts
+		it := arrayElems(raw)
+		for i := 0; ; i++ {
+			b, ok := it.next()
+			if !ok {
+				break
+			}
+			bp := p.at(i)
+			if err := w.block(bp); err != nil {
+				return err
+			}
+			var o obj
+			if err := decodeObj(&o, b, bp, keysBlock); err != nil {
+				return err
+			}
+			typ, err := o.reqStr("type", bp)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			typ, err := o.reqStr("type", p)
+			if string(typ) != "text" {
+				return errf(bp.key("type").String(), "system block type %q is not supported; only text", typ)
+			}
+			t, err := textBlock(&o, bp)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			if typ != "text" {
-				return nil, errf(join(p, "type"), "system block type %q is not supported; only text", typ)
-			}
-			t, err := textBlock(o, p)
-			if err != nil {
-				return nil, err
-			}
-			texts = append(texts, t)
+			ts.add(w, t)
 		}
-		return map[string]any{"role": "system", "content": textContent(texts)}, nil
+		ts.end(w)
+		w.lit(`,"role":"system"}`)
+		return nil
 	}
-	return nil, errf("system", "must be a string or an array of text blocks, not %s", kind(raw))
-}
-
-// textContent is one string for one text, text parts for several (which
-// keeps the block boundaries).
-func textContent(texts []string) any {
-	if len(texts) == 1 {
-		return texts[0]
-	}
-	parts := make([]any, 0, len(texts))
-	for _, t := range texts {
-		parts = append(parts, map[string]any{"type": "text", "text": t})
-	}
-	return parts
+	return errf("system", "must be a string or an array of text blocks, not %s", kind(raw))
 }
 
 // textBlock checks an Anthropic text block and returns its text.
 // cache_control is a caching hint with no OpenAI equivalent and no effect on
 // the output; it is ignored. Citations are accepted only when empty.
-func textBlock(o obj, path string) (string, error) {
-	if err := o.checkKeys(path, "type", "text", "cache_control", "citations"); err != nil {
-		return "", err
+func textBlock(o *obj, p path) ([]byte, error) {
+	if err := o.checkKeys(p, "type", "text", "cache_control", "citations"); err != nil {
+		return nil, err
 	}
-	if c, ok, err := o.array("citations", path); err != nil {
-		return "", err
-	} else if ok && len(c) > 0 {
-		return "", errf(join(path, "citations"), "citations cannot be represented in an OpenAI request")
+	if c, ok, err := o.array("citations", p); err != nil {
+		return nil, err
+	} else if ok && !isEmptyArray(c) {
+		return nil, errf(p.key("citations").String(), "citations cannot be represented in an OpenAI request")
 	}
-	return o.reqStr("text", path)
+	return o.reqStr("text", p)
 }
 
-// imageToOpenAI maps an Anthropic image block to an image_url part.
-func imageToOpenAI(o obj, path string) (any, error) {
-	if err := o.checkKeys(path, "type", "source", "cache_control"); err != nil {
-		return nil, err
+// imageToOpenAI checks an Anthropic image block and writes it as an
+// image_url part (w nil: check only).
+func imageToOpenAI(w *writer, o *obj, p path) error {
+	if err := o.checkKeys(p, "type", "source", "cache_control"); err != nil {
+		return err
 	}
-	sp := join(path, "source")
-	raw, ok := o["source"]
-	if !ok {
-		return nil, errf(sp, "is required")
+	sp := p.key("source")
+	raw := o.get("source")
+	if raw == nil {
+		return errf(sp.String(), "is required")
 	}
-	src, err := decodeObj(raw, sp)
-	if err != nil {
-		return nil, err
+	var src obj
+	if err := decodeObj(&src, raw, sp, keysSource); err != nil {
+		return err
 	}
 	typ, err := src.reqStr("type", sp)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var url string
-	switch typ {
+	switch string(typ) {
 	case "base64":
 		if err := src.checkKeys(sp, "type", "media_type", "data"); err != nil {
-			return nil, err
+			return err
 		}
 		mt, err := src.reqStr("media_type", sp)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		data, err := src.reqStr("data", sp)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		url = "data:" + mt + ";base64," + data
+		w.lit(`{"image_url":{"url":"data:`)
+		w.escape(mt)
+		w.lit(`;base64,`)
+		w.escape(data)
+		w.lit(`"},"type":"image_url"}`)
 	case "url":
 		if err := src.checkKeys(sp, "type", "url"); err != nil {
-			return nil, err
+			return err
 		}
-		if url, err = src.reqStr("url", sp); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, errf(join(sp, "type"), "image source type %q cannot be represented in an OpenAI request; use base64 or url", typ)
-	}
-	return map[string]any{"type": "image_url", "image_url": map[string]any{"url": url}}, nil
-}
-
-// messageToOpenAI maps one Anthropic message to one or more OpenAI
-// messages: tool_result blocks become tool messages, in order.
-func messageToOpenAI(raw json.RawMessage, path string) ([]any, error) {
-	o, err := decodeObj(raw, path)
-	if err != nil {
-		return nil, err
-	}
-	if err := o.checkKeys(path, "role", "content"); err != nil {
-		return nil, err
-	}
-	role, err := o.reqStr("role", path)
-	if err != nil {
-		return nil, err
-	}
-	if role != "user" && role != "assistant" {
-		return nil, errf(join(path, "role"), "must be user or assistant, not %q", role)
-	}
-	cp := join(path, "content")
-	content, ok := o["content"]
-	if !ok {
-		return nil, errf(cp, "is required")
-	}
-	if kind(content) == "a string" {
-		var s string
-		_ = json.Unmarshal(content, &s)
-		return []any{map[string]any{"role": role, "content": s}}, nil
-	}
-	if kind(content) != "an array" {
-		return nil, errf(cp, "must be a string or an array of blocks, not %s", kind(content))
-	}
-	var blocks []json.RawMessage
-	if err := json.Unmarshal(content, &blocks); err != nil {
-		return nil, errf(cp, "invalid array")
-	}
-	if role == "assistant" {
-		m, err := assistantToOpenAI(blocks, cp)
-		if err != nil {
-			return nil, err
-		}
-		return []any{m}, nil
-	}
-
-	var out []any
-	var parts []any
-	flush := func() {
-		if len(parts) == 0 {
-			return
-		}
-		var content any = parts
-		if len(parts) == 1 {
-			if p := parts[0].(map[string]any); p["type"] == "text" {
-				content = p["text"]
-			}
-		}
-		out = append(out, map[string]any{"role": "user", "content": content})
-		parts = nil
-	}
-	for i, b := range blocks {
-		bp := index(cp, i)
-		bo, err := decodeObj(b, bp)
-		if err != nil {
-			return nil, err
-		}
-		typ, err := bo.reqStr("type", bp)
-		if err != nil {
-			return nil, err
-		}
-		switch typ {
-		case "text":
-			t, err := textBlock(bo, bp)
-			if err != nil {
-				return nil, err
-			}
-			parts = append(parts, map[string]any{"type": "text", "text": t})
-		case "image":
-			p, err := imageToOpenAI(bo, bp)
-			if err != nil {
-				return nil, err
-			}
-			parts = append(parts, p)
-		case "tool_result":
-			flush()
-			m, err := toolResultToOpenAI(bo, bp)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, m)
-		default:
-			return nil, errf(join(bp, "type"), "block type %q cannot be represented in an OpenAI user message", typ)
-		}
-	}
-	flush()
-	if len(out) == 0 {
-		// An empty block list stays an (empty) user message rather than
-		// vanishing.
-		out = append(out, map[string]any{"role": "user", "content": ""})
-	}
-	return out, nil
-}
-
-// toolResultToOpenAI maps a tool_result block to a tool message.
-func toolResultToOpenAI(o obj, path string) (any, error) {
-	if err := o.checkKeys(path, "type", "tool_use_id", "content", "is_error", "cache_control"); err != nil {
-		return nil, err
-	}
-	id, err := o.reqStr("tool_use_id", path)
-	if err != nil {
-		return nil, err
-	}
-	isErr, _, err := o.boolean("is_error", path)
-	if err != nil {
-		return nil, err
-	}
-	var texts []string
-	if raw, ok := o["content"]; ok {
-		cp := join(path, "content")
-		switch kind(raw) {
-		case "a string":
-			var s string
-			_ = json.Unmarshal(raw, &s)
-			texts = append(texts, s)
-		case "an array":
-			var blocks []json.RawMessage
-			if err := json.Unmarshal(raw, &blocks); err != nil {
-				return nil, errf(cp, "invalid array")
-			}
-			for i, b := range blocks {
-				bp := index(cp, i)
-				bo, err := decodeObj(b, bp)
-				if err != nil {
-					return nil, err
-				}
-				typ, err := bo.reqStr("type", bp)
-				if err != nil {
-					return nil, err
-				}
-				if typ != "text" {
-					return nil, errf(join(bp, "type"), "block type %q cannot be represented in an OpenAI tool message; only text", typ)
-				}
-				t, err := textBlock(bo, bp)
-				if err != nil {
-					return nil, err
-				}
-				texts = append(texts, t)
-			}
-		default:
-			return nil, errf(cp, "must be a string or an array of blocks, not %s", kind(raw))
-		}
-	}
-	// OpenAI has no error flag on tool results: say it in the text.
-	if isErr {
-		if len(texts) == 0 {
-			texts = []string{"Error"}
-		} else {
-			texts[0] = "Error: " + texts[0]
-		}
-	}
-	var content any = ""
-	if len(texts) > 0 {
-		content = textContent(texts)
-	}
-	return map[string]any{"role": "tool", "tool_call_id": id, "content": content}, nil
-}
-
-// assistantToOpenAI maps assistant blocks: text to content, tool_use to
-// tool_calls. OpenAI keeps text before tool calls, so text after a tool_use
-// block moves ahead of it.
-func assistantToOpenAI(blocks []json.RawMessage, cp string) (any, error) {
-	var texts []string
-	var calls []any
-	for i, b := range blocks {
-		bp := index(cp, i)
-		bo, err := decodeObj(b, bp)
-		if err != nil {
-			return nil, err
-		}
-		typ, err := bo.reqStr("type", bp)
-		if err != nil {
-			return nil, err
-		}
-		switch typ {
-		case "text":
-			t, err := textBlock(bo, bp)
-			if err != nil {
-				return nil, err
-			}
-			texts = append(texts, t)
-		case "tool_use":
-			if err := bo.checkKeys(bp, "type", "id", "name", "input", "cache_control"); err != nil {
-				return nil, err
-			}
-			id, err := bo.reqStr("id", bp)
-			if err != nil {
-				return nil, err
-			}
-			name, err := bo.reqStr("name", bp)
-			if err != nil {
-				return nil, err
-			}
-			args := "{}"
-			if in, ok := bo["input"]; ok {
-				if kind(in) != "an object" || !json.Valid(in) {
-					return nil, errf(join(bp, "input"), "must be an object, not %s", kind(in))
-				}
-				args = compactJSON(in)
-			}
-			calls = append(calls, map[string]any{
-				"id": id, "type": "function",
-				"function": map[string]any{"name": name, "arguments": args},
-			})
-		default:
-			return nil, errf(join(bp, "type"), "block type %q cannot be represented in an OpenAI assistant message", typ)
-		}
-	}
-	m := map[string]any{"role": "assistant"}
-	switch {
-	case len(texts) > 0:
-		m["content"] = textContent(texts)
-	case len(calls) > 0:
-		m["content"] = nil
-	default:
-		m["content"] = ""
-	}
-	if len(calls) > 0 {
-		m["tool_calls"] = calls
-	}
-	return m, nil
-}
-
-// toolToOpenAI maps a client tool definition to a function tool. Anthropic
-// server tools (web search, bash, ...) have no OpenAI equivalent.
-func toolToOpenAI(raw json.RawMessage, path string) (any, error) {
-	o, err := decodeObj(raw, path)
-	if err != nil {
-		return nil, err
-	}
-	if typ, ok, err := o.str("type", path); err != nil {
-		return nil, err
-	} else if ok && typ != "custom" {
-		return nil, errf(join(path, "type"), "tool type %q cannot be represented in an OpenAI request; only client tools", typ)
-	}
-	if err := o.checkKeys(path, "type", "name", "description", "input_schema", "cache_control"); err != nil {
-		return nil, err
-	}
-	name, err := o.reqStr("name", path)
-	if err != nil {
-		return nil, err
-	}
-	fn := map[string]any{"name": name}
-	if d, ok, err := o.str("description", path); err != nil {
-		return nil, err
-	} else if ok {
-		fn["description"] = d
-	}
-	schema, ok := o["input_schema"]
-	if !ok {
-		return nil, errf(join(path, "input_schema"), "is required")
-	}
-	if kind(schema) != "an object" || !json.Valid(schema) {
-		return nil, errf(join(path, "input_schema"), "must be an object, not %s", kind(schema))
-	}
-	fn["parameters"] = json.RawMessage(compactJSON(schema))
-	return map[string]any{"type": "function", "function": fn}, nil
-}
-
-func toolChoiceToOpenAI(raw json.RawMessage, out map[string]any) error {
-	const p = "tool_choice"
-	o, err := decodeObj(raw, p)
-	if err != nil {
-		return err
-	}
-	if err := o.checkKeys(p, "type", "name", "disable_parallel_tool_use"); err != nil {
-		return err
-	}
-	typ, err := o.reqStr("type", p)
-	if err != nil {
-		return err
-	}
-	switch typ {
-	case "auto":
-		out["tool_choice"] = "auto"
-	case "any":
-		out["tool_choice"] = "required"
-	case "none":
-		out["tool_choice"] = "none"
-	case "tool":
-		name, err := o.reqStr("name", p)
+		url, err := src.reqStr("url", sp)
 		if err != nil {
 			return err
 		}
-		out["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": name}}
+		w.lit(`{"image_url":{"url":`)
+		w.str("", url)
+		w.lit(`},"type":"image_url"}`)
 	default:
-		return errf(join(p, "type"), "unknown tool_choice type %q", typ)
-	}
-	if typ != "tool" && o.has("name") {
-		return errf(join(p, "name"), "is only allowed with type tool")
-	}
-	if dis, ok, err := o.boolean("disable_parallel_tool_use", p); err != nil {
-		return err
-	} else if ok {
-		if typ == "none" {
-			return errf(join(p, "disable_parallel_tool_use"), "is not allowed with type none")
-		}
-		out["parallel_tool_calls"] = !dis
+		return errf(sp.key("type").String(), "image source type %q cannot be represented in an OpenAI request; use base64 or url", typ)
 	}
 	return nil
+}
+
+// messageToOpenAI writes one Anthropic message as one or more OpenAI
+// messages: tool_result blocks become tool messages, in order.
+func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
+	var o obj
+	if err := decodeObj(&o, raw, p, keysMessage); err != nil {
+		return err
+	}
+	if err := o.checkKeys(p, "role", "content"); err != nil {
+		return err
+	}
+	role, err := o.reqStr("role", p)
+	if err != nil {
+		return err
+	}
+	if string(role) != "user" && string(role) != "assistant" {
+		return errf(p.key("role").String(), "must be user or assistant, not %q", role)
+	}
+	cp := p.key("content")
+	content := o.get("content")
+	if content == nil {
+		return errf(cp.String(), "is required")
+	}
+	if content[0] == '"' {
+		w.sep(n)
+		w.lit(`{"content":`)
+		w.str("", text(content))
+		w.lit(`,"role":`)
+		w.str("", role)
+		w.lit("}")
+		return nil
+	}
+	if content[0] != '[' {
+		return errf(cp.String(), "must be a string or an array of blocks, not %s", kind(content))
+	}
+	if string(role) == "assistant" {
+		w.sep(n)
+		return w.assistantToOpenAI(content, cp)
+	}
+
+	// A run of text and image blocks is one user message; its content is a
+	// string when the run is a single text block. The first text of a run
+	// is held until the next block shows which.
+	var (
+		parts   int    // parts in the current run
+		held    []byte // the run's first part, a text not yet written
+		written int    // messages written for this one
+	)
+	start := func() {
+		w.sep(n)
+		written++
+		w.lit(`{"content":`)
+	}
+	next := func() {
+		if parts == 1 && held != nil {
+			w.lit("[")
+			w.textPart("", held)
+			held = nil
+		}
+		w.lit(",")
+	}
+	flush := func() {
+		switch {
+		case parts == 0:
+			return
+		case held != nil:
+			w.str("", held)
+			held = nil
+		default:
+			w.lit("]")
+		}
+		w.lit(`,"role":"user"}`)
+		parts = 0
+	}
+	it := arrayElems(content)
+	for i := 0; ; i++ {
+		b, ok := it.next()
+		if !ok {
+			break
+		}
+		bp := cp.at(i)
+		if err := w.block(bp); err != nil {
+			return err
+		}
+		var bo obj
+		if err := decodeObj(&bo, b, bp, keysBlock); err != nil {
+			return err
+		}
+		typ, err := bo.reqStr("type", bp)
+		if err != nil {
+			return err
+		}
+		switch string(typ) {
+		case "text":
+			t, err := textBlock(&bo, bp)
+			if err != nil {
+				return err
+			}
+			if parts == 0 {
+				start()
+				held = t
+			} else {
+				next()
+				w.textPart("", t)
+			}
+			parts++
+		case "image":
+			if parts == 0 {
+				start()
+				w.lit("[")
+			} else {
+				next()
+			}
+			if err := imageToOpenAI(w, &bo, bp); err != nil {
+				return err
+			}
+			parts++
+		case "tool_result":
+			flush()
+			w.sep(n)
+			written++
+			if err := w.toolResultToOpenAI(&bo, bp); err != nil {
+				return err
+			}
+		default:
+			return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI user message", typ)
+		}
+	}
+	flush()
+	if written == 0 {
+		// An empty block list stays an (empty) user message rather than
+		// vanishing.
+		w.sep(n)
+		w.lit(`{"content":"","role":"user"}`)
+	}
+	return nil
+}
+
+// toolResultToOpenAI writes a tool_result block as a tool message.
+func (w *writer) toolResultToOpenAI(o *obj, p path) error {
+	if err := o.checkKeys(p, "type", "tool_use_id", "content", "is_error", "cache_control"); err != nil {
+		return err
+	}
+	id, err := o.reqStr("tool_use_id", p)
+	if err != nil {
+		return err
+	}
+	isErr, _, err := o.boolean("is_error", p)
+	if err != nil {
+		return err
+	}
+	w.lit(`{"content":`)
+	// OpenAI has no error flag on tool results: say it in the text.
+	var ts texts
+	if isErr {
+		ts.pre = "Error: "
+	}
+	if raw := o.get("content"); raw != nil {
+		cp := p.key("content")
+		switch raw[0] {
+		case '"':
+			ts.add(w, text(raw))
+		case '[':
+			it := arrayElems(raw)
+			for i := 0; ; i++ {
+				b, ok := it.next()
+				if !ok {
+					break
+				}
+				bp := cp.at(i)
+				if err := w.block(bp); err != nil {
+					return err
+				}
+				var bo obj
+				if err := decodeObj(&bo, b, bp, keysBlock); err != nil {
+					return err
+				}
+				typ, err := bo.reqStr("type", bp)
+				if err != nil {
+					return err
+				}
+				if string(typ) != "text" {
+					return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI tool message; only text", typ)
+				}
+				t, err := textBlock(&bo, bp)
+				if err != nil {
+					return err
+				}
+				ts.add(w, t)
+			}
+		default:
+			return errf(cp.String(), "must be a string or an array of blocks, not %s", kind(raw))
+		}
+	}
+	if !ts.end(w) {
+		if isErr {
+			w.lit(`"Error"`)
+		} else {
+			w.lit(`""`)
+		}
+	}
+	w.lit(`,"role":"tool","tool_call_id":`)
+	w.str("", id)
+	w.lit("}")
+	return nil
+}
+
+// assistantToOpenAI writes assistant blocks as one message: text to
+// content, tool_use to tool_calls. OpenAI keeps text before tool calls, so
+// text after a tool_use block moves ahead of it: the blocks are walked once
+// to check them and write the text, and once more for the calls.
+func (w *writer) assistantToOpenAI(content []byte, cp path) error {
+	w.lit(`{"content":`)
+	var ts texts
+	calls := 0
+	it := arrayElems(content)
+	for i := 0; ; i++ {
+		b, ok := it.next()
+		if !ok {
+			break
+		}
+		bp := cp.at(i)
+		if err := w.block(bp); err != nil {
+			return err
+		}
+		var bo obj
+		if err := decodeObj(&bo, b, bp, keysBlock); err != nil {
+			return err
+		}
+		typ, err := bo.reqStr("type", bp)
+		if err != nil {
+			return err
+		}
+		switch string(typ) {
+		case "text":
+			t, err := textBlock(&bo, bp)
+			if err != nil {
+				return err
+			}
+			ts.add(w, t)
+		case "tool_use":
+			if err := toolUseToOpenAI(nil, &bo, bp); err != nil {
+				return err
+			}
+			calls++
+		default:
+			return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI assistant message", typ)
+		}
+	}
+	switch {
+	case ts.end(w):
+	case calls > 0:
+		w.lit("null")
+	default:
+		w.lit(`""`)
+	}
+	w.lit(`,"role":"assistant"`)
+	if calls > 0 {
+		w.lit(`,"tool_calls":[`)
+		it, n := arrayElems(content), 0
+		for b, ok := it.next(); ok; b, ok = it.next() {
+			var bo obj
+			_ = decodeObj(&bo, b, cp, keysBlock)
+			if t, _, _ := bo.str("type", cp); string(t) == "tool_use" {
+				w.sep(&n)
+				_ = toolUseToOpenAI(w, &bo, cp)
+			}
+		}
+		w.lit("]")
+	}
+	w.lit("}")
+	return nil
+}
+
+// toolUseToOpenAI checks a tool_use block and writes it as a tool call (w
+// nil: check only).
+func toolUseToOpenAI(w *writer, o *obj, p path) error {
+	if err := o.checkKeys(p, "type", "id", "name", "input", "cache_control"); err != nil {
+		return err
+	}
+	id, err := o.reqStr("id", p)
+	if err != nil {
+		return err
+	}
+	name, err := o.reqStr("name", p)
+	if err != nil {
+		return err
+	}
+	in := o.get("input")
+	if in != nil && in[0] != '{' {
+		return errf(p.key("input").String(), "must be an object, not %s", kind(in))
+	}
+	if w == nil {
+		return nil
+	}
+	w.lit(`{"function":{"arguments":`)
+	if in == nil {
+		w.lit(`"{}"`)
+	} else {
+		w.compactStr(in)
+	}
+	w.lit(`,"name":`)
+	w.str("", name)
+	w.lit(`},"id":`)
+	w.str("", id)
+	w.lit(`,"type":"function"}`)
+	return nil
+}
+
+// toolToOpenAI checks a client tool definition and writes it as a function
+// tool (w nil: check only). Anthropic server tools (web search, bash, ...)
+// have no OpenAI equivalent.
+func toolToOpenAI(w *writer, raw []byte, p path) error {
+	var o obj
+	if err := decodeObj(&o, raw, p, keysTool); err != nil {
+		return err
+	}
+	if typ, ok, err := o.str("type", p); err != nil {
+		return err
+	} else if ok && string(typ) != "custom" {
+		return errf(p.key("type").String(), "tool type %q cannot be represented in an OpenAI request; only client tools", typ)
+	}
+	if err := o.checkKeys(p, "type", "name", "description", "input_schema", "cache_control"); err != nil {
+		return err
+	}
+	name, err := o.reqStr("name", p)
+	if err != nil {
+		return err
+	}
+	desc, hasDesc, err := o.str("description", p)
+	if err != nil {
+		return err
+	}
+	schema := o.get("input_schema")
+	if schema == nil {
+		return errf(p.key("input_schema").String(), "is required")
+	}
+	if schema[0] != '{' {
+		return errf(p.key("input_schema").String(), "must be an object, not %s", kind(schema))
+	}
+	if w == nil {
+		return nil
+	}
+	w.lit(`{"function":{`)
+	if hasDesc {
+		w.lit(`"description":`)
+		w.str("", desc)
+		w.lit(",")
+	}
+	w.lit(`"name":`)
+	w.str("", name)
+	w.lit(`,"parameters":`)
+	w.compact(schema)
+	w.lit(`},"type":"function"}`)
+	return nil
+}
+
+// toolChoice is a checked Anthropic tool_choice: typ is the OpenAI
+// tool_choice string, or "tool" for a named function.
+type toolChoice struct {
+	typ      string
+	name     []byte
+	parallel *bool
+}
+
+func toolChoiceToOpenAI(raw []byte) (toolChoice, error) {
+	var c toolChoice
+	p := path{}.key("tool_choice")
+	var o obj
+	if err := decodeObj(&o, raw, p, keysToolChoice); err != nil {
+		return c, err
+	}
+	if err := o.checkKeys(p, "type", "name", "disable_parallel_tool_use"); err != nil {
+		return c, err
+	}
+	typ, err := o.reqStr("type", p)
+	if err != nil {
+		return c, err
+	}
+	switch string(typ) {
+	case "auto":
+		c.typ = "auto"
+	case "any":
+		c.typ = "required"
+	case "none":
+		c.typ = "none"
+	case "tool":
+		if c.name, err = o.reqStr("name", p); err != nil {
+			return c, err
+		}
+		c.typ = "tool"
+	default:
+		return c, errf(p.key("type").String(), "unknown tool_choice type %q", typ)
+	}
+	if c.typ != "tool" && o.has("name") {
+		return c, errf(p.key("name").String(), "is only allowed with type tool")
+	}
+	if dis, ok, err := o.boolean("disable_parallel_tool_use", p); err != nil {
+		return c, err
+	} else if ok {
+		if c.typ == "none" {
+			return c, errf(p.key("disable_parallel_tool_use").String(), "is not allowed with type none")
+		}
+		par := !dis
+		c.parallel = &par
+	}
+	return c, nil
 }

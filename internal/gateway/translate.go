@@ -53,6 +53,8 @@ func (x *exchange) translate(body []byte) *apiError {
 	}
 	var te *anthropic.Error
 	switch {
+	case errors.As(err, &te) && te.Code == anthropic.CodeTooManyBlocks:
+		return newError(http.StatusBadRequest, te.Code, te.Message+"; "+te.Field+" is over the limit")
 	case errors.As(err, &te):
 		return newError(http.StatusBadRequest, "unsupported_feature",
 			"the upstream's API cannot represent "+te.Field+": "+te.Message)
