@@ -69,7 +69,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 		v := verdicts[res.class]
 		if res.class == ClassNone || res.committed || !v.retry {
 			x.status, x.class = res.status, res.class
-			if res.class == ClassClientCancelled {
+			if v.status == 499 { // the client's doing: cancelled or too slow
 				x.status = 499
 			}
 			return
@@ -352,13 +352,14 @@ func contains(list []string, v string) bool {
 // watchdog cancels an attempt that goes quiet: first with the first-byte
 // timeout, then, once data flows, with the idle timeout between events.
 type watchdog struct {
-	t       *time.Timer
-	started atomic.Bool
-	idle    time.Duration
+	t         *time.Timer
+	started   atomic.Bool
+	firstByte time.Duration
+	idle      time.Duration
 }
 
 func newWatchdog(firstByte, idle time.Duration, cancel context.CancelCauseFunc) *watchdog {
-	wd := &watchdog{idle: idle}
+	wd := &watchdog{firstByte: firstByte, idle: idle}
 	wd.t = time.AfterFunc(firstByte, func() {
 		if wd.started.Load() {
 			cancel(errIdleTimeout)
@@ -376,6 +377,18 @@ func (wd *watchdog) progress() {
 }
 
 func (wd *watchdog) stop() { wd.t.Stop() }
+
+// pause and resume bracket a write to the client: waiting on the client is
+// not upstream silence.
+func (wd *watchdog) pause() { wd.t.Stop() }
+
+func (wd *watchdog) resume() {
+	if wd.started.Load() {
+		wd.t.Reset(wd.idle)
+	} else {
+		wd.t.Reset(wd.firstByte)
+	}
+}
 
 // attempt sends the request to one target with one key.
 func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, tg *targetRT, key *keyRT, body []byte) result {
@@ -410,6 +423,20 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 	setCredential(req.Header, tg, key)
 	wd := newWatchdog(tg.provider.firstByteTimeout, tg.provider.idleTimeout, cancel)
 	defer wd.stop()
+	cw := x.client
+	cw.wd = wd
+	defer func() { cw.wd = nil }()
+	res := g.exchangeWith(cw, r, x, ctx, tg, req, wd, cross)
+	if cw.slow {
+		// Whatever the attempt saw afterwards (a cancelled context, a
+		// broken write), it ended because the client stopped reading.
+		res.class = ClassClientSlow
+	}
+	return res
+}
+
+// exchangeWith sends req and relays the answer to the client through w.
+func (g *Gateway) exchangeWith(w http.ResponseWriter, r *http.Request, x *exchange, ctx context.Context, tg *targetRT, req *http.Request, wd *watchdog, cross bool) result {
 	resp, err := g.transport.RoundTrip(req)
 	if err != nil {
 		return result{class: classifyErr(err, ctx, r.Context())}

@@ -228,6 +228,8 @@ type exchange struct {
 	// addedUsage: the gateway asked the upstream for a usage chunk the client
 	// did not ask for, so the relay strips it.
 	addedUsage bool
+	// client writes the answer under the client write timeout.
+	client *clientWriter
 
 	// outcome
 	status        int
@@ -288,7 +290,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	if x.stream {
 		body, x.addedUsage = requestUsage(body, x.endpoint)
 	}
+	x.client = newClientWriter(w, g.cfg.ClientWriteTimeout)
 	g.forward(w, r, x, body)
+	x.client.done()
 	g.account(x)
 }
 

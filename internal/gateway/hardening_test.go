@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"strings"
@@ -487,5 +488,125 @@ func TestScenario25_RefusedPoolKey(t *testing.T) {
 	defer mu.Unlock()
 	if calls["Bearer sk-revoked"] != before {
 		t.Fatal("the refused key was used again within its credential cooldown")
+	}
+}
+
+// TestScenario24_SlowClientIsNotTheUpstreamsFault: three streams whose
+// clients stop reading outlast the idle timeout; the idle watchdog measures
+// only the upstream, so it does not fire. The client write timeout cuts each
+// off as client_slow (499), no breaker is penalised, and other callers are
+// served.
+func TestScenario24_SlowClientIsNotTheUpstreamsFault(t *testing.T) {
+	const idle, writeTimeout = 300 * time.Millisecond, 2 * time.Second
+	h := newHarness(t, Config{IdleTimeout: idle, ClientWriteTimeout: writeTimeout})
+	chunk := `data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"` +
+		strings.Repeat("a", 16<<10) + `"}}]}` + "\n\n"
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if !strings.Contains(string(body), `"stream":true`) {
+			_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","model":"m","choices":[]}`)
+			return
+		}
+		sseHeader(w)
+		for r.Context().Err() == nil { // as fast as the gateway reads
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	})
+	pid := h.provider("p", up.base(), store.ProviderSettings{})
+	h.route("m", "", store.Target{ProviderID: pid, Weight: 1})
+
+	var conns []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", h.srv.Listener.Addr().String())
+		must(t, err)
+		t.Cleanup(func() { c.Close() })
+		body := `{"model":"m","stream":true,"messages":[]}`
+		_, err = fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", h.key, len(body), body)
+		must(t, err)
+		conns = append(conns, c) // and never read
+	}
+	slow := func() int {
+		n := 0
+		for _, r := range h.usage.all() {
+			if r.Class == string(ClassClientSlow) && r.Status == 499 {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "three client_slow records", func() bool { return slow() == 3 })
+	// Before the fix the watchdog fired during the blocked writes: each
+	// stream then ended as idle_timeout against the upstream.
+	for _, r := range h.usage.all() {
+		if r.Class == string(ClassIdleTimeout) {
+			t.Fatalf("a stream was blamed on the upstream: %+v", r)
+		}
+	}
+	for _, tg := range h.gw.table.Load().routes {
+		for _, x := range tg.targets {
+			if st := x.breaker.State(); st != cooldown.StateClosed {
+				t.Fatalf("the upstream's breaker is %s after slow clients", st)
+			}
+		}
+	}
+	if n := counterValue(t, h.reg, "rolter_upstream_attempts_total", map[string]string{"provider": "p", "class": "client_slow"}); n != 3 {
+		t.Fatalf("client_slow attempts counted %v", n)
+	}
+	for i := range 5 {
+		resp := h.post("/v1/chat/completions", `{"model":"m","messages":[]}`)
+		if body := readAll(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("another caller %d: status %d body %s", i, resp.StatusCode, body)
+		}
+	}
+}
+
+// slowWriter takes delay over every write, like a client on a slow link.
+type slowWriter struct {
+	http.ResponseWriter
+	delay time.Duration
+}
+
+func (s slowWriter) Write(b []byte) (int, error) {
+	time.Sleep(s.delay) // the client's pace, not a wait for a condition
+	return s.ResponseWriter.Write(b)
+}
+
+func (s slowWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// TestScenario24_SlowWritesDoNotCountAsUpstreamSilence: a client whose
+// every write takes longer than the idle timeout (but less than the client
+// write timeout) gets the whole stream: time spent writing to it is not
+// counted as upstream silence.
+func TestScenario24_SlowWritesDoNotCountAsUpstreamSilence(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	h := newHarness(t, Config{IdleTimeout: idle, ClientWriteTimeout: time.Minute})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		sseHeader(w)
+		for i := range 4 {
+			// A healthy upstream: an event every idle/4.
+			time.Sleep(idle / 4)
+			sseWrite(w, `data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"`+strconv.Itoa(i)+`"}}]}`+"\n\n")
+		}
+		sseWrite(w, "data: [DONE]\n\n")
+	})
+	pid := h.provider("p", up.base(), store.ProviderSettings{})
+	h.route("m", "", store.Target{ProviderID: pid, Weight: 1})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.gw.ServeHTTP(slowWriter{w, 2 * idle}, r)
+	}))
+	t.Cleanup(front.Close)
+	req, _ := http.NewRequest("POST", front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+	req.Header.Set("Authorization", "Bearer "+h.key)
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	body := readAll(t, resp)
+	if !strings.HasSuffix(body, "data: [DONE]\n\n") || strings.Contains(body, "upstream_timeout") {
+		t.Fatalf("the slow client's stream was cut: %s", body)
+	}
+	recs := h.usage.all()
+	if r := recs[len(recs)-1]; r.Class != "" || r.Status != 200 {
+		t.Fatalf("usage %+v", r)
 	}
 }
