@@ -149,8 +149,7 @@ func (h *Handler) trusted(a netip.Addr) bool {
 // has answered. It reads nothing of r but the key and the peer address
 // (for the log), so it can run before every other check.
 func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (orgID int64, ok bool) {
-	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	token = strings.TrimSpace(token)
+	token, _ := secret.Bearer(r.Header.Get("Authorization"))
 	refuse := func(why string) (int64, bool) {
 		// The token is never logged, not even in part; the peer is the
 		// direct connection (the box's own address is resolved only for

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -52,5 +53,21 @@ func TestScenario35_VllmConfigUnauthenticatedFirst(t *testing.T) {
 	code, body, _ := f.do(t, "GET", fleetapi.ConfigPath, f.key, "", "X-Forwarded-For", "10.0.0.9")
 	if code != 200 || !strings.Contains(body, `"ip":"10.0.0.9"`) || !strings.Contains(body, `"host_id":`+strconv.FormatInt(f.h3.ID, 10)) {
 		t.Fatalf("keyed config: %d %s", code, body)
+	}
+}
+
+// TestScenario33_FleetBearerSchemeIsCaseInsensitive: a box may send
+// "bearer" or "BEARER" (RFC 7235).
+func TestScenario33_FleetBearerSchemeIsCaseInsensitive(t *testing.T) {
+	f := newFleetFixture(t, "sqlite", HandlerConfig{})
+	for _, scheme := range []string{"bearer", "BEARER", "Bearer"} {
+		req, _ := http.NewRequest("GET", f.srv.URL+fleetapi.ConfigPath, nil)
+		req.Header.Set("Authorization", scheme+" "+f.key)
+		resp, err := f.srv.Client().Do(req)
+		must(t, err)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", scheme, resp.StatusCode)
+		}
 	}
 }
