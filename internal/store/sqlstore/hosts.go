@@ -279,11 +279,11 @@ func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistrat
 			}
 			if _, err := tx.ExecContext(ctx, s.q(
 				`INSERT INTO route_targets (route_id, provider_id, upstream_model, weight, position, context_limit) VALUES (?, ?, ?, 1, ?, 0)`),
-				routeID, providerID, reg.ServedModel, pos); err != nil {
+				routeID, providerID, text(reg.ServedModel), pos); err != nil {
 				return s.classify(err, "")
 			}
 		} else if _, err := tx.ExecContext(ctx, s.q(`UPDATE route_targets SET upstream_model = ? WHERE route_id = ? AND provider_id = ?`),
-			reg.ServedModel, routeID, providerID); err != nil {
+			text(reg.ServedModel), routeID, providerID); err != nil {
 			return s.classify(err, "")
 		}
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE routes SET updated_at = ? WHERE id = ?`), t, routeID); err != nil {
