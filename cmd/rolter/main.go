@@ -151,6 +151,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		durationInto(&cfg.Gateway.BodyTimeout))
 	fs.Func("client-write-timeout", "how long one write to a client that stopped reading may block; then the request is cancelled as client_slow (default 60s, env ROLTER_CLIENT_WRITE_TIMEOUT)",
 		durationInto(&cfg.Gateway.ClientWriteTimeout))
+	metricsToken := os.Getenv("ROLTER_METRICS_TOKEN")
+	fs.Func("metrics-token", "require this bearer token on /metrics (env ROLTER_METRICS_TOKEN, preferred: a flag shows in ps)",
+		func(v string) error { metricsToken = v; return nil })
 	fs.DurationVar(&cfg.Gateway.CredentialCooldown, "credential-cooldown", 10*time.Minute, "how long a pool key the upstream refused (401/403) is left out; editing the key ends it")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send its request headers")
 	fs.BoolVar(&cfg.AllowLinkLocalUpstreams, "allow-link-local-upstreams", false, "allow provider base_urls on link-local and cloud metadata addresses")
@@ -202,6 +205,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// trailing newline does not lock the operator out.
 	cfg.AdminToken = secret.New(strings.TrimSpace(os.Getenv("ROLTER_ADMIN_TOKEN")))
 	cfg.MasterKey = secret.New(os.Getenv("ROLTER_MASTER_KEY"))
+	if metricsToken = strings.TrimSpace(metricsToken); metricsToken != "" && len(metricsToken) < 16 {
+		return errors.New("--metrics-token (ROLTER_METRICS_TOKEN) must be at least 16 characters")
+	}
+	cfg.MetricsToken = secret.New(metricsToken)
 	return server.Run(ctx, cfg, log)
 }
 

@@ -54,7 +54,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 			continue
 		}
 		if x.attempts > 0 {
-			g.metrics.failovers.WithLabelValues(plan.route).Inc()
+			g.metrics.failovers.WithLabelValues(x.key.Project.Org.Name, x.key.Project.Name, plan.route).Inc()
 		}
 		x.attempts++
 		x.target = tg
@@ -63,7 +63,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 		res := g.attempt(w, r, x, tg, key, body)
 		tg.stats.End(time.Since(began), res.class == ClassNone)
 		last = res
-		g.metrics.attempts.WithLabelValues(tg.provider.slug, attemptLabel(res.class)).Inc()
+		g.metrics.attempts.WithLabelValues(tg.provider.org, tg.provider.slug, attemptLabel(res.class)).Inc()
 		g.judge(tg, key, tgProbe, keyProbe, res)
 
 		v := verdicts[res.class]
@@ -104,7 +104,7 @@ func (g *Gateway) judge(tg *targetRT, key *keyRT, tgProbe, keyProbe bool, res re
 			return
 		}
 	case v.credential:
-		g.metrics.credentialFailures.WithLabelValues(tg.provider.slug).Inc()
+		g.metrics.credentialFailures.WithLabelValues(tg.provider.org, tg.provider.slug).Inc()
 		if key == nil {
 			tg.breaker.Refused(g.cfg.CredentialCooldown)
 			return

@@ -171,7 +171,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		transport: o.Transport,
 		metrics:   NewMetrics(o.Registry), mux: http.NewServeMux()}
 	o.Registry.MustRegister(cooldownCollector{g: g, desc: prometheus.NewDesc("rolter_cooldown",
-		"Targets and keys per provider by breaker state.", []string{"provider", "kind", "state"}, nil)})
+		"Targets and keys per provider by breaker state.", []string{"org", "provider", "kind", "state"}, nil)})
 	snap.OnSwap(func(s *snapshot.Snapshot) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -426,10 +426,11 @@ func (g *Gateway) account(x *exchange) {
 		rec.ProviderID, rec.ProviderSlug = x.target.provider.id, provider
 	}
 	g.usage.Record(rec)
-	g.metrics.requests.WithLabelValues(label, provider, statusLabel(x.status), string(x.class)).Inc()
-	g.metrics.latency.WithLabelValues(label).Observe(rec.Latency.Seconds())
+	org, project := x.key.Project.Org.Name, x.key.Project.Name
+	g.metrics.requests.WithLabelValues(org, project, label, provider, statusLabel(x.status), string(x.class)).Inc()
+	g.metrics.latency.WithLabelValues(org, project, label).Observe(rec.Latency.Seconds())
 	if x.ttft > 0 {
-		g.metrics.ttft.WithLabelValues(label).Observe(x.ttft.Seconds())
+		g.metrics.ttft.WithLabelValues(org, project, label).Observe(x.ttft.Seconds())
 	}
 	if !g.log.Enabled(context.Background(), slog.LevelDebug) {
 		return // building the attributes costs allocations per request

@@ -7,9 +7,12 @@ import (
 )
 
 // Metrics are the data path's Prometheus series. Label values are bounded:
-// route names and provider slugs come from the operator's configuration,
-// status and class from fixed sets; nothing comes from client strings or
-// secrets. A slug/model address is labelled by its provider, never by model.
+// org and project names, route names and provider slugs come from the
+// operator's configuration, status and class from fixed sets; nothing comes
+// from client strings or secrets. A slug/model address is labelled by its
+// provider, never by model. Routes are named per project and providers per
+// org, so their series carry org (and project): two orgs' "qwen3" stay
+// apart.
 type Metrics struct {
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
@@ -18,6 +21,9 @@ type Metrics struct {
 	attempts   *prometheus.CounterVec
 	failovers  *prometheus.CounterVec
 	usageDrops prometheus.Counter
+	// usageRejects counts usage records the store refused for their values
+	// (the rest of their batch was stored).
+	usageRejects prometheus.Counter
 	// credentialFailures counts upstream 401/403 answers to the
 	// operator's credentials, per provider: a revoked or wrong pool key.
 	credentialFailures *prometheus.CounterVec
@@ -29,35 +35,42 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rolter_requests_total", Help: "Client requests by route, provider, HTTP status and failure class.",
-		}, []string{"route", "provider", "status", "class"}),
+		}, []string{"org", "project", "route", "provider", "status", "class"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "rolter_request_duration_seconds", Help: "Client request duration, to the last byte.", Buckets: buckets,
-		}, []string{"route"}),
+		}, []string{"org", "project", "route"}),
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "rolter_time_to_first_token_seconds", Help: "Time to the first streamed event.", Buckets: buckets,
-		}, []string{"route"}),
+		}, []string{"org", "project", "route"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rolter_in_flight_requests", Help: "Client requests being served.",
 		}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rolter_upstream_attempts_total", Help: "Upstream attempts by provider and outcome class (\"ok\" on success).",
-		}, []string{"provider", "class"}),
+		}, []string{"org", "provider", "class"}),
 		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rolter_failovers_total", Help: "Attempts that moved on to another candidate.",
-		}, []string{"route"}),
+		}, []string{"org", "project", "route"}),
 		usageDrops: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rolter_usage_dropped_total", Help: "Usage records dropped: buffer full or store unavailable.",
 		}),
 		credentialFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rolter_upstream_credential_failures_total", Help: "Upstream 401/403 answers to a pool key (or a keyless provider), by provider.",
-		}, []string{"provider"}),
+		}, []string{"org", "provider"}),
+		usageRejects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rolter_usage_rejected_total", Help: "Usage records the store refused for their values; the rest of their batch was stored.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.ttft, m.inFlight, m.attempts, m.failovers, m.usageDrops, m.credentialFailures)
+	reg.MustRegister(m.requests, m.latency, m.ttft, m.inFlight, m.attempts, m.failovers, m.usageDrops, m.credentialFailures, m.usageRejects)
 	return m
 }
 
 // UsageDropped counts dropped usage records; wire it to the recorder.
 func (m *Metrics) UsageDropped(n int) { m.usageDrops.Add(float64(n)) }
+
+// UsageRejected counts usage records the store refused; wire it to the
+// recorder's OnReject.
+func (m *Metrics) UsageRejected(n int) { m.usageRejects.Add(float64(n)) }
 
 func statusLabel(code int) string { return strconv.Itoa(code) }
 
@@ -75,20 +88,20 @@ func (c cooldownCollector) Collect(ch chan<- prometheus.Metric) {
 	if t == nil {
 		return
 	}
-	type key struct{ provider, kind, state string }
+	type key struct{ org, provider, kind, state string }
 	counts := map[key]int{}
 	for _, p := range t.providers {
 		for _, k := range p.keys {
-			counts[key{p.slug, "key", k.breaker.State()}]++
+			counts[key{p.org, p.slug, "key", k.breaker.State()}]++
 		}
 	}
 	c.g.states.Range(func(k, v any) bool {
 		if p := t.providers[k.(targetID).provider]; p != nil {
-			counts[key{p.slug, "target", v.(*deployState).breaker.State()}]++
+			counts[key{p.org, p.slug, "target", v.(*deployState).breaker.State()}]++
 		}
 		return true
 	})
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k.provider, k.kind, k.state)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k.org, k.provider, k.kind, k.state)
 	}
 }

@@ -492,9 +492,10 @@ func TestScenario14_WeightedSplitWithOneTargetDown(t *testing.T) {
 	})
 }
 
-// TestUpstreamRedirectIsNotFollowed: a 3xx from an upstream is never
-// followed; the server it points at sees nothing.
-func TestUpstreamRedirectIsNotFollowed(t *testing.T) {
+// TestScenario27_DataPathDoesNotFollowRedirects: a 302 from an upstream is
+// a failed attempt; the location (another port, so Go would resend the
+// pool key) is never requested.
+func TestScenario27_DataPathDoesNotFollowRedirects(t *testing.T) {
 	h := newHarness(t, Config{})
 	var hits atomic.Int64
 	elsewhere := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
@@ -504,7 +505,7 @@ func TestUpstreamRedirectIsNotFollowed(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		http.Redirect(w, r, elsewhere.URL+"/v1/chat/completions", http.StatusFound)
 	})
-	pid := h.provider("p", up.base(), store.ProviderSettings{})
+	pid := h.provider("p", up.base(), store.ProviderSettings{}, "sk-pool-key")
 	h.route("m", "", store.Target{ProviderID: pid, Weight: 1})
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	req, _ := http.NewRequest("POST", h.srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m"}`))

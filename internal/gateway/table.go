@@ -159,6 +159,7 @@ func (g *Gateway) sweep(now int64) {
 // providerRT is a provider with its endpoint facts and key pool.
 type providerRT struct {
 	id               int64
+	org              string // the org's name, for metric labels
 	slug             string
 	kind             string
 	base             string // base_url without trailing slash
@@ -200,7 +201,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 	}
 	s.EachOrg(func(o *snapshot.Org) {
 		for _, p := range o.Providers {
-			t.providers[p.ID] = g.providerRT(p, prev, t)
+			t.providers[p.ID] = g.providerRT(o.Name, p, prev, t)
 		}
 		var models []modelEntry
 		for _, p := range o.Providers {
@@ -279,8 +280,8 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 	return t
 }
 
-func (g *Gateway) providerRT(p *snapshot.Provider, prev, t *table) *providerRT {
-	rt := &providerRT{id: p.ID, slug: p.Slug, kind: p.Kind, base: strings.TrimRight(p.BaseURL, "/"),
+func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev, t *table) *providerRT {
+	rt := &providerRT{id: p.ID, org: org, slug: p.Slug, kind: p.Kind, base: strings.TrimRight(p.BaseURL, "/"),
 		firstByteTimeout: g.cfg.FirstByteTimeout, idleTimeout: g.cfg.IdleTimeout,
 		upstream: p.MetadataSource == "upstream", contextLimit: p.ContextLimit}
 	if d := time.Duration(p.Settings.FirstByteTimeout); d > 0 {

@@ -35,13 +35,16 @@ import (
 
 // Config is the start-up contract of SPEC §1.
 type Config struct {
-	Listen          string        // (default 127.0.0.1:4000)
-	DataDir         string        // (default ./rolter-data)
-	Store           string        // "sqlite" (default), "sqlite:PATH" or a postgres:// URL
-	ConfigFile      string        // YAML imported on start; optional
-	Demo            bool          // register the built-in simulated upstream
-	AdminToken      secret.Secret // ROLTER_ADMIN_TOKEN
-	MasterKey       secret.Secret // ROLTER_MASTER_KEY
+	Listen     string        // (default 127.0.0.1:4000)
+	DataDir    string        // (default ./rolter-data)
+	Store      string        // "sqlite" (default), "sqlite:PATH" or a postgres:// URL
+	ConfigFile string        // YAML imported on start; optional
+	Demo       bool          // register the built-in simulated upstream
+	AdminToken secret.Secret // ROLTER_ADMIN_TOKEN
+	MasterKey  secret.Secret // ROLTER_MASTER_KEY
+	// MetricsToken, when set, is required on /metrics as Authorization:
+	// Bearer (ROLTER_METRICS_TOKEN); unset, /metrics is open.
+	MetricsToken    secret.Secret
 	ShutdownTimeout time.Duration // in-flight grace on SIGTERM (default 30s)
 	// ReadHeaderTimeout bounds how long a client may take to send its
 	// request headers, so a slow-loris client cannot hold a connection
@@ -206,6 +209,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	probes.OnChange(gw.Refresh)
 	svc.SetReadiness(probes)
 	rec.OnDrop = gw.Metrics().UsageDropped
+	rec.OnReject = gw.Metrics().UsageRejected
 	bg, stop := context.WithCancel(context.Background())
 	s.bgStop, s.bgDone = stop, make(chan struct{})
 	var bgWG sync.WaitGroup
@@ -239,7 +243,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	go func() { bgWG.Wait(); close(s.bgDone) }()
 	mux.Handle("/v1/", gw)
 	mux.Handle("/vllm/", fleet.NewHandler(s.db, s.cfg.Fleet.Handler, s.log))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", requireToken(s.cfg.MetricsToken, "rolter-metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	if s.cfg.Demo {
 		if err := s.mountDemo(ctx, mux, svc); err != nil {
 			ln.Close()
@@ -350,6 +354,24 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		s.done <- err // Shutdown reads it
 	}
 	return s.Shutdown()
+}
+
+// requireToken guards next with a bearer token when tok is set; the
+// comparison is of hashes, in constant time.
+func requireToken(tok secret.Secret, realm string, next http.Handler) http.Handler {
+	if tok.IsZero() {
+		return next
+	}
+	want := secret.HashOf(tok.Reveal())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := secret.Bearer(r.Header.Get("Authorization"))
+		if !ok || !secret.HashOf(got).Equal(want) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
+			http.Error(w, "a metrics token is required: send Authorization: Bearer <token>\n", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // statusWriter records the status for the access log and keeps Flush

@@ -77,9 +77,24 @@ var (
 
 func (r *run) call(t *testing.T, method, path, token, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://"+r.srv.Addr+path, strings.NewReader(body))
+	auth := ""
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		auth = "Bearer " + token
+	}
+	return r.do(t, method, path, auth, body)
+}
+
+// callAuth sends a GET with this Authorization header value as is.
+func (r *run) callAuth(t *testing.T, method, path, auth string) (int, string) {
+	t.Helper()
+	return r.do(t, method, path, auth, "")
+}
+
+func (r *run) do(t *testing.T, method, path, auth, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+r.srv.Addr+path, strings.NewReader(body))
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -290,7 +305,7 @@ func TestDemoServes(t *testing.T) {
 		t.Fatalf("models: %d %s", code, body)
 	}
 	code, body = r.call(t, "GET", "/metrics", "", "")
-	if code != 200 || !strings.Contains(body, `rolter_requests_total{class="",provider="demo",route="demo",status="200"} 2`) {
+	if code != 200 || !strings.Contains(body, `rolter_requests_total{class="",org="default",project="default",provider="demo",route="demo",status="200"} 2`) {
 		t.Fatalf("metrics: %d %s", code, body)
 	}
 	if strings.Contains(body, key) {
