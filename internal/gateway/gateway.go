@@ -263,6 +263,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if aerr := x.parse(body); aerr != nil {
+		if aerr.Code == codeInvalidModel {
+			// Nothing is recorded of an oversized model, not even a usage
+			// row or a metric: only the refusal.
+			x.writeError(w, aerr)
+			return
+		}
 		g.fail(w, x, aerr)
 		return
 	}
@@ -357,6 +363,8 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 // well within it.
 const MaxModelLen = 256
 
+const codeInvalidModel = "invalid_model"
+
 // capModel cuts an upstream-chosen model id (a discovered id, the model a
 // response names) to MaxModelLen bytes at a character boundary, so the
 // x-rolter-upstream-model header and usage rows stay bounded whatever an
@@ -393,7 +401,7 @@ func (x *exchange) parse(body []byte) *apiError {
 		// Refused before anything is keyed by it: no deployment state,
 		// metric series or usage row ever holds a client string longer
 		// than the cap.
-		return newError(http.StatusBadRequest, "invalid_model",
+		return newError(http.StatusBadRequest, codeInvalidModel,
 			"model is "+strconv.Itoa(len(model))+" bytes; the limit is "+strconv.Itoa(MaxModelLen))
 	}
 	x.model = model

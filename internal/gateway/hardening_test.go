@@ -65,7 +65,7 @@ func TestScenario21_ClientChosenModelNames(t *testing.T) {
 	h.gw.usage = &sink // single client goroutine: no lock needed
 
 	t.Run("over the cap", func(t *testing.T) {
-		before := h.gw.nstates.Load()
+		before, records := h.gw.nstates.Load(), sink.n
 		for _, n := range []int{257, 1 << 20} {
 			model := "p/" + strings.Repeat("m", n-2)
 			resp := h.post("/v1/chat/completions", `{"model":"`+model+`","messages":[]}`)
@@ -80,8 +80,11 @@ func TestScenario21_ClientChosenModelNames(t *testing.T) {
 		if h.gw.nstates.Load() != before || up.count() != 0 {
 			t.Fatalf("a refused model created state (%d -> %d) or reached the upstream (%d)", before, h.gw.nstates.Load(), up.count())
 		}
-		if sink.maxAddress != 0 {
-			t.Fatalf("a usage record carries %d bytes of a refused model", sink.maxAddress)
+		if sink.n != records {
+			t.Fatalf("a refused model left %d usage records", sink.n-records)
+		}
+		if n := counterValue(t, h.reg, "rolter_requests_total", map[string]string{"status": "400"}); n != 0 {
+			t.Fatalf("a refused model was counted in metrics: %v", n)
 		}
 	})
 
