@@ -60,7 +60,8 @@ const DefaultMaxTokens = 4096
 // field (e.g. "messages[2].content[0].type"), Message says why. The gateway
 // turns it into a 400. Code is empty for a feature the other API cannot
 // represent (or a malformed field), CodeTooManyBlocks for a request over
-// MaxBlocks.
+// MaxBlocks. A client's value named in Field or Message (an unknown key, a
+// block type) is repeated whole up to 100 bytes, else cut there with "...".
 type Error struct{ Field, Message, Code string }
 
 func (e *Error) Error() string {

@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"bytes"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"unicode/utf16"
@@ -13,10 +12,11 @@ import (
 // once, as a whole, with encoding/json's scanner; after that every value is
 // a sub-slice of it, exactly as encoding/json would have handed it out as a
 // json.RawMessage (no surrounding space), and nothing is copied or decoded
-// into Go values unless it must be: an object's members are indexed in a
-// fixed table, arrays are walked element by element, and a string is
-// decoded only when it holds an escape or invalid UTF-8. So a request costs
-// its output and a few scratch buffers, however many blocks it holds.
+// into Go values: an object's members are indexed in a fixed table, arrays
+// are walked element by element, and a string is kept as its raw JSON
+// token, decoded rune by rune where it is compared (eqText, cmpText) or
+// written (writer.text). So a request costs its output, whatever its
+// blocks, escapes or invalid UTF-8.
 
 // ws returns the index of the first non-space byte of b at or after i.
 func ws(b []byte, i int) int {
@@ -147,13 +147,12 @@ func decodeObj(o *obj, raw []byte, p path, keys []string) error {
 	}
 	*o = obj{raw: raw, keys: keys}
 	it := members{b: raw, i: 1}
-	var buf [32]byte
 	for {
 		k, v, ok := it.next()
 		if !ok {
 			return nil
 		}
-		i := o.find(keyText(k, buf[:0]))
+		i := o.find(k)
 		if i < 0 {
 			o.other = o.other || !isNullRaw(v)
 			continue
@@ -165,18 +164,10 @@ func decodeObj(o *obj, raw []byte, p path, keys []string) error {
 	}
 }
 
-// keyText returns the decoded text of the raw key k, in buf when it must be
-// decoded.
-func keyText(k, buf []byte) []byte {
-	if bytes.IndexByte(k, '\\') < 0 && utf8.Valid(k) {
-		return k[1 : len(k)-1]
-	}
-	return appendDecoded(buf, k)
-}
-
+// find returns the index in o.keys of the raw key k, -1 if none.
 func (o *obj) find(k []byte) int {
 	for i, key := range o.keys {
-		if key == string(k) {
+		if eqText(k, key) {
 			return i
 		}
 	}
@@ -217,14 +208,22 @@ func (o *obj) checkKeys(p path, allowed ...string) error {
 	return errf(p.key(bad).String(), "is not supported by this translation")
 }
 
-// otherKey is the smallest key outside o.keys whose last value is not null.
-// Only a request with a field the translation refuses (or one repeated and
-// then nulled) comes here. The members are sorted by key and position, so
-// that the last value of each key is found without a map.
+// otherKey is the smallest key outside o.keys whose last value is not null,
+// clipped for an error message (see echo). Only a request with a field the
+// translation refuses (or one repeated and then nulled) comes here. The
+// members are sorted by key and position, so that the last value of each
+// key is found without a map; their offsets are the only allocation, four
+// bytes for a member of at least five.
 func (o *obj) otherKey() (string, bool) {
-	var offs []int32
-	var buf [32]byte
+	n := 0
 	it := members{b: o.raw, i: 1}
+	for k, _, ok := it.next(); ok; k, _, ok = it.next() {
+		if o.find(k) < 0 {
+			n++
+		}
+	}
+	offs := make([]int32, 0, n)
+	it = members{b: o.raw, i: 1}
 	for {
 		start := ws(o.raw, it.i)
 		k, _, ok := it.next()
@@ -234,49 +233,32 @@ func (o *obj) otherKey() (string, bool) {
 		if o.raw[start] == ',' {
 			start = ws(o.raw, start+1)
 		}
-		if o.find(keyText(k, buf[:0])) < 0 {
+		if o.find(k) < 0 {
 			offs = append(offs, int32(start))
 		}
 	}
-	var bufA, bufB []byte
-	member := func(off int32) (key, val []byte) {
-		it := members{b: o.raw, i: int(off)}
-		key, val, _ = it.next()
-		return key, val
-	}
-	// keyIn decodes into *buf only when it must: a clean key is its own
-	// bytes, which must never be appended to.
-	keyIn := func(k []byte, buf *[]byte) []byte {
-		if bytes.IndexByte(k, '\\') < 0 && utf8.Valid(k) {
-			return k[1 : len(k)-1]
-		}
-		*buf = appendDecoded((*buf)[:0], k)
-		return *buf
-	}
+	key := func(off int32) []byte { return o.raw[off:skipStr(o.raw, int(off))] }
 	slices.SortFunc(offs, func(x, y int32) int {
-		kx, _ := member(x)
-		ky, _ := member(y)
-		if c := bytes.Compare(keyIn(kx, &bufA), keyIn(ky, &bufB)); c != 0 {
+		if c := cmpText(key(x), key(y)); c != 0 {
 			return c
 		}
 		return int(x - y)
 	})
 	for i, off := range offs {
-		k, v := member(off)
-		if i+1 < len(offs) {
-			next, _ := member(offs[i+1])
-			if bytes.Equal(keyIn(k, &bufA), keyIn(next, &bufB)) {
-				continue // not the last value of this key
-			}
+		if i+1 < len(offs) && cmpText(key(off), key(offs[i+1])) == 0 {
+			continue // not the last value of this key
 		}
+		it := members{b: o.raw, i: int(off)}
+		k, v, _ := it.next()
 		if !isNullRaw(v) {
-			return string(keyIn(k, &bufA)), true
+			return echo(k), true
 		}
 	}
 	return "", false
 }
 
-// str returns the text of the string member key, decoded (see text).
+// str returns the string member key as its raw JSON token, quotes
+// included: compare it with eqText, write it with writer.str.
 func (o *obj) str(key string, p path) ([]byte, bool, error) {
 	raw := o.get(key)
 	if raw == nil {
@@ -285,7 +267,7 @@ func (o *obj) str(key string, p path) ([]byte, bool, error) {
 	if raw[0] != '"' {
 		return nil, false, errf(p.key(key).String(), "must be a string, not %s", kind(raw))
 	}
-	return text(raw), true, nil
+	return raw, true, nil
 }
 
 func (o *obj) reqStr(key string, p path) ([]byte, error) {
@@ -322,10 +304,80 @@ func (o *obj) number(key string, p path) ([]byte, bool, error) {
 	if kind(raw) != "a number" {
 		return nil, false, errf(p.key(key).String(), "must be a number, not %s", kind(raw))
 	}
-	if _, err := strconv.ParseFloat(string(raw), 64); err != nil {
+	if !fitsFloat64(raw) {
 		return nil, false, errf(p.key(key).String(), "must be a number, not %s", kind(raw))
 	}
 	return raw, true, nil
+}
+
+// fitsFloat64 reports whether strconv.ParseFloat(raw, 64), which
+// encoding/json uses, succeeds for the valid JSON number raw: whether it
+// does not round past the largest float64. A long raw is not copied whole
+// into a string for it: only the magnitude decides, and that only needs
+// the first 309 digits (the largest float64's integer part).
+func fitsFloat64(raw []byte) bool {
+	if len(raw) <= 64 {
+		_, err := strconv.ParseFloat(string(raw), 64)
+		return err == nil
+	}
+	// The value is 0.D * 10^e, D the digits from the first non-zero one.
+	const keep = 330 // digits of D kept
+	var buf [keep + 32]byte
+	d := append(buf[:0], "0."...)
+	i, e, point, zero := 0, 0, false, true
+	if raw[0] == '-' {
+		i++
+	}
+	for ; i < len(raw) && raw[i] != 'e' && raw[i] != 'E'; i++ {
+		switch c := raw[i]; {
+		case c == '.':
+			point = true
+		case zero && c == '0':
+			if point {
+				e--
+			}
+		default:
+			zero = false
+			if !point {
+				e++
+			}
+			if len(d) < 2+keep {
+				d = append(d, c)
+			}
+		}
+	}
+	if zero {
+		return true
+	}
+	if i < len(raw) { // exponent; capped far beyond what the digits shift
+		i++
+		neg := raw[i] == '-'
+		if raw[i] == '+' || raw[i] == '-' {
+			i++
+		}
+		x := 0
+		for ; i < len(raw); i++ {
+			if x < 1<<40 {
+				x = x*10 + int(raw[i]-'0')
+			}
+		}
+		if neg {
+			x = -x
+		}
+		e += x
+	}
+	switch {
+	case e < 300:
+		return true
+	case e > 310:
+		return false
+	}
+	// The digits dropped are beyond the integer part: they cannot carry
+	// the value over the rounding bound, an integer.
+	d = append(d, 'e')
+	d = strconv.AppendInt(d, int64(e), 10)
+	_, err := strconv.ParseFloat(string(d), 64)
+	return err == nil
 }
 
 func (o *obj) integer(key string, p path) (int64, bool, error) {
@@ -333,8 +385,14 @@ func (o *obj) integer(key string, p path) (int64, bool, error) {
 	if raw == nil {
 		return 0, false, nil
 	}
-	var n int64
-	if kind(raw) != "a number" || json.Unmarshal(raw, &n) != nil {
+	// As encoding/json reads a number into an int64: ParseInt, base 10.
+	// No valid JSON integer that fits is longer than 20 bytes; a longer
+	// one is not copied to be refused.
+	if kind(raw) != "a number" || len(raw) > 20 {
+		return 0, false, errf(p.key(key).String(), "must be an integer, not %s", kind(raw))
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
 		return 0, false, errf(p.key(key).String(), "must be an integer, not %s", kind(raw))
 	}
 	return n, true, nil
@@ -359,71 +417,114 @@ func isEmptyArray(raw []byte) bool {
 	return !ok
 }
 
-// text returns the decoded text of the JSON string raw: raw's own bytes
-// when it holds no escape and only valid UTF-8 (the common case), else a
-// new slice, decoded as encoding/json decodes (invalid UTF-8 and lone
-// surrogates become U+FFFD).
-func text(raw []byte) []byte {
-	s := raw[1 : len(raw)-1]
-	if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
-		return s
+// nextRune decodes the rune at s[i], s being the inside of a valid JSON
+// string, as encoding/json decodes: escapes are resolved, a surrogate pair
+// is one rune, and invalid UTF-8 and lone surrogates are U+FFFD. n is the
+// number of bytes of s it spans.
+func nextRune(s []byte, i int) (r rune, n int) {
+	c := s[i]
+	if c >= utf8.RuneSelf {
+		return utf8.DecodeRune(s[i:])
 	}
-	return appendDecoded(make([]byte, 0, len(s)), raw)
+	if c != '\\' || i+1 >= len(s) {
+		return rune(c), 1
+	}
+	switch e := s[i+1]; e {
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		r := hex4(s[i+2:])
+		if !utf16.IsSurrogate(r) {
+			return r, 6
+		}
+		r2 := rune(-1)
+		if i+7 < len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
+			r2 = hex4(s[i+8:])
+		}
+		if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+			return d, 12
+		}
+		return utf8.RuneError, 6
+	default: // '"', '\\', '/'
+		return rune(e), 2
+	}
 }
 
-// appendDecoded appends the decoded text of the JSON string raw to dst.
-func appendDecoded(dst, raw []byte) []byte {
+// eqText reports whether the JSON string raw (quotes included) decodes to
+// lit, which must be ASCII. It decodes nothing into memory, and reads at
+// most six bytes of raw per byte of lit (the longest escape of one).
+func eqText(raw []byte, lit string) bool {
 	s := raw[1 : len(raw)-1]
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '\\' && i+1 < len(s):
-			switch e := s[i+1]; e {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				r := hex4(s[i+2:])
-				i += 6
-				if utf16.IsSurrogate(r) {
-					r2 := rune(-1)
-					if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
-						r2 = hex4(s[i+2:])
-					}
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						r = d
-						i += 6
-					} else {
-						r = utf8.RuneError
-					}
-				}
-				dst = utf8.AppendRune(dst, r)
-				continue
-			default: // '"', '\\', '/'
-				dst = append(dst, e)
-			}
-			i += 2
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-			i++
-		default:
-			r, n := utf8.DecodeRune(s[i:])
-			if r == utf8.RuneError && n == 1 {
-				dst = utf8.AppendRune(dst, utf8.RuneError)
-			} else {
-				dst = append(dst, s[i:i+n]...)
-			}
-			i += n
-		}
+	if len(s) == len(lit) && string(s) == lit {
+		return true
 	}
-	return dst
+	// Without an escape, s decodes to lit only if it is lit: its other
+	// bytes decode to themselves or to runes beyond ASCII.
+	if len(s) > 6*len(lit) || bytes.IndexByte(s, '\\') < 0 {
+		return false
+	}
+	j := 0
+	for i := 0; i < len(s); j++ {
+		r, n := nextRune(s, i)
+		if j >= len(lit) || r != rune(lit[j]) {
+			return false
+		}
+		i += n
+	}
+	return j == len(lit)
+}
+
+// cmpText compares the decoded texts of the JSON strings a and b as Go
+// compares strings (byte-wise on UTF-8, which orders as the runes do).
+func cmpText(a, b []byte) int {
+	a, b = a[1:len(a)-1], b[1:len(b)-1]
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		ra, n := nextRune(a, i)
+		rb, m := nextRune(b, j)
+		if ra != rb {
+			if ra < rb {
+				return -1
+			}
+			return 1
+		}
+		i, j = i+n, j+m
+	}
+	switch {
+	case i < len(a):
+		return 1
+	case j < len(b):
+		return -1
+	}
+	return 0
+}
+
+// maxEcho is the most bytes of a client's value an error message repeats.
+const maxEcho = 100
+
+// echo returns the decoded text of the JSON string raw for an error
+// message: whole, or its first runes up to maxEcho bytes followed by "...",
+// so that a refusal costs nothing near the size of what it refuses.
+func echo(raw []byte) string {
+	s := raw[1 : len(raw)-1]
+	var b []byte
+	for i := 0; i < len(s); {
+		r, n := nextRune(s, i)
+		if len(b)+utf8.RuneLen(r) > maxEcho {
+			return string(b) + "..."
+		}
+		b = utf8.AppendRune(b, r)
+		i += n
+	}
+	return string(b)
 }
 
 // hex4 reads four hex digits (valid JSON guarantees them after \u).

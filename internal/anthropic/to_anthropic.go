@@ -1,9 +1,6 @@
 package anthropic
 
-import (
-	"bytes"
-	"strconv"
-)
+import "strconv"
 
 // The members each kind of OpenAI object may have (see obj).
 var (
@@ -40,51 +37,55 @@ var (
 // text, seed, penalties, logit_bias, audio and file parts, strict tools,
 // legacy functions, ...) are an *Error naming the field; so is a request of
 // more than MaxBlocks content parts and tool calls. Like ToOpenAI, it reads
-// the body in place and writes the output as it walks.
+// the body in place and writes the output as it walks (see translate).
 func ToAnthropic(body []byte) ([]byte, error) {
 	var req obj
 	if err := decodeBody(&req, body, keysChatRequest); err != nil {
 		return nil, err
 	}
+	return translate(func(w *writer) error { return w.toAnthropic(&req) })
+}
+
+// toAnthropic checks and writes the request req (see ToAnthropic).
+func (w *writer) toAnthropic(req *obj) error {
 	var root path
 	// Fields that are accepted only at a value that asks for nothing.
-	if err := neutral(&req); err != nil {
-		return nil, err
+	if err := neutral(req); err != nil {
+		return err
 	}
 	if err := req.checkKeys(root, keysChatRequest...); err != nil {
-		return nil, err
+		return err
 	}
 	model, err := req.reqStr("model", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	maxTokens := int64(DefaultMaxTokens)
 	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
 		if n, ok, err := req.integer(k, root); err != nil {
-			return nil, err
+			return err
 		} else if ok {
 			if n < 1 {
-				return nil, errf(k, "must be at least 1")
+				return errf(k, "must be at least 1")
 			}
 			maxTokens = n
 		}
 	}
 	rawMsgs, ok, err := req.array("messages", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !ok || isEmptyArray(rawMsgs) {
-		return nil, errf("messages", "is required")
+		return errf("messages", "is required")
 	}
 
 	// Keys are written in sorted order, as encoding/json writes a map.
-	w := newWriter(body)
 	w.lit(`{"max_tokens":`)
 	w.int(maxTokens)
 	w.lit(`,"messages":[`)
 	system, err := w.messagesToAnthropic(rawMsgs)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	w.lit("]")
 
@@ -94,12 +95,12 @@ func ToAnthropic(body []byte) ([]byte, error) {
 	var nums [2][]byte // temperature, top_p
 	for i, k := range []string{"temperature", "top_p"} {
 		if nums[i], _, err = req.number(k, root); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	topK, hasTopK, err := req.integer("top_k", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	stop := req.get("stop")
 	if stop != nil {
@@ -109,23 +110,23 @@ func ToAnthropic(body []byte) ([]byte, error) {
 			it := arrayElems(stop)
 			for raw, ok := it.next(); ok; raw, ok = it.next() {
 				if raw[0] != '"' && !isNullRaw(raw) {
-					return nil, errf("stop", "must be a string or an array of strings")
+					return errf("stop", "must be a string or an array of strings")
 				}
 			}
 			if isEmptyArray(stop) {
 				stop = nil
 			}
 		default:
-			return nil, errf("stop", "must be a string or an array of strings, not %s", kind(stop))
+			return errf("stop", "must be a string or an array of strings, not %s", kind(stop))
 		}
 	}
 	user, hasUser, err := req.str("user", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	stream, hasStream, err := req.boolean("stream", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if raw := req.get("stream_options"); raw != nil {
 		// include_usage is handled by the caller (StreamToOpenAI);
@@ -133,18 +134,18 @@ func ToAnthropic(body []byte) ([]byte, error) {
 		sp := root.key("stream_options")
 		var so obj
 		if err := decodeObj(&so, raw, sp, keysStreamOpts); err != nil {
-			return nil, err
+			return err
 		}
 		if err := so.checkKeys(sp, "include_usage"); err != nil {
-			return nil, err
+			return err
 		}
 		if _, _, err := so.boolean("include_usage", sp); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	tools, _, err := req.array("tools", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tp := root.key("tools")
 	it := arrayElems(tools)
@@ -154,17 +155,17 @@ func ToAnthropic(body []byte) ([]byte, error) {
 			break
 		}
 		if err := toolToAnthropic(nil, raw, tp.at(i)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	var choice anthropicChoice
 	if raw := req.get("tool_choice"); raw != nil {
 		if choice, err = toolChoiceToAnthropic(raw); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if par, ok, err := req.boolean("parallel_tool_calls", root); err != nil {
-		return nil, err
+		return err
 	} else if ok && !par {
 		if choice.typ == "" {
 			choice.typ = "auto"
@@ -182,7 +183,7 @@ func ToAnthropic(body []byte) ([]byte, error) {
 	if stop != nil {
 		w.lit(`,"stop_sequences":[`)
 		if stop[0] == '"' {
-			w.str("", text(stop))
+			w.str("", stop)
 		} else {
 			it, n := arrayElems(stop), 0
 			for raw, ok := it.next(); ok; raw, ok = it.next() {
@@ -190,7 +191,7 @@ func ToAnthropic(body []byte) ([]byte, error) {
 				if isNullRaw(raw) {
 					w.lit(`""`)
 				} else {
-					w.str("", text(raw))
+					w.str("", raw)
 				}
 			}
 		}
@@ -218,9 +219,9 @@ func ToAnthropic(body []byte) ([]byte, error) {
 			w.str("", choice.name)
 			w.lit(",")
 		}
-		w.lit(`"type":`)
-		w.str("", []byte(choice.typ))
-		w.lit("}")
+		w.lit(`"type":"`)
+		w.lit(choice.typ)
+		w.lit(`"}`)
 	}
 	if tools != nil && !isEmptyArray(tools) {
 		w.lit(`,"tools":[`)
@@ -240,7 +241,7 @@ func ToAnthropic(body []byte) ([]byte, error) {
 		w.put(nums[1])
 	}
 	w.lit("}")
-	return w.b, nil
+	return nil
 }
 
 // messagesToAnthropic checks the messages and writes all but the system and
@@ -276,15 +277,15 @@ func (w *writer) messagesToAnthropic(rawMsgs []byte) (system int, err error) {
 		if err != nil {
 			return 0, err
 		}
-		switch string(role) {
-		case "system", "developer":
+		switch {
+		case eqText(role, "system") || eqText(role, "developer"):
 			if err := o.checkKeys(p, "role", "content"); err != nil {
 				return 0, err
 			}
 			if err := w.openAITexts(&o, p, false, func([]byte) { system++ }); err != nil {
 				return 0, err
 			}
-		case "user":
+		case eqText(role, "user"):
 			if err := o.checkKeys(p, "role", "content"); err != nil {
 				return 0, err
 			}
@@ -302,13 +303,13 @@ func (w *writer) messagesToAnthropic(rawMsgs []byte) (system int, err error) {
 				return 0, err
 			}
 			w.lit(`],"role":"user"}`)
-		case "assistant":
+		case eqText(role, "assistant"):
 			closeTurn()
 			w.sep(&n)
 			if err := w.assistantToAnthropic(&o, p); err != nil {
 				return 0, err
 			}
-		case "tool":
+		case eqText(role, "tool"):
 			if err := o.checkKeys(p, "role", "content", "tool_call_id"); err != nil {
 				return 0, err
 			}
@@ -332,7 +333,7 @@ func (w *writer) messagesToAnthropic(rawMsgs []byte) (system int, err error) {
 			w.str("", id)
 			w.lit(`,"type":"tool_result"}`)
 		default:
-			return 0, errf(p.key("role").String(), "role %q cannot be represented in an Anthropic request", role)
+			return 0, errf(p.key("role").String(), "role %q cannot be represented in an Anthropic request", echo(role))
 		}
 	}
 	closeTurn()
@@ -348,7 +349,7 @@ func (w *writer) systemToAnthropic(rawMsgs []byte) {
 	for raw, ok := it.next(); ok; raw, ok = it.next() {
 		var o obj
 		_ = decodeObj(&o, raw, path{}, keysChatMessage)
-		if role, _, _ := o.str("role", path{}); string(role) == "system" || string(role) == "developer" {
+		if role, _, _ := o.str("role", path{}); eqText(role, "system") || eqText(role, "developer") {
 			_ = w.openAITexts(&o, path{}, false, func(t []byte) { ts.add(w, t) })
 		}
 	}
@@ -403,8 +404,8 @@ func neutral(req *obj) error {
 		if err != nil {
 			return err
 		}
-		if string(typ) != "text" {
-			return errf("response_format.type", "response format %q cannot be represented in an Anthropic request", typ)
+		if !eqText(typ, "text") {
+			return errf("response_format.type", "response format %q cannot be represented in an Anthropic request", echo(typ))
 		}
 	}
 	if b, ok, err := req.boolean("store", root); err != nil {
@@ -431,7 +432,8 @@ func neutral(req *obj) error {
 }
 
 // openAITexts checks the content of a system, developer or tool message, a
-// string or text parts, and hands each text to each.
+// string or text parts, and hands each text (a JSON string of the body, nil
+// for none) to each.
 func (w *writer) openAITexts(o *obj, p path, allowEmpty bool, each func([]byte)) error {
 	cp := p.key("content")
 	raw := o.get("content")
@@ -443,7 +445,7 @@ func (w *writer) openAITexts(o *obj, p path, allowEmpty bool, each func([]byte))
 		return nil
 	}
 	if raw[0] == '"' {
-		each(text(raw))
+		each(raw)
 		return nil
 	}
 	if raw[0] != '[' {
@@ -471,8 +473,8 @@ func (w *writer) openAITexts(o *obj, p path, allowEmpty bool, each func([]byte))
 		if err != nil {
 			return err
 		}
-		if string(typ) != "text" {
-			return errf(pp.key("type").String(), "part type %q cannot be represented here; only text", typ)
+		if !eqText(typ, "text") {
+			return errf(pp.key("type").String(), "part type %q cannot be represented here; only text", echo(typ))
 		}
 		if err := po.checkKeys(pp, "type", "text"); err != nil {
 			return err
@@ -495,7 +497,7 @@ func (w *writer) userContentToAnthropic(o *obj, p path, n *int) error {
 	}
 	if raw[0] == '"' {
 		w.sep(n)
-		w.textBlock(text(raw))
+		w.textBlock(raw)
 		return nil
 	}
 	if raw[0] != '[' {
@@ -519,8 +521,8 @@ func (w *writer) userContentToAnthropic(o *obj, p path, n *int) error {
 		if err != nil {
 			return err
 		}
-		switch string(typ) {
-		case "text":
+		switch {
+		case eqText(typ, "text"):
 			if err := po.checkKeys(pp, "type", "text"); err != nil {
 				return err
 			}
@@ -530,7 +532,7 @@ func (w *writer) userContentToAnthropic(o *obj, p path, n *int) error {
 			}
 			w.sep(n)
 			w.textBlock(t)
-		case "image_url":
+		case eqText(typ, "image_url"):
 			if err := po.checkKeys(pp, "type", "image_url"); err != nil {
 				return err
 			}
@@ -560,7 +562,7 @@ func (w *writer) userContentToAnthropic(o *obj, p path, n *int) error {
 				return err
 			}
 		default:
-			return errf(pp.key("type").String(), "part type %q cannot be represented in an Anthropic request", typ)
+			return errf(pp.key("type").String(), "part type %q cannot be represented in an Anthropic request", echo(typ))
 		}
 	}
 }
@@ -568,29 +570,81 @@ func (w *writer) userContentToAnthropic(o *obj, p path, n *int) error {
 // textBlock writes {"text":s,"type":"text"}.
 func (w *writer) textBlock(s []byte) { w.textPart("", s) }
 
-// imageSource writes an image block for an image URL, a data URL or an
-// http(s) one.
+// imageSource writes an image block for an image URL (a JSON string of the
+// body), a data URL or an http(s) one. The URL is split where its decoded
+// text splits, without decoding it.
 func (w *writer) imageSource(url []byte, p path) error {
-	if rest, ok := bytes.CutPrefix(url, []byte("data:")); ok {
-		meta, data, ok := bytes.Cut(rest, []byte(","))
-		mt, isB64 := bytes.CutSuffix(meta, []byte(";base64"))
-		if !ok || !isB64 || len(mt) == 0 {
+	s := url[1 : len(url)-1]
+	if rest, ok := cutPrefixText(s, "data:"); ok {
+		mt, data, ok := cutDataURL(rest)
+		if !ok {
 			return errf(p.String(), "a data URL must be of the form data:<media type>;base64,<data>")
 		}
-		w.lit(`{"source":{"data":`)
-		w.str("", data)
-		w.lit(`,"media_type":`)
-		w.str("", mt)
-		w.lit(`,"type":"base64"},"type":"image"}`)
+		w.lit(`{"source":{"data":"`)
+		w.text(data)
+		w.lit(`","media_type":"`)
+		w.text(mt)
+		w.lit(`","type":"base64"},"type":"image"}`)
 		return nil
 	}
-	if bytes.HasPrefix(url, []byte("https://")) || bytes.HasPrefix(url, []byte("http://")) {
+	if _, ok := cutPrefixText(s, "https://"); ok {
+		w.lit(`{"source":{"type":"url","url":`)
+		w.str("", url)
+		w.lit(`},"type":"image"}`)
+		return nil
+	}
+	if _, ok := cutPrefixText(s, "http://"); ok {
 		w.lit(`{"source":{"type":"url","url":`)
 		w.str("", url)
 		w.lit(`},"type":"image"}`)
 		return nil
 	}
 	return errf(p.String(), "must be an http(s) URL or a base64 data URL")
+}
+
+// cutPrefixText is bytes.CutPrefix on the decoded text of s, the inside of
+// a JSON string; prefix is ASCII.
+func cutPrefixText(s []byte, prefix string) ([]byte, bool) {
+	i := 0
+	for j := 0; j < len(prefix); j++ {
+		if i >= len(s) {
+			return nil, false
+		}
+		r, n := nextRune(s, i)
+		if r != rune(prefix[j]) {
+			return nil, false
+		}
+		i += n
+	}
+	return s[i:], true
+}
+
+// cutDataURL splits what follows "data:" in a data URL, the inside of a
+// JSON string, as <media type>;base64,<data>: the media type ends at the
+// first comma of the decoded text and must be followed by ";base64" there.
+// The parts are cut at rune boundaries, so each is the inside of a JSON
+// string that decodes to its part of the text.
+func cutDataURL(s []byte) (mt, data []byte, ok bool) {
+	const suffix = ";base64"
+	var starts [len(suffix)]int // where the last runes before the comma start
+	runes := 0                  // runes before the comma
+	for i := 0; i < len(s); {
+		r, n := nextRune(s, i)
+		if r == ',' {
+			if runes <= len(suffix) {
+				return nil, nil, false // no media type before ;base64
+			}
+			first := starts[runes%len(suffix)] // of the last len(suffix) runes
+			if rest, ok := cutPrefixText(s[first:i], suffix); !ok || len(rest) > 0 {
+				return nil, nil, false
+			}
+			return s[:first], s[i+n:], true
+		}
+		starts[runes%len(suffix)] = i
+		runes++
+		i += n
+	}
+	return nil, nil, false
 }
 
 // assistantToAnthropic checks an assistant message and writes it as text
@@ -605,9 +659,9 @@ func (w *writer) assistantToAnthropic(o *obj, p path) error {
 	if raw := o.get("content"); raw != nil {
 		switch raw[0] {
 		case '"':
-			if s := text(raw); len(s) > 0 {
+			if len(raw) > 2 { // not ""
 				w.sep(&n)
-				w.textBlock(s)
+				w.textBlock(raw)
 			}
 		case '[':
 			it := arrayElems(raw)
@@ -629,13 +683,13 @@ func (w *writer) assistantToAnthropic(o *obj, p path) error {
 					return err
 				}
 				var key string
-				switch string(typ) {
-				case "text":
+				switch {
+				case eqText(typ, "text"):
 					key = "text"
-				case "refusal":
+				case eqText(typ, "refusal"):
 					key = "refusal"
 				default:
-					return errf(pp.key("type").String(), "part type %q cannot be represented in an Anthropic assistant message", typ)
+					return errf(pp.key("type").String(), "part type %q cannot be represented in an Anthropic assistant message", echo(typ))
 				}
 				if err := po.checkKeys(pp, "type", key); err != nil {
 					return err
@@ -653,7 +707,7 @@ func (w *writer) assistantToAnthropic(o *obj, p path) error {
 	}
 	if r, ok, err := o.str("refusal", p); err != nil {
 		return err
-	} else if ok && len(r) > 0 {
+	} else if ok && len(r) > 2 { // not ""
 		w.sep(&n)
 		w.textBlock(r)
 	}
@@ -681,8 +735,8 @@ func (w *writer) assistantToAnthropic(o *obj, p path) error {
 		}
 		if typ, ok, err := to.str("type", tp); err != nil {
 			return err
-		} else if ok && string(typ) != "function" {
-			return errf(tp.key("type").String(), "tool call type %q cannot be represented in an Anthropic request", typ)
+		} else if ok && !eqText(typ, "function") {
+			return errf(tp.key("type").String(), "tool call type %q cannot be represented in an Anthropic request", echo(typ))
 		}
 		id, err := to.reqStr("id", tp)
 		if err != nil {
@@ -704,22 +758,25 @@ func (w *writer) assistantToAnthropic(o *obj, p path) error {
 		if err != nil {
 			return err
 		}
-		args, _, err := fo.str("arguments", fp)
+		args, hasArgs, err := fo.str("arguments", fp)
 		if err != nil {
 			return err
-		}
-		args = bytes.TrimSpace(args)
-		if len(args) > 0 && !isJSONObject(args) {
-			return errf(fp.key("arguments").String(), "must be a JSON object to be represented as Anthropic tool_use input")
 		}
 		w.sep(&n)
 		w.lit(`{"id":`)
 		w.str("", id)
 		w.lit(`,"input":`)
-		if len(args) == 0 {
+		// The arguments are checked as they are written; a request they
+		// fail is refused by the counting run (see translate).
+		empty, ok := true, true
+		if hasArgs {
+			empty, ok = w.args(args)
+		}
+		if !ok {
+			return errf(fp.key("arguments").String(), "must be a JSON object to be represented as Anthropic tool_use input")
+		}
+		if empty {
 			w.lit("{}")
-		} else {
-			w.compact(args)
 		}
 		w.lit(`,"name":`)
 		w.str("", name)
@@ -746,8 +803,8 @@ func toolToAnthropic(w *writer, raw []byte, p path) error {
 	if err != nil {
 		return err
 	}
-	if string(typ) != "function" {
-		return errf(p.key("type").String(), "tool type %q cannot be represented in an Anthropic request", typ)
+	if !eqText(typ, "function") {
+		return errf(p.key("type").String(), "tool type %q cannot be represented in an Anthropic request", echo(typ))
 	}
 	fp := p.key("function")
 	fraw := o.get("function")
@@ -800,7 +857,7 @@ func toolToAnthropic(w *writer, raw []byte, p path) error {
 }
 
 // anthropicChoice is a checked OpenAI tool_choice: typ is the Anthropic
-// type (auto, any, none, tool).
+// type (auto, any, none, tool), name a JSON string of the body.
 type anthropicChoice struct {
 	typ        string
 	name       []byte
@@ -811,15 +868,15 @@ func toolChoiceToAnthropic(raw []byte) (anthropicChoice, error) {
 	var c anthropicChoice
 	p := path{}.key("tool_choice")
 	if raw[0] == '"' {
-		switch s := text(raw); string(s) {
-		case "auto":
+		switch {
+		case eqText(raw, "auto"):
 			c.typ = "auto"
-		case "required":
+		case eqText(raw, "required"):
 			c.typ = "any"
-		case "none":
+		case eqText(raw, "none"):
 			c.typ = "none"
 		default:
-			return c, errf("tool_choice", "unknown tool_choice %q", s)
+			return c, errf("tool_choice", "unknown tool_choice %q", echo(raw))
 		}
 		return c, nil
 	}
@@ -834,8 +891,8 @@ func toolChoiceToAnthropic(raw []byte) (anthropicChoice, error) {
 	if err != nil {
 		return c, err
 	}
-	if string(typ) != "function" {
-		return c, errf(p.key("type").String(), "tool_choice type %q cannot be represented in an Anthropic request", typ)
+	if !eqText(typ, "function") {
+		return c, errf(p.key("type").String(), "tool_choice type %q cannot be represented in an Anthropic request", echo(typ))
 	}
 	fp := p.key("function")
 	fraw := o.get("function")

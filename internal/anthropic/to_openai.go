@@ -38,49 +38,54 @@ func decodeBody(o *obj, body []byte, keys []string) error {
 //
 // Client mistakes and features without an OpenAI equivalent are an *Error
 // naming the field; so is a request of more than MaxBlocks content blocks.
-// The body is read in place and the output written as it is walked, so the
-// memory used is about the size of the output.
+// The body is read in place and the output written as it is walked (see
+// translate), so the memory used is about the size of the output, and
+// nothing is allocated for the output of a request that is refused.
 func ToOpenAI(body []byte) ([]byte, error) {
 	var req obj
 	if err := decodeBody(&req, body, keysRequest); err != nil {
 		return nil, err
 	}
+	return translate(func(w *writer) error { return w.toOpenAI(&req) })
+}
+
+// toOpenAI checks and writes the request req (see ToOpenAI).
+func (w *writer) toOpenAI(req *obj) error {
 	var root path
 	if err := req.checkKeys(root, keysRequest...); err != nil {
-		return nil, err
+		return err
 	}
 	model, err := req.reqStr("model", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	maxTokens, ok, err := req.integer("max_tokens", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !ok {
-		return nil, errf("max_tokens", "is required")
+		return errf("max_tokens", "is required")
 	}
 	if maxTokens < 1 {
-		return nil, errf("max_tokens", "must be at least 1")
+		return errf("max_tokens", "must be at least 1")
 	}
 
 	// Keys are written in sorted order, as encoding/json writes a map.
-	w := newWriter(body)
 	w.lit(`{"max_tokens":`)
 	w.int(maxTokens)
 	w.lit(`,"messages":[`)
 	n := 0 // messages written
 	if sys := req.get("system"); sys != nil {
 		if err := w.systemToOpenAI(sys, &n); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	rawMsgs, ok, err := req.array("messages", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !ok {
-		return nil, errf("messages", "is required")
+		return errf("messages", "is required")
 	}
 	mp := root.key("messages")
 	it := arrayElems(rawMsgs)
@@ -90,7 +95,7 @@ func ToOpenAI(body []byte) ([]byte, error) {
 			break
 		}
 		if err := w.messageToOpenAI(raw, mp.at(i), &n); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	w.lit(`],"model":`)
@@ -102,16 +107,16 @@ func ToOpenAI(body []byte) ([]byte, error) {
 	var nums [2][]byte // temperature, top_p
 	for i, k := range []string{"temperature", "top_p"} {
 		if nums[i], _, err = req.number(k, root); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	topK, hasTopK, err := req.integer("top_k", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	stops, _, err := req.array("stop_sequences", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	sp := root.key("stop_sequences")
 	it = arrayElems(stops)
@@ -121,7 +126,7 @@ func ToOpenAI(body []byte) ([]byte, error) {
 			break
 		}
 		if raw[0] != '"' {
-			return nil, errf(sp.at(i).String(), "must be a string, not %s", kind(raw))
+			return errf(sp.at(i).String(), "must be a string, not %s", kind(raw))
 		}
 	}
 	var user []byte
@@ -129,22 +134,22 @@ func ToOpenAI(body []byte) ([]byte, error) {
 		var md obj
 		mdp := root.key("metadata")
 		if err := decodeObj(&md, raw, mdp, keysMetadata); err != nil {
-			return nil, err
+			return err
 		}
 		if err := md.checkKeys(mdp, "user_id"); err != nil {
-			return nil, err
+			return err
 		}
 		if user, _, err = md.str("user_id", mdp); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	stream, hasStream, err := req.boolean("stream", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tools, _, err := req.array("tools", root)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tp := root.key("tools")
 	it = arrayElems(tools)
@@ -154,13 +159,13 @@ func ToOpenAI(body []byte) ([]byte, error) {
 			break
 		}
 		if err := toolToOpenAI(nil, raw, tp.at(i)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	var choice toolChoice
 	if raw := req.get("tool_choice"); raw != nil {
 		if choice, err = toolChoiceToOpenAI(raw); err != nil {
-			return nil, err
+			return err
 		}
 	}
 
@@ -173,7 +178,7 @@ func ToOpenAI(body []byte) ([]byte, error) {
 		it, n := arrayElems(stops), 0
 		for raw, ok := it.next(); ok; raw, ok = it.next() {
 			w.sep(&n)
-			w.str("", text(raw))
+			w.str("", raw)
 		}
 		w.lit("]")
 	}
@@ -196,7 +201,9 @@ func ToOpenAI(body []byte) ([]byte, error) {
 			w.str("", choice.name)
 			w.lit(`},"type":"function"}`)
 		default:
-			w.str("", []byte(choice.typ))
+			w.byte('"')
+			w.lit(choice.typ)
+			w.byte('"')
 		}
 	}
 	if tools != nil && !isEmptyArray(tools) {
@@ -221,7 +228,7 @@ func ToOpenAI(body []byte) ([]byte, error) {
 		w.str("", user)
 	}
 	w.lit("}")
-	return w.b, nil
+	return nil
 }
 
 // systemToOpenAI writes the system prompt, a string or text blocks, as one
@@ -230,13 +237,12 @@ func (w *writer) systemToOpenAI(raw []byte, n *int) error {
 	p := path{}.key("system")
 	switch raw[0] {
 	case '"':
-		s := text(raw)
-		if len(s) == 0 {
-			return nil
+		if len(raw) == 2 {
+			return nil // ""
 		}
 		w.sep(n)
 		w.lit(`{"content":`)
-		w.str("", s)
+		w.str("", raw)
 		w.lit(`,"role":"system"}`)
 		return nil
 	case '[':
@@ -264,8 +270,8 @@ func (w *writer) systemToOpenAI(raw []byte, n *int) error {
 			if err != nil {
 				return err
 			}
-			if string(typ) != "text" {
-				return errf(bp.key("type").String(), "system block type %q is not supported; only text", typ)
+			if !eqText(typ, "text") {
+				return errf(bp.key("type").String(), "system block type %q is not supported; only text", echo(typ))
 			}
 			t, err := textBlock(&o, bp)
 			if err != nil {
@@ -280,7 +286,8 @@ func (w *writer) systemToOpenAI(raw []byte, n *int) error {
 	return errf("system", "must be a string or an array of text blocks, not %s", kind(raw))
 }
 
-// textBlock checks an Anthropic text block and returns its text.
+// textBlock checks an Anthropic text block and returns its text (a JSON
+// string of the body).
 // cache_control is a caching hint with no OpenAI equivalent and no effect on
 // the output; it is ignored. Citations are accepted only when empty.
 func textBlock(o *obj, p path) ([]byte, error) {
@@ -314,8 +321,8 @@ func imageToOpenAI(w *writer, o *obj, p path) error {
 	if err != nil {
 		return err
 	}
-	switch string(typ) {
-	case "base64":
+	switch {
+	case eqText(typ, "base64"):
 		if err := src.checkKeys(sp, "type", "media_type", "data"); err != nil {
 			return err
 		}
@@ -328,11 +335,11 @@ func imageToOpenAI(w *writer, o *obj, p path) error {
 			return err
 		}
 		w.lit(`{"image_url":{"url":"data:`)
-		w.escape(mt)
+		w.text(mt[1 : len(mt)-1])
 		w.lit(`;base64,`)
-		w.escape(data)
+		w.text(data[1 : len(data)-1])
 		w.lit(`"},"type":"image_url"}`)
-	case "url":
+	case eqText(typ, "url"):
 		if err := src.checkKeys(sp, "type", "url"); err != nil {
 			return err
 		}
@@ -344,7 +351,7 @@ func imageToOpenAI(w *writer, o *obj, p path) error {
 		w.str("", url)
 		w.lit(`},"type":"image_url"}`)
 	default:
-		return errf(sp.key("type").String(), "image source type %q cannot be represented in an OpenAI request; use base64 or url", typ)
+		return errf(sp.key("type").String(), "image source type %q cannot be represented in an OpenAI request; use base64 or url", echo(typ))
 	}
 	return nil
 }
@@ -363,8 +370,8 @@ func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
 	if err != nil {
 		return err
 	}
-	if string(role) != "user" && string(role) != "assistant" {
-		return errf(p.key("role").String(), "must be user or assistant, not %q", role)
+	if !eqText(role, "user") && !eqText(role, "assistant") {
+		return errf(p.key("role").String(), "must be user or assistant, not %q", echo(role))
 	}
 	cp := p.key("content")
 	content := o.get("content")
@@ -374,7 +381,7 @@ func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
 	if content[0] == '"' {
 		w.sep(n)
 		w.lit(`{"content":`)
-		w.str("", text(content))
+		w.str("", content)
 		w.lit(`,"role":`)
 		w.str("", role)
 		w.lit("}")
@@ -383,7 +390,7 @@ func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
 	if content[0] != '[' {
 		return errf(cp.String(), "must be a string or an array of blocks, not %s", kind(content))
 	}
-	if string(role) == "assistant" {
+	if eqText(role, "assistant") {
 		w.sep(n)
 		return w.assistantToOpenAI(content, cp)
 	}
@@ -393,7 +400,7 @@ func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
 	// is held until the next block shows which.
 	var (
 		parts   int    // parts in the current run
-		held    []byte // the run's first part, a text not yet written
+		held    []byte // the run's first part, a text not yet written (a JSON string)
 		written int    // messages written for this one
 	)
 	start := func() {
@@ -440,8 +447,8 @@ func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
 		if err != nil {
 			return err
 		}
-		switch string(typ) {
-		case "text":
+		switch {
+		case eqText(typ, "text"):
 			t, err := textBlock(&bo, bp)
 			if err != nil {
 				return err
@@ -454,7 +461,7 @@ func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
 				w.textPart("", t)
 			}
 			parts++
-		case "image":
+		case eqText(typ, "image"):
 			if parts == 0 {
 				start()
 				w.lit("[")
@@ -465,7 +472,7 @@ func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
 				return err
 			}
 			parts++
-		case "tool_result":
+		case eqText(typ, "tool_result"):
 			flush()
 			w.sep(n)
 			written++
@@ -473,7 +480,7 @@ func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
 				return err
 			}
 		default:
-			return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI user message", typ)
+			return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI user message", echo(typ))
 		}
 	}
 	flush()
@@ -509,7 +516,7 @@ func (w *writer) toolResultToOpenAI(o *obj, p path) error {
 		cp := p.key("content")
 		switch raw[0] {
 		case '"':
-			ts.add(w, text(raw))
+			ts.add(w, raw)
 		case '[':
 			it := arrayElems(raw)
 			for i := 0; ; i++ {
@@ -529,8 +536,8 @@ func (w *writer) toolResultToOpenAI(o *obj, p path) error {
 				if err != nil {
 					return err
 				}
-				if string(typ) != "text" {
-					return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI tool message; only text", typ)
+				if !eqText(typ, "text") {
+					return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI tool message; only text", echo(typ))
 				}
 				t, err := textBlock(&bo, bp)
 				if err != nil {
@@ -581,20 +588,20 @@ func (w *writer) assistantToOpenAI(content []byte, cp path) error {
 		if err != nil {
 			return err
 		}
-		switch string(typ) {
-		case "text":
+		switch {
+		case eqText(typ, "text"):
 			t, err := textBlock(&bo, bp)
 			if err != nil {
 				return err
 			}
 			ts.add(w, t)
-		case "tool_use":
+		case eqText(typ, "tool_use"):
 			if err := toolUseToOpenAI(nil, &bo, bp); err != nil {
 				return err
 			}
 			calls++
 		default:
-			return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI assistant message", typ)
+			return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI assistant message", echo(typ))
 		}
 	}
 	switch {
@@ -611,7 +618,7 @@ func (w *writer) assistantToOpenAI(content []byte, cp path) error {
 		for b, ok := it.next(); ok; b, ok = it.next() {
 			var bo obj
 			_ = decodeObj(&bo, b, cp, keysBlock)
-			if t, _, _ := bo.str("type", cp); string(t) == "tool_use" {
+			if t, _, _ := bo.str("type", cp); eqText(t, "tool_use") {
 				w.sep(&n)
 				_ = toolUseToOpenAI(w, &bo, cp)
 			}
@@ -667,8 +674,8 @@ func toolToOpenAI(w *writer, raw []byte, p path) error {
 	}
 	if typ, ok, err := o.str("type", p); err != nil {
 		return err
-	} else if ok && string(typ) != "custom" {
-		return errf(p.key("type").String(), "tool type %q cannot be represented in an OpenAI request; only client tools", typ)
+	} else if ok && !eqText(typ, "custom") {
+		return errf(p.key("type").String(), "tool type %q cannot be represented in an OpenAI request; only client tools", echo(typ))
 	}
 	if err := o.checkKeys(p, "type", "name", "description", "input_schema", "cache_control"); err != nil {
 		return err
@@ -706,7 +713,8 @@ func toolToOpenAI(w *writer, raw []byte, p path) error {
 }
 
 // toolChoice is a checked Anthropic tool_choice: typ is the OpenAI
-// tool_choice string, or "tool" for a named function.
+// tool_choice string, or "tool" for a named function (name, a JSON string
+// of the body).
 type toolChoice struct {
 	typ      string
 	name     []byte
@@ -727,20 +735,20 @@ func toolChoiceToOpenAI(raw []byte) (toolChoice, error) {
 	if err != nil {
 		return c, err
 	}
-	switch string(typ) {
-	case "auto":
+	switch {
+	case eqText(typ, "auto"):
 		c.typ = "auto"
-	case "any":
+	case eqText(typ, "any"):
 		c.typ = "required"
-	case "none":
+	case eqText(typ, "none"):
 		c.typ = "none"
-	case "tool":
+	case eqText(typ, "tool"):
 		if c.name, err = o.reqStr("name", p); err != nil {
 			return c, err
 		}
 		c.typ = "tool"
 	default:
-		return c, errf(p.key("type").String(), "unknown tool_choice type %q", typ)
+		return c, errf(p.key("type").String(), "unknown tool_choice type %q", echo(typ))
 	}
 	if c.typ != "tool" && o.has("name") {
 		return c, errf(p.key("name").String(), "is only allowed with type tool")

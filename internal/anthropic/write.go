@@ -15,21 +15,36 @@ const MaxBlocks = 100_000
 // CodeTooManyBlocks is the Error.Code of a request over MaxBlocks.
 const CodeTooManyBlocks = "too_many_content_blocks"
 
-// writer is a request being written: JSON appended to one buffer sized
-// from the input, with the keys of every object in sorted order (as
-// encoding/json writes a map), so that the output is byte for byte what the
-// map-based translation produced.
+// writer is a request being written: JSON appended to one buffer, with the
+// keys of every object in sorted order (as encoding/json writes a map), so
+// that the output is byte for byte what the map-based translation produced.
+//
+// A translation runs twice (see translate): first with count set, when the
+// writer only adds up the bytes it is given, then into a buffer of exactly
+// that size. A request that is refused is refused by the first run, before
+// anything is allocated for its output, and one that is not costs its
+// output once, however far it grows from the body (invalid UTF-8 triples).
 type writer struct {
 	b      []byte
-	blocks int // content blocks read so far, against MaxBlocks
+	n      int  // bytes counted
+	count  bool // count the bytes, write none
+	blocks int  // content blocks read so far, against MaxBlocks
 	// recount: the input is walked again, its blocks already counted.
 	recount bool
 }
 
-func newWriter(in []byte) *writer {
-	// The output is about the size of the input; a little slack covers
-	// the fields added (stream_options, "role":"tool") without regrowth.
-	return &writer{b: make([]byte, 0, len(in)+len(in)/16+256)}
+// translate runs write to count its output, then again into a buffer of
+// that size. write must be deterministic: it is given the same body twice.
+func translate(write func(*writer) error) ([]byte, error) {
+	c := writer{count: true}
+	if err := write(&c); err != nil {
+		return nil, err
+	}
+	w := writer{b: make([]byte, 0, c.n)}
+	if err := write(&w); err != nil {
+		return nil, err // not reached: the first run succeeded
+	}
+	return w.b, nil
 }
 
 // block counts one content block at p against MaxBlocks.
@@ -45,31 +60,33 @@ func (w *writer) block(p path) error {
 	return nil
 }
 
-// grow makes room for n more bytes, at least doubling, so that the bytes
-// allocated over a whole translation stay within a small multiple of the
-// output.
-func (w *writer) grow(n int) {
-	if len(w.b)+n <= cap(w.b) {
+func (w *writer) put(s []byte) {
+	if w.count {
+		w.n += len(s)
 		return
 	}
-	b := make([]byte, len(w.b), max(2*cap(w.b), len(w.b)+n))
-	copy(b, w.b)
-	w.b = b
-}
-
-func (w *writer) put(s []byte) {
-	w.grow(len(s))
 	w.b = append(w.b, s...)
 }
 
 func (w *writer) lit(s string) {
-	w.grow(len(s))
+	if w.count {
+		w.n += len(s)
+		return
+	}
 	w.b = append(w.b, s...)
 }
 
+func (w *writer) byte(c byte) {
+	if w.count {
+		w.n++
+		return
+	}
+	w.b = append(w.b, c)
+}
+
 func (w *writer) int(n int64) {
-	w.grow(20)
-	w.b = strconv.AppendInt(w.b, n, 10)
+	var buf [20]byte
+	w.put(strconv.AppendInt(buf[:0], n, 10))
 }
 
 func (w *writer) bool(v bool) {
@@ -80,61 +97,103 @@ func (w *writer) bool(v bool) {
 	}
 }
 
-// str writes pre+s as a JSON string; pre is plain ASCII that needs no
-// escaping.
+// str writes pre+s as a JSON string, s being a JSON string of the body
+// (quotes included; nil for none): decoded and escaped again as
+// encoding/json writes a decoded string (see text). pre is plain ASCII that
+// needs no escaping.
 func (w *writer) str(pre string, s []byte) {
-	w.lit(`"`)
+	w.byte('"')
 	w.lit(pre)
-	w.escape(s)
-	w.lit(`"`)
+	if s != nil {
+		w.text(s[1 : len(s)-1])
+	}
+	w.byte('"')
 }
 
-// escape writes s escaped as encoding/json escapes a string without HTML
-// escaping: quote, backslash and control characters, U+2028 and U+2029,
-// and invalid UTF-8 as U+FFFD.
-func (w *writer) escape(s []byte) {
-	const hex = "0123456789abcdef"
+// text writes s, the inside of a JSON string of the body, as encoding/json
+// writes the string it decodes to, without HTML escaping: the runes are
+// decoded one at a time (see nextRune) and quote, backslash, control
+// characters, U+2028 and U+2029 escaped. Runs that need neither decoding
+// nor escaping, the common case, are copied whole.
+func (w *writer) text(s []byte) {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
+		if c >= 0x20 && c < utf8.RuneSelf && c != '\\' {
+			i++ // '"' is never bare inside a JSON string
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, n := utf8.DecodeRune(s[i:])
+			if (r != utf8.RuneError || n > 1) && r != '\u2028' && r != '\u2029' {
+				i += n
 				continue
 			}
-			w.put(s[start:i])
-			switch c {
-			case '"', '\\':
-				w.put([]byte{'\\', c})
-			case '\b':
-				w.lit(`\b`)
-			case '\f':
-				w.lit(`\f`)
-			case '\n':
-				w.lit(`\n`)
-			case '\r':
-				w.lit(`\r`)
-			case '\t':
-				w.lit(`\t`)
-			default:
-				w.put([]byte{'\\', 'u', '0', '0', hex[c>>4], hex[c&0xF]})
-			}
+		}
+		w.put(s[start:i])
+		r, n := nextRune(s, i)
+		w.rune(r)
+		i += n
+		start = i
+	}
+	w.put(s[start:])
+}
+
+// rune writes r as encoding/json writes it inside a string.
+func (w *writer) rune(r rune) {
+	const hex = "0123456789abcdef"
+	switch {
+	case r == '"' || r == '\\':
+		w.byte('\\')
+		w.byte(byte(r))
+	case r == '\b':
+		w.lit(`\b`)
+	case r == '\f':
+		w.lit(`\f`)
+	case r == '\n':
+		w.lit(`\n`)
+	case r == '\r':
+		w.lit(`\r`)
+	case r == '\t':
+		w.lit(`\t`)
+	case r < 0x20:
+		w.lit(`\u00`)
+		w.byte(hex[r>>4])
+		w.byte(hex[r&0xF])
+	case r == '\u2028' || r == '\u2029':
+		w.lit(`\u202`)
+		w.byte(hex[r&0xF])
+	case r < utf8.RuneSelf:
+		w.byte(byte(r))
+	default:
+		var buf [utf8.UTFMax]byte
+		w.put(buf[:utf8.EncodeRune(buf[:], r)])
+	}
+}
+
+// escape writes s, raw bytes of the body that are not a decoded string
+// (tool input written as a string), escaped as encoding/json escapes a
+// string without HTML escaping, except that invalid UTF-8 is written as
+// U+FFFD itself (3 bytes) rather than as the escape \ufffd (6): the same
+// string once decoded, and at most three bytes out for one in.
+func (w *writer) escape(s []byte) {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' {
 			i++
-			start = i
 			continue
 		}
-		r, n := utf8.DecodeRune(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			w.put(s[start:i])
-			w.lit(`\ufffd`)
-		case r == '\u2028' || r == '\u2029':
-			w.put(s[start:i])
-			w.put([]byte{'\\', 'u', '2', '0', '2', hex[r&0xF]})
-		default:
-			i += n
-			continue
+		r, n := rune(c), 1
+		if c >= utf8.RuneSelf {
+			r, n = utf8.DecodeRune(s[i:])
+			if (r != utf8.RuneError || n > 1) && r != '\u2028' && r != '\u2029' {
+				i += n
+				continue
+			}
 		}
+		w.put(s[start:i])
+		w.rune(r) // U+FFFD for an invalid byte
 		i += n
 		start = i
 	}
@@ -143,18 +202,21 @@ func (w *writer) escape(s []byte) {
 
 // compact writes the valid JSON raw without insignificant space.
 func (w *writer) compact(raw []byte) {
-	w.grow(len(raw))
 	for i := 0; i < len(raw); {
 		switch c := raw[i]; c {
 		case ' ', '\t', '\n', '\r':
 			i++
 		case '"':
 			j := skipStr(raw, i)
-			w.b = append(w.b, raw[i:j]...)
+			w.put(raw[i:j])
 			i = j
 		default:
-			w.b = append(w.b, c)
-			i++
+			j := i + 1
+			for j < len(raw) && raw[j] != '"' && raw[j] != ' ' && raw[j] != '\t' && raw[j] != '\n' && raw[j] != '\r' {
+				j++
+			}
+			w.put(raw[i:j])
+			i = j
 		}
 	}
 }
@@ -186,7 +248,8 @@ func (w *writer) compactStr(raw []byte) {
 // texts writes a list of texts as OpenAI content or an Anthropic system
 // prompt: one string for one text, text parts for several (which keeps the
 // block boundaries). The first text is held until a second one shows which.
-// pre is written ahead of the first text.
+// pre is written ahead of the first text. Texts are JSON strings of the
+// body (nil for an empty one), as writer.str takes them.
 type texts struct {
 	n     int
 	first []byte
