@@ -89,17 +89,8 @@ func checkModelName(fe fieldErrors, field, m string) {
 	}
 }
 
-// resolveRoute validates r and resolves target provider slugs in org.
-func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route, targets []TargetInput) error {
-	fe := fieldErrors{}
-	checkModelName(fe, "model", r.Model)
-	if r.Strategy == "" {
-		r.Strategy = "weighted"
-	}
-	if !contains(strategies, r.Strategy) {
-		fe.add("strategy", "must be one of %s", strings.Join(strategies, ", "))
-	}
-	p := r.Policy
+// checkPolicy validates a route's, group's or provider's policy (SPEC §6).
+func checkPolicy(fe fieldErrors, p store.Policy) {
 	if p.MaxOutputTokens < 0 {
 		fe.add("policy.max_output_tokens", "must be positive")
 	}
@@ -111,6 +102,19 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 			fe.add(field, `must be "allow" or "deny"`)
 		}
 	}
+}
+
+// resolveRoute validates r and resolves target provider slugs in org.
+func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route, targets []TargetInput) error {
+	fe := fieldErrors{}
+	checkModelName(fe, "model", r.Model)
+	if r.Strategy == "" {
+		r.Strategy = "weighted"
+	}
+	if !contains(strategies, r.Strategy) {
+		fe.add("strategy", "must be one of %s", strings.Join(strategies, ", "))
+	}
+	checkPolicy(fe, r.Policy)
 	if len(targets) == 0 {
 		fe.add("targets", "needs at least one target")
 	}
