@@ -20,6 +20,9 @@ type GroupInput struct {
 	Name     string             `json:"name,omitempty" yaml:"name"`
 	Strategy string             `json:"strategy,omitempty" yaml:"strategy"`
 	Members  []GroupMemberInput `json:"members" yaml:"members"`
+	// Policy governs every group-slug/model request, combined with the
+	// serving member's own policy.
+	Policy store.Policy `json:"policy" yaml:"policy"`
 }
 
 // GroupMemberInput is one provider of a group, named by slug. ModelMap
@@ -38,6 +41,7 @@ type GroupPatch struct {
 	Name     *string             `json:"name"`
 	Strategy *string             `json:"strategy"`
 	Members  *[]GroupMemberInput `json:"members"`
+	Policy   *store.Policy       `json:"policy"`
 }
 
 // GroupView is a group as the API shows it.
@@ -46,6 +50,7 @@ type GroupView struct {
 	Name      string            `json:"name"`
 	Strategy  string            `json:"strategy"`
 	Members   []GroupMemberView `json:"members"`
+	Policy    store.Policy      `json:"policy"`
 	CreatedAt time.Time         `json:"created_at"`
 	UpdatedAt time.Time         `json:"updated_at"`
 	Warnings  []string          `json:"warnings,omitempty"`
@@ -60,7 +65,7 @@ type GroupMemberView struct {
 }
 
 func groupView(g store.Group) GroupView {
-	v := GroupView{Slug: g.Slug, Name: g.Name, Strategy: g.Strategy, Members: []GroupMemberView{},
+	v := GroupView{Slug: g.Slug, Name: g.Name, Strategy: g.Strategy, Members: []GroupMemberView{}, Policy: g.Policy,
 		CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt}
 	for _, m := range g.Members {
 		mm := m.ModelMap
@@ -86,6 +91,7 @@ func checkGroup(fe fieldErrors, g *store.Group) {
 	if !contains(strategies, g.Strategy) {
 		fe.add("strategy", "must be one of %s", strings.Join(strategies, ", "))
 	}
+	checkPolicy(fe, g.Policy)
 }
 
 // resolveMembers validates members and resolves their provider slugs in
@@ -164,7 +170,7 @@ func (s *Service) CreateGroup(ctx context.Context, org string, in GroupInput) (G
 		return GroupView{}, err
 	}
 	fe := fieldErrors{}
-	g := &store.Group{OrgID: o.ID, Slug: in.Slug, Name: in.Name, Strategy: in.Strategy}
+	g := &store.Group{OrgID: o.ID, Slug: in.Slug, Name: in.Name, Strategy: in.Strategy, Policy: in.Policy}
 	if g.Name == "" && g.Slug != "" {
 		g.Name = g.Slug
 	}
@@ -210,6 +216,9 @@ func (s *Service) UpdateGroup(ctx context.Context, org, slug string, in GroupPat
 	}
 	if in.Strategy != nil {
 		g.Strategy = *in.Strategy
+	}
+	if in.Policy != nil {
+		g.Policy = *in.Policy
 	}
 	var warnings []string
 	if in.Slug != nil && *in.Slug != g.Slug {

@@ -36,7 +36,10 @@ type ProviderInput struct {
 	FirstByteTimeout store.Duration `json:"first_byte_timeout,omitempty" yaml:"first_byte_timeout"`
 	IdleTimeout      store.Duration `json:"idle_timeout,omitempty" yaml:"idle_timeout"`
 	ForwardHeaders   []string       `json:"forward_headers,omitempty" yaml:"forward_headers"`
-	Keys             []KeyInput     `json:"keys,omitempty" yaml:"keys"`
+	// Policy governs every request the provider serves, on any address
+	// (the strictest of it and the address's policy applies).
+	Policy store.Policy `json:"policy" yaml:"policy"`
+	Keys   []KeyInput   `json:"keys,omitempty" yaml:"keys"`
 }
 
 // KeyInput is one upstream credential for a provider's key pool.
@@ -61,6 +64,7 @@ type ProviderPatch struct {
 	FirstByteTimeout *store.Duration `json:"first_byte_timeout"`
 	IdleTimeout      *store.Duration `json:"idle_timeout"`
 	ForwardHeaders   *[]string       `json:"forward_headers"`
+	Policy           *store.Policy   `json:"policy"`
 }
 
 // ProviderView is a provider as the API shows it: key ids and weights,
@@ -76,6 +80,7 @@ type ProviderView struct {
 	FirstByteTimeout store.Duration `json:"first_byte_timeout,omitempty"`
 	IdleTimeout      store.Duration `json:"idle_timeout,omitempty"`
 	ForwardHeaders   []string       `json:"forward_headers,omitempty"`
+	Policy           store.Policy   `json:"policy"`
 	Keys             []KeyView      `json:"keys"`
 	CreatedAt        time.Time      `json:"created_at"`
 	UpdatedAt        time.Time      `json:"updated_at"`
@@ -104,7 +109,7 @@ func (s *Service) providerView(p store.Provider) ProviderView {
 func providerView(p store.Provider) ProviderView {
 	v := ProviderView{Slug: p.Slug, Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, MetadataSource: p.MetadataSource,
 		ContextLimit: p.ContextLimit, Models: p.Models, FirstByteTimeout: p.Settings.FirstByteTimeout,
-		IdleTimeout: p.Settings.IdleTimeout, ForwardHeaders: p.Settings.ForwardHeaders, Keys: []KeyView{}, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, DeletedAt: p.DeletedAt}
+		IdleTimeout: p.Settings.IdleTimeout, ForwardHeaders: p.Settings.ForwardHeaders, Policy: p.Settings.Policy, Keys: []KeyView{}, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, DeletedAt: p.DeletedAt}
 	for _, k := range p.Keys {
 		v.Keys = append(v.Keys, KeyView{ID: k.ID, Weight: k.Weight, CreatedAt: k.CreatedAt})
 	}
@@ -158,6 +163,12 @@ func checkProvider(fe fieldErrors, p *store.Provider, allowLinkLocal bool) {
 	switch p.MetadataSource {
 	case MetadataConfigured:
 	case MetadataUpstream:
+		if p.Kind == "openai" || p.Kind == "anthropic" {
+			// design 003: discovery needs one inference server serving
+			// exactly one model; a hosted API lists many, so such a
+			// provider would never be ready.
+			fe.add("metadata_source", "\"upstream\" is for self-hosted kinds (vllm, sglang, llamacpp) serving one model; a hosted %s API lists many models, so nothing could be discovered: use \"configured\" with models or route targets' upstream_model", p.Kind)
+		}
 		// design 003: facts the upstream owns are never configured beside it.
 		if p.ContextLimit != 0 {
 			fe.add("context_limit", "cannot be configured when metadata_source is \"upstream\": the upstream reports it")
@@ -177,6 +188,7 @@ func checkProvider(fe fieldErrors, p *store.Provider, allowLinkLocal bool) {
 		}
 	}
 	p.Settings.ForwardHeaders = checkForwardHeaders(fe, p.Settings.ForwardHeaders)
+	checkPolicy(fe, p.Settings.Policy)
 }
 
 // maxForwardHeaders bounds a provider's forward_headers list.
@@ -254,7 +266,8 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 	fe := fieldErrors{}
 	p := &store.Provider{OrgID: o.ID, Slug: in.Slug, Name: in.Name, Kind: in.Kind, BaseURL: in.BaseURL,
 		MetadataSource: in.MetadataSource, ContextLimit: in.ContextLimit, Models: in.Models,
-		Settings: store.ProviderSettings{FirstByteTimeout: in.FirstByteTimeout, IdleTimeout: in.IdleTimeout, ForwardHeaders: in.ForwardHeaders}}
+		Settings: store.ProviderSettings{FirstByteTimeout: in.FirstByteTimeout, IdleTimeout: in.IdleTimeout, ForwardHeaders: in.ForwardHeaders,
+			Policy: in.Policy}}
 	if p.MetadataSource == "" {
 		p.MetadataSource = MetadataConfigured
 	}
@@ -337,6 +350,9 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 	}
 	if in.ForwardHeaders != nil {
 		p.Settings.ForwardHeaders = *in.ForwardHeaders
+	}
+	if in.Policy != nil {
+		p.Settings.Policy = *in.Policy
 	}
 	var warnings []string
 	if in.Slug != nil && *in.Slug != p.Slug {

@@ -26,6 +26,9 @@ type ReadinessView struct {
 	Build      string     `json:"build,omitempty"`
 	LastProbe  *time.Time `json:"last_probe,omitempty"`
 	LastError  string     `json:"last_error,omitempty"`
+	// StaleModels are the models the upstream answered it does not serve,
+	// with why; their targets are out of routing until a probe lists them.
+	StaleModels map[string]string `json:"stale_models,omitempty"`
 }
 
 func (s *Service) readiness(id int64) *ReadinessView {
@@ -37,7 +40,8 @@ func (s *Service) readiness(id int64) *ReadinessView {
 		return nil
 	}
 	v := &ReadinessView{State: "not_ready", Reason: st.Reason, ModelID: st.Facts.ModelID, Context: st.Facts.Context,
-		Modalities: st.Facts.Modalities, Slots: st.Facts.Slots, Build: st.Facts.Build, LastError: st.LastError}
+		Modalities: st.Facts.Modalities, Slots: st.Facts.Slots, Build: st.Facts.Build, LastError: st.LastError,
+		StaleModels: st.Stale}
 	if st.Ready {
 		v.State = "ready"
 	}

@@ -56,6 +56,56 @@ type TargetView struct {
 	UpstreamModel string `json:"upstream_model,omitempty"`
 	Weight        int    `json:"weight"`
 	ContextLimit  int    `json:"context_limit,omitempty"`
+	// Routable says whether the gateway may send this target traffic now,
+	// and Reason why not: its provider is not ready, its upstream_model
+	// is not the model an upstream-metadata provider serves, or its
+	// upstream answered that it no longer serves the model (stale). Shown
+	// on reads when live readiness is known.
+	Routable *bool  `json:"routable,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// targetReadiness fills the targets' Routable and Reason from the live
+// readiness of their providers (design 003), for the route's org.
+func (s *Service) targetReadiness(org string, v RouteView) RouteView {
+	if s.ready == nil || s.snap == nil {
+		return v
+	}
+	sn := s.snap.Current()
+	if sn == nil || sn.Org(org) == nil {
+		return v
+	}
+	o := sn.Org(org)
+	for i := range v.Targets {
+		tg := &v.Targets[i]
+		p := o.Providers[tg.Provider]
+		if p == nil {
+			continue
+		}
+		st, ok := s.ready.Status(p.ID)
+		if !ok {
+			continue
+		}
+		routable, reason := true, ""
+		sent := tg.UpstreamModel
+		switch {
+		case !st.Ready:
+			routable, reason = false, "provider not ready: "+st.Reason
+		case p.MetadataSource == MetadataUpstream && tg.UpstreamModel != "" && tg.UpstreamModel != st.Facts.ModelID:
+			routable = false
+			reason = fmt.Sprintf("upstream_model %q is not the model provider %q serves (%q, discovered): nothing is forwarded on a guess; "+
+				"clear upstream_model or set it to the served id", tg.UpstreamModel, p.Slug, st.Facts.ModelID)
+		default:
+			if p.MetadataSource == MetadataUpstream {
+				sent = st.Facts.ModelID
+			}
+			if why, stale := st.Stale[sent]; stale {
+				routable, reason = false, fmt.Sprintf("stale: model %q: %s", sent, why)
+			}
+		}
+		tg.Routable, tg.Reason = &routable, reason
+	}
+	return v
 }
 
 func routeView(r store.Route) RouteView {
@@ -89,17 +139,8 @@ func checkModelName(fe fieldErrors, field, m string) {
 	}
 }
 
-// resolveRoute validates r and resolves target provider slugs in org.
-func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route, targets []TargetInput) error {
-	fe := fieldErrors{}
-	checkModelName(fe, "model", r.Model)
-	if r.Strategy == "" {
-		r.Strategy = "weighted"
-	}
-	if !contains(strategies, r.Strategy) {
-		fe.add("strategy", "must be one of %s", strings.Join(strategies, ", "))
-	}
-	p := r.Policy
+// checkPolicy validates a route's, group's or provider's policy (SPEC §6).
+func checkPolicy(fe fieldErrors, p store.Policy) {
 	if p.MaxOutputTokens < 0 {
 		fe.add("policy.max_output_tokens", "must be positive")
 	}
@@ -111,6 +152,19 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 			fe.add(field, `must be "allow" or "deny"`)
 		}
 	}
+}
+
+// resolveRoute validates r and resolves target provider slugs in org.
+func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route, targets []TargetInput) error {
+	fe := fieldErrors{}
+	checkModelName(fe, "model", r.Model)
+	if r.Strategy == "" {
+		r.Strategy = "weighted"
+	}
+	if !contains(strategies, r.Strategy) {
+		fe.add("strategy", "must be one of %s", strings.Join(strategies, ", "))
+	}
+	checkPolicy(fe, r.Policy)
 	if len(targets) == 0 {
 		fe.add("targets", "needs at least one target")
 	}
@@ -197,7 +251,9 @@ func (h *Handler) listRoutes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fromStore(err, "routes")
 	}
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(r store.Route) int64 { return r.ID }, routeView))
+	org := r.PathValue("org")
+	writeJSON(w, http.StatusOK, paginate(rows, limit, func(r store.Route) int64 { return r.ID },
+		func(rt store.Route) RouteView { return h.svc.targetReadiness(org, routeView(rt)) }))
 	return nil
 }
 
@@ -212,7 +268,7 @@ func (h *Handler) getRoute(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, routeView(*rt))
+	writeJSON(w, http.StatusOK, h.svc.targetReadiness(r.PathValue("org"), routeView(*rt)))
 	return nil
 }
 

@@ -110,6 +110,9 @@ type hostHealth struct {
 	// empty until then, so a restarted controller re-asserts the store.
 	registered string
 	lastErr    string
+	// served is the context the box's /v1/models card reports
+	// (max_model_len) at the last good probe; 0 when it reports none.
+	served int
 }
 
 // NewController returns a controller over st; changed is called after each
@@ -154,7 +157,7 @@ func (c *Controller) Sweep(ctx context.Context) {
 		}
 		return
 	}
-	results := make([]error, len(hosts))
+	results := make([]probeResult, len(hosts))
 	sem := make(chan struct{}, c.cfg.Parallel)
 	var wg sync.WaitGroup
 	for i := range hosts {
@@ -162,7 +165,7 @@ func (c *Controller) Sweep(ctx context.Context) {
 		sem <- struct{}{}
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
-			results[i] = c.probe(ctx, &hosts[i])
+			results[i].served, results[i].err = c.probe(ctx, &hosts[i])
 		}(i)
 	}
 	wg.Wait()
@@ -201,20 +204,37 @@ func running(h *store.Host) (int, *fleetapi.VLLM) {
 	return h.Port, h.Recipe.VLLM
 }
 
+// probeResult is one probe of a host: nil err when it serves, and the
+// context its model card reports.
+type probeResult struct {
+	err    error
+	served int
+}
+
 // registration is what RegisterHost writes for h, and its identity: a
-// change (new port, new served name, new context) re-registers.
-func registration(h *store.Host) (store.HostRegistration, string) {
+// change (new port, new served name, new context) re-registers. The
+// context is the one the box serves (its card's max_model_len, served),
+// not the recipe's flag: a recipe without --max-model-len still gets
+// context admission, and one whose flag the engine overrode is admitted
+// on what the engine enforces. Only without a card value is the recipe's
+// flag used.
+func registration(h *store.Host, served int) (store.HostRegistration, string) {
 	port, r := running(h)
 	if r == nil { // never probed healthy, so never registered
 		return store.HostRegistration{}, ""
 	}
-	reg := store.HostRegistration{Port: port, ServedModel: r.ServedName(), ContextLimit: MaxModelLen(r)}
+	ctxLimit := served
+	if ctxLimit <= 0 {
+		ctxLimit = MaxModelLen(r)
+	}
+	reg := store.HostRegistration{Port: port, ServedModel: r.ServedName(), ContextLimit: ctxLimit}
 	return reg, h.IP + "|" + strconv.Itoa(port) + "|" + reg.ServedModel + "|" + strconv.Itoa(reg.ContextLimit)
 }
 
 // apply records one probe result and writes a transition; it reports
 // whether the store changed.
-func (c *Controller) apply(ctx context.Context, h *store.Host, probeErr error) bool {
+func (c *Controller) apply(ctx context.Context, h *store.Host, res probeResult) bool {
+	probeErr := res.err
 	c.mu.Lock()
 	hh := c.health[h.ID]
 	if hh == nil {
@@ -225,16 +245,17 @@ func (c *Controller) apply(ctx context.Context, h *store.Host, probeErr error) b
 		hh.ok++
 		hh.fail = 0
 		hh.lastErr = ""
+		hh.served = res.served
 	} else {
 		hh.fail++
 		hh.ok = 0
 		hh.lastErr = probeErr.Error()
 	}
 	ok, fail := hh.ok, hh.fail
-	prev := hh.registered
+	prev, served := hh.registered, hh.served
 	c.mu.Unlock()
 
-	reg, key := registration(h)
+	reg, key := registration(h, served)
 	lost := probeErr == nil && h.State == store.HostServing && prev == key &&
 		c.cfg.Registered != nil && !c.cfg.Registered(h)
 	if lost {
@@ -276,38 +297,45 @@ func (c *Controller) setRegistered(id int64, key string) {
 }
 
 // probe reports nil when h's vLLM is serving: /health answers 200 and
-// /v1/models lists the recipe's served model. /v1/models alone is not
+// /v1/models lists the recipe's served model, with the context that model's
+// card reports (max_model_len; 0 when absent). /v1/models alone is not
 // enough, because it answers while the engine still loads.
-func (c *Controller) probe(ctx context.Context, h *store.Host) error {
+func (c *Controller) probe(ctx context.Context, h *store.Host) (int, error) {
 	port, recipe := running(h)
 	if recipe == nil {
-		return fmt.Errorf("host has no vllm recipe")
+		return 0, fmt.Errorf("host has no vllm recipe")
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	addr, err := netip.ParseAddr(h.IP)
 	if err != nil {
-		return fmt.Errorf("bad host address: %w", err)
+		return 0, fmt.Errorf("bad host address: %w", err)
 	}
 	base := "http://" + netip.AddrPortFrom(addr, uint16(port)).String()
 	if err := c.get(ctx, base+"/health", "", nil); err != nil {
-		return fmt.Errorf("/health: %w", err)
+		return 0, fmt.Errorf("/health: %w", err)
 	}
 	var models struct {
 		Data []struct {
-			ID string `json:"id"`
+			ID          string          `json:"id"`
+			MaxModelLen json.RawMessage `json:"max_model_len"`
 		} `json:"data"`
 	}
 	if err := c.get(ctx, base+"/v1/models", h.APIKey.Reveal(), &models); err != nil {
-		return fmt.Errorf("/v1/models: %w", err)
+		return 0, fmt.Errorf("/v1/models: %w", err)
 	}
 	want := recipe.ServedName()
 	for _, m := range models.Data {
 		if m.ID == want {
-			return nil
+			// A card without a believable value leaves the recipe's flag.
+			served, err := strconv.ParseInt(string(m.MaxModelLen), 10, 32)
+			if err != nil || served <= 0 {
+				served = 0
+			}
+			return int(served), nil
 		}
 	}
-	return fmt.Errorf("/v1/models does not list the recipe's model %q", want)
+	return 0, fmt.Errorf("/v1/models does not list the recipe's model %q", want)
 }
 
 func (c *Controller) get(ctx context.Context, url, key string, into any) error {

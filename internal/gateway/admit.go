@@ -7,6 +7,8 @@ import (
 
 	"github.com/rolter/rolter/internal/metadata"
 	"github.com/rolter/rolter/internal/policy"
+	"github.com/rolter/rolter/internal/resolve"
+	"github.com/rolter/rolter/internal/store"
 )
 
 // Readiness reports providers' live state (package metadata implements
@@ -44,10 +46,72 @@ func contextOf(tg *targetRT, st metadata.Status) int {
 	return tg.provider.contextLimit
 }
 
-// admit marks targets that are not routable, applies the route policy and
-// context admission, and takes a concurrency slot. It may rewrite the body
-// (max tokens defaulted or clamped). release, when set, must be called when
-// the request ends.
+// admission is what admit decided per target; forward reads it to send
+// each attempt the body its own target's policy admits.
+type admission struct {
+	orig []byte // the client's body, before any policy rewrite
+	req  policy.Request
+	pool int // the pool's context; 0: unknown
+	// results are the distinct combined policies of the plan's routable
+	// targets with what policy.Admit made of the body under each.
+	results []admitted
+	of      []int // per target: index into results; -1 for a target not routable
+	base    int   // the result whose body admit returned (serve forwards it)
+}
+
+type admitted struct {
+	policy  store.Policy
+	body    []byte
+	refusal *policy.Refusal
+}
+
+// unroutable says why a ready target cannot be sent this request, in words
+// fit for any client (no upstream text, no upstream model id); "" when it
+// can. design 003: on an upstream-metadata provider the model sent is the
+// discovered one, so a target configured with another model is never
+// forwarded on a guess. A target whose upstream said it does not serve its
+// model is stale until a probe shows the model again.
+func (g *Gateway) unroutable(tg *targetRT, st metadata.Status, model string) string {
+	if tg.provider.upstream && tg.id.model != "" && tg.id.model != st.Facts.ModelID {
+		return "a target of provider " + quoteModel(tg.provider.slug) + " names a model the provider does not serve (" + reasonModelMismatch + ")"
+	}
+	if len(st.Stale) > 0 {
+		if _, stale := st.Stale[sendModel(tg, st, model)]; stale {
+			return "provider " + quoteModel(tg.provider.slug) + " answered that it no longer serves the configured model (" + reasonStale + ")"
+		}
+	}
+	return ""
+}
+
+// Reason classes of targets that are not routable although their provider
+// is ready; the admin views carry the details.
+const (
+	reasonModelMismatch = "model_mismatch"
+	reasonStale         = "model_not_served"
+)
+
+// sendModel is the model id an attempt sends to tg: the discovered id on an
+// upstream-metadata provider (design 003: always, whatever a target says),
+// else the target's upstream model, else the client's string.
+func sendModel(tg *targetRT, st metadata.Status, client string) string {
+	switch {
+	case tg.provider.upstream:
+		return st.Facts.ModelID
+	case tg.id.model != "":
+		return tg.id.model
+	}
+	return client
+}
+
+// admit marks targets that are not routable, applies the policy and context
+// admission per target, and takes the address's concurrency slot. A target
+// is governed by the strictest of the address's own policy (route or
+// group) and its provider's; one whose policy refuses the request is
+// skipped, and when every routable target refuses, the first refusal is the
+// answer. It may rewrite the body (max tokens defaulted or clamped); the
+// body returned is the one admitted for the first routable target, and
+// forward sends another target its own (admission). release, when set,
+// must be called when the request ends.
 func (g *Gateway) admit(x *exchange, body []byte) ([]byte, func(), *apiError) {
 	plan := x.plan
 	x.down = make([]bool, len(plan.targets))
@@ -55,14 +119,19 @@ func (g *Gateway) admit(x *exchange, body []byte) ([]byte, func(), *apiError) {
 	reason := ""
 	for i, tg := range plan.targets {
 		st := g.status(tg.provider)
+		why := ""
 		if !st.Ready {
+			// The class only: st.Reason may quote an upstream's error
+			// text (a connection string, an internal address). The
+			// details are logged and in the admin readiness view.
+			why = "provider " + quoteModel(tg.provider.slug) + " is not ready (" + string(st.Class) + ")"
+		} else {
+			why = g.unroutable(tg, st, x.model)
+		}
+		if why != "" {
 			x.down[i] = true
 			if reason == "" {
-				// The class only: st.Reason may quote an upstream's error
-				// text (a connection string, an internal address). The
-				// details are logged and in the admin readiness view.
-				reason = "provider " + quoteModel(tg.provider.slug) + " is not ready (" + string(st.Class) +
-					"); the operator's readiness view says why"
+				reason = why + "; the operator's readiness view says why"
 			}
 			continue
 		}
@@ -86,20 +155,59 @@ func (g *Gateway) admit(x *exchange, body []byte) ([]byte, func(), *apiError) {
 			}
 			return nil, nil, newError(http.StatusBadRequest, "invalid_request", "the request body could not be read: "+err.Error())
 		}
-		var refusal *policy.Refusal
-		if out, refusal = policy.Admit(body, x.endpoint, req, plan.policy, pool); refusal != nil {
-			return nil, nil, newError(refusal.Status, refusal.Code, refusal.Message)
+		a := &admission{orig: body, req: req, pool: pool, of: make([]int, len(plan.targets)), base: -1}
+		var first *policy.Refusal
+		for i, tg := range plan.targets {
+			a.of[i] = -1
+			if x.down[i] {
+				continue
+			}
+			j := a.admit(x.endpoint, policy.Strictest(plan.policy, tg.provider.policy))
+			if r := a.results[j].refusal; r != nil {
+				x.down[i] = true // this provider's policy refuses: another target may serve
+				if first == nil {
+					first = r
+				}
+				continue
+			}
+			a.of[i] = j
+			if a.base < 0 {
+				a.base = j
+			}
 		}
+		if a.base < 0 {
+			return nil, nil, newError(first.Status, first.Code, first.Message)
+		}
+		out = a.results[a.base].body
+		x.adm = a
 	}
-	// max_concurrency bounds every endpoint of the route.
+	// max_concurrency of the route or group bounds every endpoint of the
+	// address; each provider's own bounds its attempts (forward).
 	if plan.limiter != nil {
 		if !plan.limiter.Acquire() {
+			what := "route " + quoteModel(plan.route)
+			if plan.kind != resolve.KindRoute {
+				what = "group of " + quoteModel(x.model)
+			}
 			e := newError(http.StatusTooManyRequests, "concurrency_limited",
-				"route "+quoteModel(plan.route)+" is at its max_concurrency of "+strconv.Itoa(plan.policy.MaxConcurrency)+" requests in flight")
+				what+" is at its max_concurrency of "+strconv.Itoa(plan.policy.MaxConcurrency)+" requests in flight")
 			e.retryAfter = 1
 			return nil, nil, e
 		}
 		return out, plan.limiter.Release, nil
 	}
 	return out, nil, nil
+}
+
+// admit returns the index of p's result, applying p to the body on first
+// sight: targets that share a combined policy share one body.
+func (a *admission) admit(endpoint string, p store.Policy) int {
+	for j := range a.results {
+		if a.results[j].policy == p {
+			return j
+		}
+	}
+	body, refusal := policy.Admit(a.orig, endpoint, a.req, p, a.pool)
+	a.results = append(a.results, admitted{policy: p, body: body, refusal: refusal})
+	return len(a.results) - 1
 }

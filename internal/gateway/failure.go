@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -28,6 +29,10 @@ const (
 	ClassIdleTimeout     Class = "idle_timeout"     // no event within the idle timeout, mid-stream
 	ClassCredential      Class = "credential"       // upstream 401/403: the pool key (or a keyless provider) is refused
 	ClassClientSlow      Class = "client_slow"      // the client stopped reading past the client write timeout
+	// ClassModelGone: the upstream answered that it does not serve a
+	// configured model (404 model_not_found, "does not exist"): the
+	// configuration is stale, the caller did nothing wrong.
+	ClassModelGone Class = "model_not_served"
 )
 
 // verdict is what a failure class means for the request and the upstream.
@@ -36,6 +41,7 @@ type verdict struct {
 	penalise   bool   // counts against the target's breaker
 	rateLimit  bool   // cools the key (or keyless target) for Retry-After
 	credential bool   // cools the key (or keyless target) for the credential cooldown
+	stale      bool   // the target's model is gone: out of routing until a probe lists it
 	status     int    // HTTP status when this class ends the request
 	clientCode string // stable error code for the client
 }
@@ -57,6 +63,35 @@ var verdicts = map[Class]verdict{
 	ClassCredential: {retry: true, credential: true, status: http.StatusBadGateway, clientCode: "upstream_auth_failed"},
 	// The client's fault: nobody upstream is blamed.
 	ClassClientSlow: {status: 499, clientCode: "client_slow"},
+	// The configuration is stale, not the caller's request nor the
+	// upstream's health: another target may serve; the breaker is left
+	// alone (the stale mark takes the target out instead).
+	ClassModelGone: {retry: true, stale: true, status: http.StatusServiceUnavailable, clientCode: "model_unavailable"},
+}
+
+// modelGoneSniff bounds how much of a 4xx body is read to tell a stale
+// model from a caller error.
+const modelGoneSniff = 8 << 10
+
+// modelGoneStatus: the statuses with which servers say "no such model"
+// (OpenAI, vLLM and SGLang answer 404; older vLLM answered 400).
+func modelGoneStatus(code int) bool {
+	return code == http.StatusNotFound || code == http.StatusBadRequest
+}
+
+// modelGone reports whether an upstream error body says the model is not
+// served: OpenAI's code "model_not_found", the "The model `x` does not
+// exist" message of OpenAI, vLLM and SGLang, or a 404 saying a model is
+// not found.
+func modelGone(status int, body []byte) bool {
+	b := bytes.ToLower(body)
+	if bytes.Contains(b, []byte("model_not_found")) {
+		return true
+	}
+	if !bytes.Contains(b, []byte("model")) {
+		return false
+	}
+	return bytes.Contains(b, []byte("does not exist")) || status == http.StatusNotFound && bytes.Contains(b, []byte("not found"))
 }
 
 // Attempt-context causes, so that a cancelled upstream request can be told

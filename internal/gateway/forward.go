@@ -22,6 +22,7 @@ type result struct {
 	status     int           // upstream status, when there was a response
 	retryAfter time.Duration // from a 429
 	committed  bool          // bytes reached the client: no more failover
+	model      string        // the model id sent upstream (for a stale mark)
 }
 
 // forward runs attempts until one succeeds, the request is the caller's
@@ -38,6 +39,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 	var (
 		last          result
 		maxRetryAfter time.Duration
+		busy          *providerRT // a provider at its max_concurrency, skipped
 	)
 	for x.attempts < g.cfg.MaxAttempts && (x.attempts == 0 || g.clock.Now().Before(deadline)) {
 		i, tgProbe := g.pickTarget(plan, cands, tried, x.down)
@@ -45,8 +47,20 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 			break
 		}
 		tg := plan.targets[i]
+		// The provider's max_concurrency counts attempts in flight on this
+		// replica, whatever the address; a full provider is skipped like an
+		// unavailable one.
+		if !tg.provider.limiter.Acquire() {
+			tried[i] = true
+			busy = tg.provider
+			if tgProbe {
+				tg.breaker.Abandon()
+			}
+			continue
+		}
 		key, keyProbe, ok := g.pickKey(tg.provider, triedKeys)
 		if !ok { // every key of this provider was tried: the target is spent
+			tg.provider.limiter.Release()
 			tried[i] = true
 			if tgProbe {
 				tg.breaker.Abandon()
@@ -58,9 +72,22 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 		}
 		x.attempts++
 		x.target = tg
+		out, ok := x.bodyFor(i, tg, body)
+		if !ok { // cannot happen: the same request translated under admit's policy
+			tg.provider.limiter.Release()
+			tried[i] = true
+			if tgProbe {
+				tg.breaker.Abandon()
+			}
+			if keyProbe {
+				key.breaker.Abandon()
+			}
+			continue
+		}
 		tg.stats.Begin()
 		began := time.Now()
-		res := g.attempt(w, r, x, tg, key, body)
+		res := g.attempt(w, r, x, tg, key, out)
+		tg.provider.limiter.Release()
 		tg.stats.End(time.Since(began), res.class == ClassNone)
 		last = res
 		g.metrics.attempts.WithLabelValues(tg.provider.org, tg.provider.slug, attemptLabel(res.class)).Inc()
@@ -81,9 +108,51 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 			triedKeys[key.id] = true // another key of the same target may still serve
 			continue
 		}
+		if v.stale {
+			g.markStale(tg, res.model)
+		}
 		tried[i] = true
 	}
+	if x.attempts == 0 && busy != nil {
+		e := newError(http.StatusTooManyRequests, "concurrency_limited",
+			"provider "+quoteModel(busy.slug)+" is at its max_concurrency of "+strconv.Itoa(busy.policy.MaxConcurrency)+" requests in flight")
+		e.retryAfter = 1
+		x.status, x.class = e.status, ClassNone
+		x.writeError(w, e)
+		return
+	}
 	g.exhausted(w, x, last, maxRetryAfter)
+}
+
+// bodyFor is the body target i is sent: the one admit returned (body),
+// unless the target's combined policy admitted the request differently
+// (another output ceiling), when that target's own admitted body is sent,
+// translated or with a usage request as serve prepares body.
+func (x *exchange) bodyFor(i int, tg *targetRT, body []byte) ([]byte, bool) {
+	a := x.adm
+	if a == nil || a.of[i] < 0 || a.of[i] == a.base {
+		return body, true
+	}
+	out := a.results[a.of[i]].body
+	if x.crossKind(tg) {
+		return x.translateBody(out)
+	}
+	if x.stream {
+		out, _ = requestUsage(out, x.endpoint)
+	}
+	return out, true
+}
+
+// markStale takes a deployment whose upstream said it does not serve the
+// model out of routing until a probe lists it again (package metadata);
+// without a readiness cache the request still fails over.
+func (g *Gateway) markStale(tg *targetRT, model string) {
+	if m, ok := g.ready.(interface {
+		MarkStale(providerID int64, model, reason string) bool
+	}); ok && model != "" {
+		m.MarkStale(tg.provider.id, model, "the upstream answered that it does not serve this model (404 model_not_found); "+
+			"the configuration is stale: check the provider's models and the targets naming it")
+	}
 }
 
 // judge feeds an attempt's outcome to the target's and key's breakers.
@@ -392,14 +461,14 @@ func (wd *watchdog) resume() {
 
 // attempt sends the request to one target with one key.
 func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, tg *targetRT, key *keyRT, body []byte) result {
-	upstreamModel := tg.id.model
-	if upstreamModel == "" && tg.provider.upstream {
-		// design 003: the upstream owns its model id; a race with a
-		// replacement may fail, and is not replayed.
-		upstreamModel = g.status(tg.provider).Facts.ModelID
+	// design 003: on an upstream-metadata provider the discovered id is
+	// always the one sent (admit took targets naming another out).
+	upstreamModel := x.model
+	if tg.provider.upstream || tg.id.model != "" {
+		upstreamModel = sendModel(tg, g.status(tg.provider), x.model)
 	}
-	if upstreamModel == "" {
-		upstreamModel = x.model
+	if upstreamModel == "" { // the provider went not ready since admit
+		return result{class: ClassConnect}
 	}
 	x.upstreamModel = capModel(upstreamModel)
 	cross := x.crossKind(tg)
@@ -427,6 +496,7 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 	cw.wd = wd
 	defer func() { cw.wd = nil }()
 	res := g.exchangeWith(cw, r, x, ctx, tg, req, wd, cross)
+	res.model = upstreamModel
 	if cw.slow {
 		// Whatever the attempt saw afterwards (a cancelled context, a
 		// broken write), it ended because the client stopped reading.
@@ -445,9 +515,21 @@ func (g *Gateway) exchangeWith(w http.ResponseWriter, r *http.Request, x *exchan
 	switch cls := classifyStatus(resp.StatusCode); cls {
 	case ClassNone:
 	case ClassCaller:
+		var head []byte
+		if tg.configured && modelGoneStatus(resp.StatusCode) {
+			// A configured model the upstream says it does not serve is a
+			// stale configuration, not the caller's fault: fail over, and
+			// never relay the upstream's answer (it names its model id).
+			head, _ = io.ReadAll(io.LimitReader(resp.Body, modelGoneSniff))
+			if modelGone(resp.StatusCode, head) {
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+				return result{class: ClassModelGone, status: resp.StatusCode}
+			}
+		}
 		// The caller's fault: relay unchanged, no retry.
 		copyHeaders(w.Header(), resp.Header, dropResponse)
 		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(head)
 		_, _ = io.Copy(w, resp.Body)
 		return result{class: ClassCaller, status: resp.StatusCode, committed: true}
 	default:

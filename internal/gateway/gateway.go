@@ -216,7 +216,8 @@ type exchange struct {
 	stream    bool
 	endpoint  string // upstream path under base_url, e.g. "/chat/completions"
 	plan      *routePlan
-	down      []bool // per plan target: not routable (health or metadata)
+	down      []bool     // per plan target: not routable (health, metadata or policy)
+	adm       *admission // per target policy results (admit.go); nil for endpoints without output
 	// anthropic: the client speaks the Messages API (/v1/messages).
 	anthropic bool
 	// translated is the request in the other API's shape, for targets of

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sort"
 	"time"
+
+	"github.com/rolter/rolter/internal/store"
 )
 
 type modelEntry struct {
@@ -19,6 +21,10 @@ type modelEntry struct {
 	// group, the minimum of its routable members (design 002's pool rule).
 	ContextLength int      `json:"context_length,omitempty"`
 	Modalities    []string `json:"modalities,omitempty"`
+	// Policy governs the address: the strictest of its own policy (route
+	// or group) and the policies of the providers that serve it, so a
+	// request within it is admitted on every target.
+	Policy store.Policy `json:"policy"`
 }
 
 // listModels answers GET /v1/models: the routes of the key's project that

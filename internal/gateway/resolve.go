@@ -55,6 +55,17 @@ func (g *Gateway) resolve(t *table, k *snapshot.VirtualKey, model, pin string) (
 		return nil, newError(http.StatusNotFound, "model_not_found",
 			"model "+quoteModel(model)+" does not exist or has no serving target; GET /v1/models lists the models this key can use")
 	}
+	if a.Kind == resolve.KindProvider {
+		// design 003: a pinned upstream-metadata provider serves its one
+		// discovered model; another name is never forwarded on a guess.
+		if p := plan.targets[0].provider; p.upstream {
+			if st := g.status(p); st.Ready && st.Facts.ModelID != a.Model {
+				return nil, newError(http.StatusNotFound, "model_not_found",
+					"provider "+quoteModel(p.slug)+" serves "+quoteModel(st.Facts.ModelID)+", not "+quoteModel(a.Model)+
+						"; address it as "+quoteModel(p.slug+"/"+st.Facts.ModelID))
+			}
+		}
+	}
 	if pin != "" {
 		if plan = plan.only(pin); len(plan.targets) == 0 {
 			return nil, newError(http.StatusBadRequest, "provider_not_in_route",

@@ -20,11 +20,13 @@ import (
 // counts, latency) lives in objects carried over from the previous table by
 // identity, so a configuration change does not forget health.
 type table struct {
-	snap      *snapshot.Snapshot
-	routes    map[*snapshot.Route]*routePlan
-	groups    map[*snapshot.Group]balancer.Selector
-	providers map[int64]*providerRT // by provider id
-	keys      map[int64]*keyRT      // by provider key id
+	snap   *snapshot.Snapshot
+	routes map[*snapshot.Route]*routePlan
+	groups map[*snapshot.Group]balancer.Selector
+	// groupLimiters are the groups with max_concurrency.
+	groupLimiters map[*snapshot.Group]*policy.Limiter
+	providers     map[int64]*providerRT // by provider id
+	keys          map[int64]*keyRT      // by provider key id
 	// models are the /v1/models entries of each org's provider and group
 	// addresses, sorted; routes are listed per project.
 	models map[*snapshot.Org][]modelEntry
@@ -47,9 +49,11 @@ type routePlan struct {
 	weights  []int // per target
 	// pinned plans never fall back to panic mode: the caller asked for this
 	// provider, so a cooling one fails clearly instead of being tried.
-	pinned  bool
-	policy  store.Policy    // routes only
-	limiter *policy.Limiter // routes with max_concurrency only
+	pinned bool
+	// policy is the address's own: the route's or the group's (a provider
+	// address has none beside its provider's, which every target carries).
+	policy  store.Policy
+	limiter *policy.Limiter // routes and groups with max_concurrency only
 }
 
 // targetID is the identity of a deployment: a provider serving a model.
@@ -65,6 +69,11 @@ type targetRT struct {
 	id       targetID
 	provider *providerRT
 	ctxLimit int // configured per-target context; 0: the provider's
+	// configured: the model comes from configuration (a route target, a
+	// provider's catalog or a group's model map, or discovery), not only
+	// from the client, so an upstream "no such model" means the
+	// configuration is stale rather than that the caller erred.
+	configured bool
 	*deployState
 }
 
@@ -171,6 +180,11 @@ type providerRT struct {
 	// forward and forwardPrefixes are the operator's forward_headers:
 	// canonical names, and the prefixes of entries ending in "*".
 	forward, forwardPrefixes []string
+	// policy is the provider's own policy, combined with its fleet route's
+	// when it inherits one; limiter bounds its attempts in flight (nil:
+	// unlimited), kept across rebuilds.
+	policy  store.Policy
+	limiter *policy.Limiter
 }
 
 // keyRT is one pool key; auth is the precomputed header value.
@@ -185,7 +199,8 @@ type keyRT struct {
 // buildTable derives a table from s, reusing key state from prev.
 func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 	t := &table{snap: s, routes: map[*snapshot.Route]*routePlan{}, groups: map[*snapshot.Group]balancer.Selector{},
-		providers: map[int64]*providerRT{}, keys: map[int64]*keyRT{}, models: map[*snapshot.Org][]modelEntry{},
+		groupLimiters: map[*snapshot.Group]*policy.Limiter{},
+		providers:     map[int64]*providerRT{}, keys: map[int64]*keyRT{}, models: map[*snapshot.Org][]modelEntry{},
 		routeModels: map[*snapshot.Route]modelEntry{}, routed: map[targetID]bool{}}
 	t.pin, _ = balancer.New("")
 	if prev == nil {
@@ -199,9 +214,23 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 		}
 		return sel
 	}
+	// Fleet host providers inherit their route's policy (by route id).
+	routePolicy := map[int64]store.Policy{}
+	s.EachOrg(func(o *snapshot.Org) {
+		for _, pj := range o.Projects {
+			for _, r := range pj.Routes {
+				routePolicy[r.ID] = r.Policy
+			}
+		}
+	})
 	s.EachOrg(func(o *snapshot.Org) {
 		for _, p := range o.Providers {
-			t.providers[p.ID] = g.providerRT(o.Name, p, prev, t)
+			rt := g.providerRT(o.Name, p, prev, t)
+			if p.Settings.PolicyRoute != 0 {
+				rt.policy = policy.Strictest(rt.policy, routePolicy[p.Settings.PolicyRoute])
+			}
+			rt.limiter = g.keptLimiter(providerLimiter(p.ID), rt.policy.MaxConcurrency)
+			t.providers[p.ID] = rt
 		}
 		var models []modelEntry
 		for _, p := range o.Providers {
@@ -215,13 +244,21 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 				catalog, ctx = []string{st.Facts.ModelID}, st.Facts.Context
 			}
 			for _, m := range catalog {
+				if _, stale := st.Stale[m]; stale {
+					continue
+				}
 				models = append(models, modelEntry{ID: p.Slug + "/" + m, Object: "model", Created: p.CreatedAt.Unix(),
-					OwnedBy: p.Slug, AddressKind: string(resolve.KindProvider), ContextLength: ctx, Modalities: st.Facts.Modalities})
+					OwnedBy: p.Slug, AddressKind: string(resolve.KindProvider), ContextLength: ctx, Modalities: st.Facts.Modalities,
+					Policy: rt.policy})
 			}
 		}
 		for _, gr := range o.Groups {
 			t.groups[gr] = selector(gr.Strategy, "group "+gr.Slug)
-			union := map[string]int{} // model -> pool context (minimum known)
+			if l := g.keptLimiter(groupLimiter(gr.ID), gr.Policy.MaxConcurrency); l != nil {
+				t.groupLimiters[gr] = l
+			}
+			union := map[string]int{}            // model -> pool context (minimum known)
+			governs := map[string]store.Policy{} // model -> strictest policy over its members
 			for _, m := range gr.Members {
 				rt := t.providers[m.Provider.ID]
 				st := g.status(rt)
@@ -241,11 +278,13 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 					if old, seen := union[c]; !seen || (ctx > 0 && (old == 0 || ctx < old)) {
 						union[c] = ctx
 					}
+					governs[c] = policy.Strictest(governs[c], rt.policy)
 				}
 			}
 			for m, ctx := range union {
 				models = append(models, modelEntry{ID: gr.Slug + "/" + m, Object: "model", Created: gr.CreatedAt.Unix(),
-					OwnedBy: gr.Slug, AddressKind: string(resolve.KindGroup), ContextLength: ctx})
+					OwnedBy: gr.Slug, AddressKind: string(resolve.KindGroup), ContextLength: ctx,
+					Policy: policy.Strictest(gr.Policy, governs[m])})
 			}
 		}
 		slices.SortFunc(models, func(a, b modelEntry) int { return strings.Compare(a.ID, b.ID) })
@@ -255,16 +294,18 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 				plan := &routePlan{kind: resolve.KindRoute, route: r.Model,
 					selector: selector(r.Strategy, "route "+r.Model), policy: r.Policy, limiter: g.limiter(r)}
 				entry := modelEntry{ID: r.Model, Object: "model", Created: r.CreatedAt.Unix(), OwnedBy: "rolter",
-					AddressKind: string(resolve.KindRoute)}
+					AddressKind: string(resolve.KindRoute), Policy: r.Policy}
 				serving := false
 				for _, tg := range r.Targets {
 					target := g.target(t, tg.Provider.ID, tg.UpstreamModel)
 					t.routed[target.id] = true
 					target.ctxLimit = tg.ContextLimit
+					target.configured = true
 					plan.targets = append(plan.targets, target)
 					plan.weights = append(plan.weights, tg.Weight)
-					if st := g.status(target.provider); st.Ready && tg.Weight > 0 {
+					if st := g.status(target.provider); st.Ready && tg.Weight > 0 && g.unroutable(target, st, r.Model) == "" {
 						serving = true
+						entry.Policy = policy.Strictest(entry.Policy, target.provider.policy)
 						if c := contextOf(target, st); c > 0 && (entry.ContextLength == 0 || c < entry.ContextLength) {
 							entry.ContextLength = c
 						}
@@ -283,7 +324,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev, t *table) *providerRT {
 	rt := &providerRT{id: p.ID, org: org, slug: p.Slug, kind: p.Kind, base: strings.TrimRight(p.BaseURL, "/"),
 		firstByteTimeout: g.cfg.FirstByteTimeout, idleTimeout: g.cfg.IdleTimeout,
-		upstream: p.MetadataSource == "upstream", contextLimit: p.ContextLimit}
+		upstream: p.MetadataSource == "upstream", contextLimit: p.ContextLimit, policy: p.Settings.Policy}
 	if d := time.Duration(p.Settings.FirstByteTimeout); d > 0 {
 		rt.firstByteTimeout = d
 	}
@@ -315,20 +356,32 @@ func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev, t *table) *
 // limiter returns the route's concurrency limiter, kept across rebuilds so
 // in-flight counts survive a configuration change; nil when unlimited.
 func (g *Gateway) limiter(r *snapshot.Route) *policy.Limiter {
-	max := r.Policy.MaxConcurrency
+	return g.keptLimiter(r.ID, r.Policy.MaxConcurrency)
+}
+
+// Limiter keys beside route ids (int64): a group's and a provider's.
+type (
+	groupLimiter    int64
+	providerLimiter int64
+)
+
+// keptLimiter returns the limiter stored under key, kept across rebuilds
+// so in-flight counts survive a configuration change; nil when max is
+// unlimited.
+func (g *Gateway) keptLimiter(key any, max int) *policy.Limiter {
 	if max <= 0 {
-		g.limiters.Delete(r.ID)
+		g.limiters.Delete(key)
 		return nil
 	}
 	// A changed max applies to the same limiter, so requests already in
 	// flight still count against the new limit.
-	if v, ok := g.limiters.Load(r.ID); ok {
+	if v, ok := g.limiters.Load(key); ok {
 		l := v.(*policy.Limiter)
 		l.SetMax(max)
 		return l
 	}
 	l := policy.NewLimiter(max)
-	g.limiters.Store(r.ID, l)
+	g.limiters.Store(key, l)
 	return l
 }
 
@@ -345,10 +398,12 @@ func (g *Gateway) plan(t *table, a resolve.Address) *routePlan {
 	case resolve.KindRoute:
 		return t.routes[a.Route]
 	case resolve.KindProvider:
+		tg := g.target(t, a.Provider.ID, a.Model)
+		tg.configured = tg.provider.upstream || len(a.Provider.Models) > 0
 		return &routePlan{kind: a.Kind, selector: t.pin, pinned: true,
-			targets: []*targetRT{g.target(t, a.Provider.ID, a.Model)}, weights: []int{1}}
+			targets: []*targetRT{tg}, weights: []int{1}}
 	}
-	plan := &routePlan{kind: a.Kind, selector: t.groups[a.Group]}
+	plan := &routePlan{kind: a.Kind, selector: t.groups[a.Group], policy: a.Group.Policy, limiter: t.groupLimiters[a.Group]}
 	for _, m := range a.Group.Members {
 		model := resolve.MemberModel(m, a.Model)
 		if !m.Provider.Serves(model) {
@@ -359,7 +414,10 @@ func (g *Gateway) plan(t *table, a resolve.Address) *routePlan {
 				continue // it serves another model
 			}
 		}
-		plan.targets = append(plan.targets, g.target(t, m.Provider.ID, model))
+		tg := g.target(t, m.Provider.ID, model)
+		_, mapped := m.ModelMap[a.Model]
+		tg.configured = mapped || tg.provider.upstream || len(m.Provider.Models) > 0
+		plan.targets = append(plan.targets, tg)
 		plan.weights = append(plan.weights, m.Weight)
 	}
 	return plan
@@ -367,7 +425,7 @@ func (g *Gateway) plan(t *table, a resolve.Address) *routePlan {
 
 // only narrows a plan to one provider's targets (x-rolter-provider).
 func (p *routePlan) only(slug string) *routePlan {
-	out := &routePlan{kind: p.kind, route: p.route, selector: p.selector, pinned: true}
+	out := &routePlan{kind: p.kind, route: p.route, selector: p.selector, pinned: true, policy: p.policy, limiter: p.limiter}
 	for i, tg := range p.targets {
 		if tg.provider.slug == slug {
 			out.targets = append(out.targets, tg)

@@ -64,6 +64,22 @@ func (x *exchange) translate(body []byte) *apiError {
 	return nil
 }
 
+// translateBody is body in the other API's shape, for an attempt whose
+// target admitted another body than the one translate prepared; ok is
+// false when it cannot be translated.
+func (x *exchange) translateBody(body []byte) ([]byte, bool) {
+	var (
+		out []byte
+		err error
+	)
+	if x.anthropic {
+		out, err = anthropic.ToOpenAI(body)
+	} else {
+		out, err = anthropic.ToAnthropic(body)
+	}
+	return out, err == nil
+}
+
 // upstreamPath is where a request for tg goes under its base_url.
 func (x *exchange) upstreamPath(tg *targetRT) string {
 	switch {

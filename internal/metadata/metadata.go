@@ -108,6 +108,10 @@ type Status struct {
 	Facts     Facts
 	LastProbe time.Time // zero before the first probe
 	LastError string    // last probe error, kept after recovery for the admin view
+	// Stale maps the models the gateway found the upstream no longer
+	// serves (MarkStale) to why, until a probe lists them again; nil when
+	// none. Shared: do not modify it.
+	Stale map[string]string
 }
 
 // ReasonNoProbe is the Reason of an upstream provider before its first probe.
@@ -215,6 +219,11 @@ type entry struct {
 
 	mu sync.Mutex // serializes probes of this provider; guards tr
 	tr tracker
+
+	// stale is the provider's stale models (stale.go): copy on write under
+	// staleMu, which a probe never holds across a request.
+	stale   atomic.Pointer[map[string]string]
+	staleMu sync.Mutex
 }
 
 func newEntry(p Provider) *entry {
@@ -223,6 +232,7 @@ func newEntry(p Provider) *entry {
 	e.tr = newTracker(p.Upstream)
 	st := e.tr.status
 	e.status.Store(&st)
+	e.stale.Store(new(map[string]string))
 	return e
 }
 
@@ -285,7 +295,9 @@ func (c *Cache) Status(id int64) (Status, bool) {
 	if !ok {
 		return Status{}, false
 	}
-	return *e.status.Load(), true
+	st := *e.status.Load()
+	st.Stale = *e.stale.Load()
+	return st, true
 }
 
 // OnChange registers fn, called after any provider's Ready or Facts change
@@ -413,6 +425,10 @@ func (c *Cache) probe(ctx context.Context, e *entry) {
 	}
 	prev := e.tr.status
 	changed := e.tr.apply(o, c.clock.Now(), c.cfg)
+	if c.recheckStale(ctx, e, p, o) && ctx.Err() == nil {
+		changed = true
+		c.log.Info("metadata: a stale model is listed again; back in routing", "provider", p.ID)
+	}
 	st := e.tr.status
 	e.status.Store(&st)
 	c.logTransition(p, prev, st, o)

@@ -101,6 +101,14 @@ type ProviderSettings struct {
 	// provider beside the built-in allowlist; a trailing "*" matches a
 	// prefix ("X-Demo-*").
 	ForwardHeaders []string `json:"forward_headers,omitempty"`
+	// Policy is the provider's own router-owned policy (SPEC §6): every
+	// request it serves, on any address, meets the strictest of it and the
+	// address's policy.
+	Policy Policy `json:"policy,omitzero"`
+	// PolicyRoute is the route whose policy the provider also inherits: a
+	// fleet host's provider follows its fleet route's policy (set by
+	// RegisterHost), so host-N/model is governed like the route. 0: none.
+	PolicyRoute int64 `json:"policy_route,omitempty"`
 }
 
 // ProviderKey is one upstream credential in a provider's pool.
@@ -134,8 +142,8 @@ type Target struct {
 	ContextLimit  int // 0: the provider's
 }
 
-// Policy is the router-owned part of a route (SPEC §6). Zero values mean
-// "no limit" / "allow".
+// Policy is the router-owned policy of a route, a group or a provider
+// (SPEC §6). Zero values mean "no limit" / "allow".
 type Policy struct {
 	MaxOutputTokens int    `json:"max_output_tokens,omitempty" yaml:"max_output_tokens"`
 	Tools           string `json:"tools,omitempty" yaml:"tools"`
@@ -147,11 +155,14 @@ type Policy struct {
 // (design 000, addendum). Its slug shares the org's namespace with
 // providers. Groups never contain groups.
 type Group struct {
-	ID        int64
-	OrgID     int64
-	Slug      string
-	Name      string
-	Strategy  string
+	ID       int64
+	OrgID    int64
+	Slug     string
+	Name     string
+	Strategy string
+	// Policy governs every group-slug/model request, combined with the
+	// serving member's own policy.
+	Policy    Policy
 	Members   []GroupMember
 	CreatedAt time.Time
 	UpdatedAt time.Time

@@ -10,13 +10,21 @@ import (
 	"github.com/rolter/rolter/internal/store"
 )
 
-const groupCols = `id, org_id, slug, name, strategy, created_at, updated_at`
+const groupCols = `id, org_id, slug, name, strategy, policy, created_at, updated_at`
 
 func scanGroup(sc interface{ Scan(...any) error }) (store.Group, error) {
-	var g store.Group
-	err := sc.Scan(&g.ID, &g.OrgID, &g.Slug, &g.Name, &g.Strategy, &g.CreatedAt, &g.UpdatedAt)
+	var (
+		g      store.Group
+		policy string
+	)
+	if err := sc.Scan(&g.ID, &g.OrgID, &g.Slug, &g.Name, &g.Strategy, &policy, &g.CreatedAt, &g.UpdatedAt); err != nil {
+		return g, err
+	}
 	g.CreatedAt, g.UpdatedAt = g.CreatedAt.UTC(), g.UpdatedAt.UTC()
-	return g, err
+	if err := json.Unmarshal([]byte(policy), &g.Policy); err != nil {
+		return g, fmt.Errorf("store: group %d: policy column: %w", g.ID, err)
+	}
+	return g, nil
 }
 
 func modelMap(m map[string]string) string {
@@ -34,8 +42,8 @@ func (s *DB) CreateGroup(ctx context.Context, g *store.Group) error {
 			return s.classify(err, "slug")
 		}
 		id, err := s.insert(ctx, tx, "slug",
-			`INSERT INTO provider_groups (org_id, slug, name, strategy, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			g.OrgID, g.Slug, g.Name, g.Strategy, t, t)
+			`INSERT INTO provider_groups (org_id, slug, name, strategy, policy, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			g.OrgID, g.Slug, g.Name, g.Strategy, jsonText(g.Policy), t, t)
 		if err != nil {
 			return err
 		}
@@ -154,8 +162,8 @@ func (s *DB) UpdateGroup(ctx context.Context, g *store.Group) error {
 			}
 		}
 		if err := s.exec(ctx, tx, "slug",
-			`UPDATE provider_groups SET slug = ?, name = ?, strategy = ?, updated_at = ? WHERE id = ?`,
-			g.Slug, g.Name, g.Strategy, t, g.ID); err != nil {
+			`UPDATE provider_groups SET slug = ?, name = ?, strategy = ?, policy = ?, updated_at = ? WHERE id = ?`,
+			g.Slug, g.Name, g.Strategy, jsonText(g.Policy), t, g.ID); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM group_members WHERE group_id = ?`), g.ID); err != nil {

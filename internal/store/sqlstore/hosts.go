@@ -235,6 +235,10 @@ func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistrat
 		}
 		baseURL := "http://" + hostPort(h.IP, port) + "/v1"
 		models := stringList([]string{reg.ServedModel})
+		routeID, err := s.fleetRoute(ctx, tx, h.ProjectID, h.ModelName, t)
+		if err != nil {
+			return err
+		}
 		providerID := h.ProviderID
 		if providerID == 0 {
 			slug, err := s.hostProviderSlug(ctx, tx, h.OrgID, h.ID)
@@ -246,15 +250,26 @@ func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistrat
 			}
 			providerID, err = s.insert(ctx, tx, "slug",
 				`INSERT INTO providers (org_id, slug, name, kind, base_url, metadata_source, context_limit, models, settings, created_at, updated_at)
-				 VALUES (?, ?, ?, 'vllm', ?, 'configured', ?, ?, '{}', ?, ?)`,
+				 VALUES (?, ?, ?, 'vllm', ?, 'configured', ?, ?, ?, ?, ?)`,
 				h.OrgID, slug, "fleet host "+strconv.FormatInt(h.ID, 10)+" ("+h.IP+")", baseURL,
-				reg.ContextLimit, models, t, t)
+				reg.ContextLimit, models, jsonText(store.ProviderSettings{PolicyRoute: routeID}), t, t)
 			if err != nil {
 				return err
 			}
 		} else {
-			if err := s.exec(ctx, tx, "", `UPDATE providers SET deleted_at = NULL, base_url = ?, context_limit = ?, models = ?, updated_at = ? WHERE id = ?`,
-				baseURL, reg.ContextLimit, models, t, providerID); err != nil {
+			// The host inherits its fleet route's policy; settings an
+			// operator gave the host's provider stay.
+			var raw string
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT settings FROM providers WHERE id = ?`), providerID).Scan(&raw); err != nil {
+				return s.classify(err, "")
+			}
+			var settings store.ProviderSettings
+			if err := json.Unmarshal([]byte(raw), &settings); err != nil {
+				return fmt.Errorf("store: provider %d: settings column: %w", providerID, err)
+			}
+			settings.PolicyRoute = routeID
+			if err := s.exec(ctx, tx, "", `UPDATE providers SET deleted_at = NULL, base_url = ?, context_limit = ?, models = ?, settings = ?, updated_at = ? WHERE id = ?`,
+				baseURL, reg.ContextLimit, models, jsonText(settings), t, providerID); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM provider_keys WHERE provider_id = ?`), providerID); err != nil {
@@ -262,10 +277,6 @@ func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistrat
 			}
 		}
 		if err := s.addKey(ctx, tx, &store.ProviderKey{ProviderID: providerID, Secret: h.APIKey, Weight: 1}, t); err != nil {
-			return err
-		}
-		routeID, err := s.fleetRoute(ctx, tx, h.ProjectID, h.ModelName, t)
-		if err != nil {
 			return err
 		}
 		var n int
