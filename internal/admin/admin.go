@@ -141,7 +141,8 @@ func (h *Handler) routes() {
 	h.handle("GET /orgs/{org}/projects/{project}/keys", h.listKeys)
 	h.handle("POST /orgs/{org}/projects/{project}/keys", h.createKey)
 	h.handle("GET /orgs/{org}/projects/{project}/keys/{id}", h.getKey)
-	h.handle("DELETE /orgs/{org}/projects/{project}/keys/{id}", h.revokeKey)
+	h.handle("PATCH /orgs/{org}/projects/{project}/keys/{id}", h.patchKey)
+	h.handle("DELETE /orgs/{org}/projects/{project}/keys/{id}", h.deleteKey)
 
 	h.handle("GET /tokens", h.listTokens)
 	h.handle("POST /tokens", h.createToken)
