@@ -270,10 +270,12 @@ func TestTokenRevocationReachesReplicas(t *testing.T) {
 		}
 	}
 	waitCode(200)
+	revoked := time.Now()
 	if code, body := a.call(t, "DELETE", "/admin/v1/tokens/"+jsonNum(ops.ID), admin, ""); code != 200 {
 		t.Fatalf("revoke: %d %s", code, body)
 	}
 	waitCode(401)
+	t.Logf("replica B refused the revoked token %v after the DELETE was sent", time.Since(revoked))
 }
 
 func jsonNum(n int64) string { return strconv.FormatInt(n, 10) }
