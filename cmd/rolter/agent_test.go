@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,23 @@ func TestServeRefusesBadNumbers(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, strings.TrimLeft(args[0], "-")) {
 			t.Errorf("%v: exit %d, %s", args, code, errOut)
 		}
+	}
+}
+
+// TestServeRefusesShortAdminToken: a ROLTER_ADMIN_TOKEN under 24
+// characters stops `rolter serve` with an error that names the variable and
+// the rule, not the value, and nothing is created.
+func TestServeRefusesShortAdminToken(t *testing.T) {
+	cmdEnv(t)
+	const short = "short-admin-FAKE"
+	t.Setenv("ROLTER_ADMIN_TOKEN", short)
+	dir := t.TempDir()
+	code, out, errOut := runCmd(t, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, "ROLTER_ADMIN_TOKEN") || !strings.Contains(errOut, "at least 24") ||
+		strings.Contains(errOut+out, short) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("the data dir was written: %v", entries)
 	}
 }

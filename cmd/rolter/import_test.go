@@ -62,6 +62,7 @@ func writeFile(t *testing.T, dir, name, body string) string {
 func cmdEnv(t *testing.T) {
 	t.Setenv("ROLTER_CMD_TEST_KEY", cmdEnvKey)
 	t.Setenv("ROLTER_MASTER_KEY", "")
+	t.Setenv("ROLTER_ADMIN_TOKEN", "")
 	t.Setenv("ROLTER_STORE", "")
 	t.Setenv("ROLTER_LOG_LEVEL", "")
 }

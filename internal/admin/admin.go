@@ -60,6 +60,8 @@ type Handler struct {
 	svc *Service
 	log *slog.Logger
 	mux *http.ServeMux
+	// patterns are the registered routes, for tests that walk them all.
+	patterns []string
 }
 
 // Prefix is where the admin API is mounted.
@@ -78,7 +80,12 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 func (h *Handler) handle(pattern string, fn handlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
+	h.patterns = append(h.patterns, pattern)
 	h.mux.HandleFunc(method+" "+Prefix+path, func(w http.ResponseWriter, r *http.Request) {
+		if err := allowScope(r, method, path); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
 		if err := fn(w, r); err != nil {
 			h.writeError(w, r, err)
 		}
@@ -134,7 +141,13 @@ func (h *Handler) routes() {
 	h.handle("GET /orgs/{org}/projects/{project}/keys", h.listKeys)
 	h.handle("POST /orgs/{org}/projects/{project}/keys", h.createKey)
 	h.handle("GET /orgs/{org}/projects/{project}/keys/{id}", h.getKey)
-	h.handle("DELETE /orgs/{org}/projects/{project}/keys/{id}", h.revokeKey)
+	h.handle("PATCH /orgs/{org}/projects/{project}/keys/{id}", h.patchKey)
+	h.handle("DELETE /orgs/{org}/projects/{project}/keys/{id}", h.deleteKey)
+
+	h.handle("GET /tokens", h.listTokens)
+	h.handle("POST /tokens", h.createToken)
+	h.handle("GET /tokens/{id}", h.getToken)
+	h.handle("DELETE /tokens/{id}", h.revokeToken)
 }
 
 var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
@@ -146,11 +159,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setSecurityHeaders(w.Header())
 	token, ok := secret.Bearer(r.Header.Get("Authorization"))
 	snap := h.svc.snap.Current()
-	if !ok || snap == nil || !snap.AdminAuthorized(token) {
+	var scope snapshot.AdminScope
+	if ok && snap != nil {
+		scope, ok = snap.AdminAuthorize(token, h.svc.now())
+	}
+	if !ok || snap == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rolter-admin"`)
 		h.writeError(w, r, errUnauthorized)
 		return
 	}
+	r = r.WithContext(withScope(r.Context(), scope))
 	if !acceptableBody(r) {
 		h.writeError(w, r, errMediaType)
 		return

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -54,6 +55,25 @@ func (s *Service) CreateVirtualKey(ctx context.Context, org, project string, in 
 		return VirtualKeyView{}, err
 	}
 	fe := fieldErrors{}
+	s.checkKey(fe, in)
+	if err := fe.err(); err != nil {
+		return VirtualKeyView{}, err
+	}
+	tok, lookup := secret.Mint(secret.PrefixVirtualKey)
+	k := &store.VirtualKey{ProjectID: pj.ID, Name: in.Name, Lookup: lookup, Hash: secret.HashOf(tok.Reveal()),
+		Models: in.Models, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit, ExpiresAt: in.ExpiresAt}
+	if err := s.st.CreateVirtualKey(ctx, k); err != nil {
+		return VirtualKeyView{}, fromStore(err, "virtual key")
+	}
+	s.changed(ctx)
+	v := keyView(*k)
+	v.Secret = tok.Reveal()
+	return v, nil
+}
+
+// checkKey validates the fields a key is created with, and those a PATCH
+// leaves it with: one rule for both.
+func (s *Service) checkKey(fe fieldErrors, in VirtualKeyInput) {
 	if strings.TrimSpace(in.Name) == "" || len(in.Name) > 200 {
 		fe.add("name", "is required (1-200 characters)")
 	}
@@ -69,19 +89,6 @@ func (s *Service) CreateVirtualKey(ctx context.Context, org, project string, in 
 	if in.TPMLimit < 0 {
 		fe.add("tpm_limit", "must be positive")
 	}
-	if err := fe.err(); err != nil {
-		return VirtualKeyView{}, err
-	}
-	tok, lookup := secret.Mint(secret.PrefixVirtualKey)
-	k := &store.VirtualKey{ProjectID: pj.ID, Name: in.Name, Lookup: lookup, Hash: secret.HashOf(tok.Reveal()),
-		Models: in.Models, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit, ExpiresAt: in.ExpiresAt}
-	if err := s.st.CreateVirtualKey(ctx, k); err != nil {
-		return VirtualKeyView{}, fromStore(err, "virtual key")
-	}
-	s.changed(ctx)
-	v := keyView(*k)
-	v.Secret = tok.Reveal()
-	return v, nil
 }
 
 func (s *Service) virtualKey(ctx context.Context, org, project, id string) (*store.VirtualKey, error) {
@@ -132,11 +139,31 @@ func (h *Handler) getKey(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// revokeKey revokes; the record stays, with revoked_at, for the audit trail.
-func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) error {
+// deleteKey revokes; the record stays, with revoked_at, for the audit
+// trail. With ?purge=true it removes a revoked key instead (409
+// key_not_revoked for a live one), so that its project can be deleted;
+// usage records keep the key's id as a plain number.
+func (h *Handler) deleteKey(w http.ResponseWriter, r *http.Request) error {
+	purge, err := boolQuery(r, "purge")
+	if err != nil {
+		return err
+	}
 	k, err := h.svc.virtualKey(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("id"))
 	if err != nil {
 		return err
+	}
+	if purge {
+		err := h.svc.st.DeleteVirtualKey(r.Context(), k.ProjectID, k.ID)
+		if errors.Is(err, store.ErrNotRevoked) {
+			return &Error{Status: http.StatusConflict, Code: CodeKeyNotRevoked,
+				Message: "only a revoked key can be purged: DELETE it without ?purge=true first"}
+		}
+		if err != nil {
+			return fromStore(err, "virtual key")
+		}
+		h.svc.changed(r.Context())
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
 	if err := h.svc.st.RevokeVirtualKey(r.Context(), k.ID, h.svc.now()); err != nil {
 		return fromStore(err, "virtual key")

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"regexp"
 	"time"
@@ -124,7 +125,18 @@ func (h *Handler) listOrgs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rows, err := h.svc.st.ListOrgs(r.Context(), page)
+	var rows []store.Org
+	if sc := scopeOf(r.Context()); sc.Global() {
+		rows, err = h.svc.st.ListOrgs(r.Context(), page)
+	} else { // an org token sees its own org only
+		o, gerr := h.svc.st.GetOrg(r.Context(), sc.Org)
+		switch {
+		case gerr == nil && o.ID > page.After:
+			rows = []store.Org{*o}
+		case gerr != nil && !errors.Is(gerr, store.ErrNotFound):
+			err = gerr
+		}
+	}
 	if err != nil {
 		return fromStore(err, "orgs")
 	}

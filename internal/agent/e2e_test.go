@@ -25,7 +25,7 @@ type gateway struct {
 	logs *syncBuffer
 }
 
-const e2eAdmin = "ra-e2e-admin-FAKE"
+const e2eAdmin = "ra-e2e-admin-FAKE-0123456"
 
 func (g *gateway) start() {
 	g.t.Helper()

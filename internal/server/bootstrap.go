@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/secret"
@@ -18,57 +20,94 @@ const (
 	DefaultProject = "default"
 )
 
+// MinAdminTokenLen is the shortest ROLTER_ADMIN_TOKEN a start accepts: it
+// guards every org, so it must not be guessable. (A generated token has 48
+// characters.)
+const MinAdminTokenLen = 24
+
+// checkAdminToken refuses a ROLTER_ADMIN_TOKEN that is too short. The
+// message names the variable and the rule, never the value.
+func checkAdminToken(tok secret.Secret) error {
+	if n := len(tok.Reveal()); n > 0 && n < MinAdminTokenLen {
+		return fmt.Errorf("ROLTER_ADMIN_TOKEN is %d characters; it must be at least %d (e.g. openssl rand -hex 24)", n, MinAdminTokenLen)
+	}
+	return nil
+}
+
 // bootstrap prepares a store for serving. First start is "no admin token
-// stored yet": it creates the default org and project and a first virtual
-// key, then stores the admin token last, as the commit point, and prints the
-// secrets once. Later starts only make sure ROLTER_ADMIN_TOKEN, if set, is
-// accepted; they never mint anything.
+// stored yet", revoked ones included: it creates the default org and
+// project and a first virtual key, then stores the admin token last, as the
+// commit point, and prints the secrets once.
+//
+// Every start then makes ROLTER_ADMIN_TOKEN the bootstrap token: a global
+// token valid only while a start sets it. Its hash is stored (so that other
+// replicas accept it too and the token list shows it), and any other value
+// it had before is revoked; unset, every earlier value is revoked. The
+// generated first-start token is an ordinary global token: it stays valid
+// until revoked through the API.
 func bootstrap(ctx context.Context, st store.Store, svc *admin.Service, envToken secret.Secret, out io.Writer) error {
 	n, err := st.CountAdminTokens(ctx)
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
-	if n > 0 {
-		if envToken.IsZero() {
-			return nil
+	var banner string
+	if n == 0 {
+		if banner, err = firstStart(ctx, st, svc, envToken); err != nil {
+			return err
 		}
-		err := st.CreateAdminToken(ctx, &store.AdminToken{Name: "ROLTER_ADMIN_TOKEN", Hash: secret.HashOf(envToken.Reveal())})
-		var ce *store.ConflictError
-		if err != nil && !errors.As(err, &ce) { // already stored: fine
-			return fmt.Errorf("bootstrap: store ROLTER_ADMIN_TOKEN: %w", err)
-		}
-		return nil
 	}
+	var hash *secret.Hash
+	if !envToken.IsZero() {
+		h := secret.HashOf(envToken.Reveal())
+		hash = &h
+	}
+	err = st.SetEnvAdminToken(ctx, hash, time.Now())
+	var ce *store.ConflictError
+	if errors.As(err, &ce) {
+		return errors.New("bootstrap: ROLTER_ADMIN_TOKEN has the value of a token created through the API; set a fresh value")
+	}
+	if err != nil {
+		return fmt.Errorf("bootstrap: store ROLTER_ADMIN_TOKEN: %w", err)
+	}
+	// The one place these secrets are shown, once they are stored.
+	// Deliberately not the logger: logs are collected and kept; this is a
+	// console banner.
+	_, _ = io.WriteString(out, banner)
+	return nil
+}
 
+// firstStart mints what a new store needs and returns the banner that
+// shows its secrets. With ROLTER_ADMIN_TOKEN set, storing it (in
+// bootstrap) is the commit point; otherwise the generated token is.
+func firstStart(ctx context.Context, st store.Store, svc *admin.Service, envToken secret.Secret) (string, error) {
 	if _, err := svc.CreateOrg(ctx, admin.OrgInput{Name: DefaultOrg, Description: "created on first start"}); err != nil && !isConflict(err) {
-		return fmt.Errorf("bootstrap: default org: %w", err)
+		return "", fmt.Errorf("bootstrap: default org: %w", err)
 	}
 	if _, err := svc.CreateProject(ctx, DefaultOrg, admin.OrgInput{Name: DefaultProject, Description: "created on first start"}); err != nil && !isConflict(err) {
-		return fmt.Errorf("bootstrap: default project: %w", err)
+		return "", fmt.Errorf("bootstrap: default project: %w", err)
 	}
 	key, err := svc.CreateVirtualKey(ctx, DefaultOrg, DefaultProject, admin.VirtualKeyInput{Name: "first key"})
 	if err != nil {
-		return fmt.Errorf("bootstrap: first virtual key: %w", err)
+		return "", fmt.Errorf("bootstrap: first virtual key: %w", err)
 	}
-	token, name := envToken, "ROLTER_ADMIN_TOKEN"
-	if token.IsZero() {
-		token, _ = secret.Mint(secret.PrefixAdminToken)
-		name = "bootstrap"
-	}
-	if err := st.CreateAdminToken(ctx, &store.AdminToken{Name: name, Hash: secret.HashOf(token.Reveal())}); err != nil {
-		return fmt.Errorf("bootstrap: admin token: %w", err)
-	}
-
-	// The one place these secrets are shown. Deliberately not the logger:
-	// logs are collected and kept; this is a console banner.
-	fmt.Fprintln(out, "rolter: first start. Store these secrets now; they are not shown again.")
+	var token secret.Secret
 	if envToken.IsZero() {
-		fmt.Fprintf(out, "  admin token:  %s\n", token.Reveal())
-	} else {
-		fmt.Fprintln(out, "  admin token:  the value of ROLTER_ADMIN_TOKEN")
+		var lookup string
+		token, lookup = secret.Mint(secret.PrefixAdminToken)
+		if err := st.CreateAdminToken(ctx, &store.AdminToken{Name: "first start", Hash: secret.HashOf(token.Reveal()),
+			Lookup: lookup, Source: store.AdminTokenFirstStart}); err != nil {
+			return "", fmt.Errorf("bootstrap: admin token: %w", err)
+		}
 	}
-	fmt.Fprintf(out, "  virtual key:  %s  (org %q, project %q)\n", key.Secret, DefaultOrg, DefaultProject)
-	return nil
+	var b strings.Builder
+	b.WriteString("rolter: first start. Store these secrets now; they are not shown again.\n")
+	if envToken.IsZero() {
+		fmt.Fprintf(&b, "  admin token:  %s\n", token.Reveal())
+	} else {
+		b.WriteString("  admin token:  the value of ROLTER_ADMIN_TOKEN\n")
+	}
+	fmt.Fprintf(&b, "  virtual key:  %s  (org %q, project %q)\n", key.Secret, DefaultOrg, DefaultProject)
+	return b.String(), nil
 }
 
 func isConflict(err error) bool {

@@ -168,7 +168,7 @@ func (r *run) modelIDs(t *testing.T, key string) string {
 }
 
 func fleetConfig(spec, dir string) server.Config {
-	cfg := server.Config{Store: spec, DataDir: dir, AdminToken: secret.New("tok-FLEET-FAKE")}
+	cfg := server.Config{Store: spec, DataDir: dir, AdminToken: secret.New("tok-FLEET-FAKE-0123456789")}
 	cfg.Fleet.Controller.Interval = 40 * time.Millisecond
 	cfg.Fleet.Controller.FailAfter = 2
 	cfg.Metadata.Interval = 50 * time.Millisecond
@@ -187,7 +187,7 @@ func TestFleetLifecycle(t *testing.T) {
 			spec, dir := storetest.Spec(t, d)
 			r := start(t, fleetConfig(spec, dir))
 			defer r.srv.Shutdown()
-			const tok = "tok-FLEET-FAKE"
+			const tok = "tok-FLEET-FAKE-0123456789"
 			_, body := r.call(t, "POST", "/admin/v1/orgs/default/projects/default/keys", tok, `{"name":"client"}`)
 			vkey := decodeJSON[struct{ Secret string }](t, body).Secret
 			code, body := r.call(t, "POST", "/admin/v1/orgs/default/fleet-keys", tok, `{"name":"template-2026"}`)
@@ -322,7 +322,7 @@ func TestFleetLifecycle(t *testing.T) {
 func TestFleetRevisionAndReport(t *testing.T) {
 	r := start(t, fleetConfig("sqlite", t.TempDir()))
 	defer r.srv.Shutdown()
-	const tok = "tok-FLEET-FAKE"
+	const tok = "tok-FLEET-FAKE-0123456789"
 	_, body := r.call(t, "POST", "/admin/v1/orgs/default/fleet-keys", tok, `{"name":"k"}`)
 	fkey := decodeJSON[struct{ Secret string }](t, body).Secret
 	code, body := r.call(t, "POST", "/admin/v1/orgs/default/hosts", tok, `{"ip":"127.0.0.1","port":1,"model_name":"qwen3","recipe":`+fmt.Sprintf(recipeJSON, "")+`}`)
@@ -387,7 +387,7 @@ func TestFleetRevisionAndReport(t *testing.T) {
 func TestFleetKeys(t *testing.T) {
 	r := start(t, fleetConfig("sqlite", t.TempDir()))
 	defer r.srv.Shutdown()
-	const tok = "tok-FLEET-FAKE"
+	const tok = "tok-FLEET-FAKE-0123456789"
 	mint := func() (int64, string) {
 		code, body := r.call(t, "POST", "/admin/v1/orgs/default/fleet-keys", tok, `{"name":"k"}`)
 		if code != 201 {
@@ -455,7 +455,7 @@ func secretPart(tok string) string {
 func TestHostValidation(t *testing.T) {
 	r := start(t, fleetConfig("sqlite", t.TempDir()))
 	defer r.srv.Shutdown()
-	const tok = "tok-FLEET-FAKE"
+	const tok = "tok-FLEET-FAKE-0123456789"
 	post := func(body string) (int, string) {
 		return r.call(t, "POST", "/admin/v1/orgs/default/hosts", tok, body)
 	}
@@ -514,7 +514,7 @@ func TestHostValidation(t *testing.T) {
 // is routed by both.
 func TestReplicasAgree(t *testing.T) {
 	spec, dir := storetest.Spec(t, "postgres")
-	const tok = "tok-FLEET-FAKE"
+	const tok = "tok-FLEET-FAKE-0123456789"
 	a := start(t, fleetConfig(spec, dir))
 	defer a.srv.Shutdown()
 	b := start(t, fleetConfig(spec, t.TempDir()))
@@ -558,7 +558,7 @@ func TestReplicasAgree(t *testing.T) {
 func TestFleetRepairsDeletedRoute(t *testing.T) {
 	r := start(t, fleetConfig("sqlite", t.TempDir()))
 	defer r.srv.Shutdown()
-	const tok = "tok-FLEET-FAKE"
+	const tok = "tok-FLEET-FAKE-0123456789"
 	_, body := r.call(t, "POST", "/admin/v1/orgs/default/projects/default/keys", tok, `{"name":"client"}`)
 	vkey := decodeJSON[struct{ Secret string }](t, body).Secret
 	box := newFakeVLLM(t, "Qwen/Qwen3-8B")

@@ -54,7 +54,7 @@ func TestScenario16_StoreOutage(t *testing.T) {
 		}
 	}
 
-	const tok = "ra-outage-FAKE-0016"
+	const tok = "ra-outage-FAKE-0016-padded"
 	r := start(t, server.Config{Store: spec, DataDir: dir, Demo: true, AdminToken: secret.New(tok)})
 	defer r.srv.Shutdown()
 	key := keyRe.FindStringSubmatch(r.out.String())[1]

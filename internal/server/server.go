@@ -120,6 +120,9 @@ type Server struct {
 // the listener is bound; Wait blocks until shutdown.
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	cfg.defaults()
+	if err := checkAdminToken(cfg.AdminToken); err != nil {
+		return nil, err
+	}
 	sealer, err := secret.NewSealer(cfg.MasterKey)
 	if err != nil {
 		return nil, fmt.Errorf("ROLTER_MASTER_KEY: %w", err)

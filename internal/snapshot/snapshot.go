@@ -27,8 +27,26 @@ type Snapshot struct {
 
 	orgs        map[string]*Org
 	keys        map[string]*VirtualKey // by lookup id
-	adminTokens []secret.Hash
+	adminTokens []adminToken
 }
+
+// adminToken is a live (unrevoked) admin token with its scope resolved.
+type adminToken struct {
+	hash      secret.Hash
+	scope     AdminScope
+	expiresAt *time.Time
+}
+
+// AdminScope is what an admin token may manage: everything, or one org.
+type AdminScope struct {
+	TokenID int64
+	// OrgID and Org name the token's one org; 0 and "" for a global token.
+	OrgID int64
+	Org   string
+}
+
+// Global reports whether the scope is every org.
+func (a AdminScope) Global() bool { return a.OrgID == 0 }
 
 // Org is an org with its live providers and its projects.
 type Org struct {
@@ -165,7 +183,18 @@ func Build(st *store.State, at time.Time) *Snapshot {
 		}
 	}
 	for _, a := range st.AdminTokens {
-		s.adminTokens = append(s.adminTokens, a.Hash)
+		if a.RevokedAt != nil {
+			continue
+		}
+		sc := AdminScope{TokenID: a.ID}
+		if a.OrgID != 0 {
+			org := orgByID[a.OrgID]
+			if org == nil { // a foreign key prevents it; never widen to global
+				continue
+			}
+			sc.OrgID, sc.Org = org.ID, org.Name
+		}
+		s.adminTokens = append(s.adminTokens, adminToken{hash: a.Hash, scope: sc, expiresAt: a.ExpiresAt})
 	}
 	return s
 }
@@ -182,21 +211,26 @@ func sortedKeys(m map[string]bool) []string {
 // Org returns the org by name.
 func (s *Snapshot) Org(name string) *Org { return s.orgs[name] }
 
-// AdminAuthorized reports whether token is a valid admin token. It compares
-// against every stored hash in constant time, so timing reveals neither
-// which token matched nor how much of one did.
-func (s *Snapshot) AdminAuthorized(token string) bool {
+// AdminAuthorize returns the scope of token if it is a live admin token at
+// now: stored, not revoked, not expired. It compares against every stored
+// hash in constant time, so timing reveals neither which token matched nor
+// how much of one did.
+func (s *Snapshot) AdminAuthorize(token string, now time.Time) (AdminScope, bool) {
 	if token == "" {
-		return false
+		return AdminScope{}, false
 	}
 	h := secret.HashOf(token)
-	ok := false
-	for _, a := range s.adminTokens {
-		if a.Equal(h) {
-			ok = true
+	var (
+		found AdminScope
+		ok    bool
+	)
+	for i := range s.adminTokens {
+		a := &s.adminTokens[i]
+		if a.hash.Equal(h) && (a.expiresAt == nil || now.Before(*a.expiresAt)) {
+			found, ok = a.scope, true
 		}
 	}
-	return ok
+	return found, ok
 }
 
 // Authenticate returns the virtual key for token if it is valid at now:

@@ -31,7 +31,14 @@ func TestAuthenticate(t *testing.T) {
 		Orgs:        []store.Org{{ID: 1, Name: "o"}},
 		Projects:    []store.Project{{ID: 1, OrgID: 1, Name: "p"}},
 		VirtualKeys: []store.VirtualKey{kLive, kExp, kExpired, kRev},
-		AdminTokens: []store.AdminToken{{Hash: secret.HashOf("admin-1")}, {Hash: secret.HashOf("admin-2")}},
+		AdminTokens: []store.AdminToken{
+			{ID: 1, Hash: secret.HashOf("admin-1")},
+			{ID: 2, Hash: secret.HashOf("admin-2"), OrgID: 1},
+			{ID: 3, Hash: secret.HashOf("admin-revoked"), RevokedAt: &past},
+			{ID: 4, Hash: secret.HashOf("admin-expired"), ExpiresAt: &past},
+			{ID: 5, Hash: secret.HashOf("admin-expiring"), ExpiresAt: &future},
+			{ID: 6, Hash: secret.HashOf("admin-orphan"), OrgID: 99}, // never widened to global
+		},
 	}
 	s := snapshot.Build(st, now)
 	for _, c := range []struct {
@@ -52,9 +59,23 @@ func TestAuthenticate(t *testing.T) {
 			t.Errorf("Authenticate(%d chars) = %v, want %v", len(c.token), ok, c.ok)
 		}
 	}
-	for tok, want := range map[string]bool{"admin-1": true, "admin-2": true, "admin-3": false, "": false} {
-		if s.AdminAuthorized(tok) != want {
-			t.Errorf("AdminAuthorized(%q) != %v", tok, want)
+	for _, c := range []struct {
+		token string
+		ok    bool
+		scope snapshot.AdminScope
+	}{
+		{"admin-1", true, snapshot.AdminScope{TokenID: 1}},
+		{"admin-2", true, snapshot.AdminScope{TokenID: 2, OrgID: 1, Org: "o"}},
+		{"admin-expiring", true, snapshot.AdminScope{TokenID: 5}},
+		{"admin-revoked", false, snapshot.AdminScope{}},
+		{"admin-expired", false, snapshot.AdminScope{}},
+		{"admin-orphan", false, snapshot.AdminScope{}},
+		{"admin-3", false, snapshot.AdminScope{}},
+		{"", false, snapshot.AdminScope{}},
+	} {
+		sc, ok := s.AdminAuthorize(c.token, now)
+		if ok != c.ok || sc != c.scope {
+			t.Errorf("AdminAuthorize(%q) = %+v %v, want %+v %v", c.token, sc, ok, c.scope, c.ok)
 		}
 	}
 }

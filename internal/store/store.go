@@ -30,6 +30,13 @@ var (
 	// while other rows would go in. Unique and foreign key violations are
 	// ConflictError and InUseError instead.
 	ErrRejected = errors.New("store: rejected")
+	// ErrRevoked: the row is revoked and can no longer be changed.
+	ErrRevoked = errors.New("store: revoked")
+	// ErrNotRevoked: the row must be revoked before it can be deleted.
+	ErrNotRevoked = errors.New("store: not revoked")
+	// ErrLastAdminToken: revoking the token would leave no live global
+	// admin token.
+	ErrLastAdminToken = errors.New("store: last live global admin token")
 )
 
 // ConflictError reports a unique constraint that a write would break.
@@ -195,11 +202,28 @@ type VirtualKey struct {
 
 // AdminToken guards the admin API. Only its hash is stored.
 type AdminToken struct {
-	ID        int64
-	Name      string
-	Hash      secret.Hash
+	ID   int64
+	Name string
+	Hash secret.Hash
+	// OrgID is the one org the token may manage; 0: global. OrgName is
+	// filled on read.
+	OrgID   int64
+	OrgName string
+	// Lookup is the public part of a minted token; "" for the env token.
+	Lookup string
+	// Source is AdminTokenAPI, AdminTokenFirstStart or AdminTokenEnv.
+	Source    string
+	ExpiresAt *time.Time
+	RevokedAt *time.Time
 	CreatedAt time.Time
 }
+
+// Where an admin token came from.
+const (
+	AdminTokenAPI        = "api"         // POST /admin/v1/tokens
+	AdminTokenFirstStart = "first_start" // generated and printed on first start
+	AdminTokenEnv        = "env"         // ROLTER_ADMIN_TOKEN; see SetEnvAdminToken
+)
 
 // UsageRecord is one gateway request as accounted (SPEC §4). It copies ids
 // and names rather than referencing rows, so records outlive purged
@@ -419,9 +443,31 @@ type Store interface {
 	GetVirtualKey(ctx context.Context, projectID, id int64) (*VirtualKey, error)
 	ListVirtualKeys(ctx context.Context, projectID int64, p Page) ([]VirtualKey, error)
 	RevokeVirtualKey(ctx context.Context, id int64, at time.Time) error
+	// UpdateVirtualKey writes the editable fields of a live key (name,
+	// models, limits, expiry; never the secret). A revoked key is
+	// ErrRevoked.
+	UpdateVirtualKey(ctx context.Context, k *VirtualKey) error
+	// DeleteVirtualKey removes a revoked key of the project; a live one is
+	// ErrNotRevoked. Usage records keep its id as a plain number.
+	DeleteVirtualKey(ctx context.Context, projectID, id int64) error
 
+	// CreateAdminToken inserts t; an empty Source is AdminTokenAPI.
 	CreateAdminToken(ctx context.Context, t *AdminToken) error
+	// CountAdminTokens counts every admin token ever stored, revoked ones
+	// included: zero means first start.
 	CountAdminTokens(ctx context.Context) (int, error)
+	GetAdminToken(ctx context.Context, id int64) (*AdminToken, error)
+	ListAdminTokens(ctx context.Context, p Page) ([]AdminToken, error)
+	// RevokeAdminToken revokes a token; revoking twice keeps the first
+	// time. Revoking the last live (unrevoked, unexpired at at) global
+	// token is ErrLastAdminToken, decided atomically with concurrent
+	// revocations.
+	RevokeAdminToken(ctx context.Context, id int64, at time.Time) error
+	// SetEnvAdminToken makes hash the only live AdminTokenEnv token: other
+	// env tokens are revoked at at, and hash is inserted (or, when it was
+	// the env token before, made live again). A nil hash revokes every env
+	// token. A hash held by a token of another source is a *ConflictError.
+	SetEnvAdminToken(ctx context.Context, hash *secret.Hash, at time.Time) error
 
 	// InsertUsage appends recs in one transaction: all or none. IDs are
 	// assigned by the store and not reported back.

@@ -69,13 +69,15 @@ func (s *DB) UpdateOrg(ctx context.Context, o *store.Org) error {
 }
 
 // DeleteOrg implements store.Store. An org that still owns projects,
-// groups, providers or slugs is refused: deleting a tenant is never a cascade.
+// groups, providers, slugs or live admin tokens is refused: deleting a
+// tenant is never a cascade.
 func (s *DB) DeleteOrg(ctx context.Context, id int64) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		for _, c := range []struct{ what, query string }{
 			{"projects", `SELECT COUNT(*) FROM projects WHERE org_id = ?`},
 			{"groups", `SELECT COUNT(*) FROM provider_groups WHERE org_id = ?`},
 			{"providers", `SELECT COUNT(*) FROM slugs WHERE org_id = ?`},
+			{"admin tokens", `SELECT COUNT(*) FROM admin_tokens WHERE org_id = ? AND revoked_at IS NULL`},
 		} {
 			var n int
 			if err := tx.QueryRowContext(ctx, s.q(c.query), id).Scan(&n); err != nil {
@@ -84,6 +86,10 @@ func (s *DB) DeleteOrg(ctx context.Context, id int64) error {
 			if n > 0 {
 				return &store.InUseError{What: c.what}
 			}
+		}
+		// Revoked tokens scoped to the org go with it: their scope is gone.
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM admin_tokens WHERE org_id = ?`), id); err != nil {
+			return s.classify(err, "")
 		}
 		return s.exec(ctx, tx, "", `DELETE FROM orgs WHERE id = ?`, id)
 	})

@@ -222,39 +222,6 @@ func (s *DB) RevokeVirtualKey(ctx context.Context, id int64, at time.Time) error
 		at.UTC().Truncate(time.Microsecond), id)
 }
 
-// CreateAdminToken implements store.Store.
-func (s *DB) CreateAdminToken(ctx context.Context, a *store.AdminToken) error {
-	t := now()
-	id, err := s.insert(ctx, s.db, "admin token",
-		`INSERT INTO admin_tokens (name, hash, created_at) VALUES (?, ?, ?)`, a.Name, a.Hash.Hex(), t)
-	if err != nil {
-		return err
-	}
-	a.ID, a.CreatedAt = id, t
-	return nil
-}
-
-// CountAdminTokens implements store.Store.
-func (s *DB) CountAdminTokens(ctx context.Context) (int, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM admin_tokens`).Scan(&n)
-	return n, s.classify(err, "")
-}
-
-func scanAdminToken(sc interface{ Scan(...any) error }) (store.AdminToken, error) {
-	var (
-		a    store.AdminToken
-		hash string
-	)
-	if err := sc.Scan(&a.ID, &a.Name, &hash, &a.CreatedAt); err != nil {
-		return a, err
-	}
-	a.CreatedAt = a.CreatedAt.UTC()
-	var err error
-	a.Hash, err = secret.ParseHash(hash)
-	return a, err
-}
-
 // Load implements store.Store.
 func (s *DB) Load(ctx context.Context) (*store.State, error) {
 	st := &store.State{}
@@ -294,7 +261,7 @@ func (s *DB) Load(ctx context.Context) (*store.State, error) {
 	if st.VirtualKeys, err = list(ctx, s, tx, scanVirtualKey, `SELECT `+vkeyCols+` FROM virtual_keys ORDER BY id`); err != nil {
 		return nil, err
 	}
-	if st.AdminTokens, err = list(ctx, s, tx, scanAdminToken, `SELECT id, name, hash, created_at FROM admin_tokens ORDER BY id`); err != nil {
+	if st.AdminTokens, err = list(ctx, s, tx, scanAdminToken, `SELECT `+adminTokenCols+` FROM `+adminTokenFrom+` ORDER BY t.id`); err != nil {
 		return nil, err
 	}
 	return st, nil
