@@ -100,7 +100,7 @@ func TestSummarizeUsage(t *testing.T) {
 			rec(day.Add(25*time.Hour), keys[2], o.ID, "x", "p", 7, 3, amount(70)),
 			rec(day.Add(3*time.Hour), keys[1], o.ID, "x", "p", 1, 1, amount(1)),
 			rec(day.Add(1*time.Hour), keys[3], other.ID, "x", "p", 999, 999, amount(999)), // another org
-			rec(day.Add(-time.Nanosecond), keys[0], o.ID, "x", "p", 5, 5, amount(5)),   // the day before
+			rec(day.Add(-time.Nanosecond), keys[0], o.ID, "x", "p", 5, 5, amount(5)),      // the day before
 		}
 		if err := s.InsertUsage(ctx, recs); err != nil {
 			t.Fatal(err)
