@@ -65,6 +65,8 @@ type targetRT struct {
 	id       targetID
 	provider *providerRT
 	ctxLimit int // configured per-target context; 0: the provider's
+
+	prices *store.Prices // the target's own prices; nil: the provider's (spend.go)
 	*deployState
 }
 
@@ -168,6 +170,8 @@ type providerRT struct {
 	keys             []*keyRT
 	upstream         bool // metadata_source "upstream": model and context are discovered
 	contextLimit     int  // configured context; 0: unknown
+	// prices are what the provider's tokens cost; nil: unpriced (spend.go).
+	prices *store.Prices
 	// forward and forwardPrefixes are the operator's forward_headers:
 	// canonical names, and the prefixes of entries ending in "*".
 	forward, forwardPrefixes []string
@@ -261,6 +265,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 					target := g.target(t, tg.Provider.ID, tg.UpstreamModel)
 					t.routed[target.id] = true
 					target.ctxLimit = tg.ContextLimit
+					target.prices = tg.Prices
 					plan.targets = append(plan.targets, target)
 					plan.weights = append(plan.weights, tg.Weight)
 					if st := g.status(target.provider); st.Ready && tg.Weight > 0 {
@@ -283,7 +288,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev, t *table) *providerRT {
 	rt := &providerRT{id: p.ID, org: org, slug: p.Slug, kind: p.Kind, base: strings.TrimRight(p.BaseURL, "/"),
 		firstByteTimeout: g.cfg.FirstByteTimeout, idleTimeout: g.cfg.IdleTimeout,
-		upstream: p.MetadataSource == "upstream", contextLimit: p.ContextLimit}
+		upstream: p.MetadataSource == "upstream", contextLimit: p.ContextLimit, prices: p.Settings.Prices}
 	if d := time.Duration(p.Settings.FirstByteTimeout); d > 0 {
 		rt.firstByteTimeout = d
 	}
