@@ -37,6 +37,8 @@ type ProviderInput struct {
 	IdleTimeout      store.Duration `json:"idle_timeout,omitempty" yaml:"idle_timeout"`
 	ForwardHeaders   []string       `json:"forward_headers,omitempty" yaml:"forward_headers"`
 	Keys             []KeyInput     `json:"keys,omitempty" yaml:"keys"`
+	// Prices are what the provider's tokens cost; absent: unpriced.
+	Prices *PricesInput `json:"prices,omitempty" yaml:"prices"`
 }
 
 // KeyInput is one upstream credential for a provider's key pool.
@@ -61,6 +63,8 @@ type ProviderPatch struct {
 	FirstByteTimeout *store.Duration `json:"first_byte_timeout"`
 	IdleTimeout      *store.Duration `json:"idle_timeout"`
 	ForwardHeaders   *[]string       `json:"forward_headers"`
+	// Prices replaces the prices; null removes them.
+	Prices nullable[PricesInput] `json:"prices"`
 }
 
 // ProviderView is a provider as the API shows it: key ids and weights,
@@ -76,6 +80,7 @@ type ProviderView struct {
 	FirstByteTimeout store.Duration `json:"first_byte_timeout,omitempty"`
 	IdleTimeout      store.Duration `json:"idle_timeout,omitempty"`
 	ForwardHeaders   []string       `json:"forward_headers,omitempty"`
+	Prices           *store.Prices  `json:"prices,omitempty"`
 	Keys             []KeyView      `json:"keys"`
 	CreatedAt        time.Time      `json:"created_at"`
 	UpdatedAt        time.Time      `json:"updated_at"`
@@ -104,7 +109,7 @@ func (s *Service) providerView(p store.Provider) ProviderView {
 func providerView(p store.Provider) ProviderView {
 	v := ProviderView{Slug: p.Slug, Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, MetadataSource: p.MetadataSource,
 		ContextLimit: p.ContextLimit, Models: p.Models, FirstByteTimeout: p.Settings.FirstByteTimeout,
-		IdleTimeout: p.Settings.IdleTimeout, ForwardHeaders: p.Settings.ForwardHeaders, Keys: []KeyView{}, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, DeletedAt: p.DeletedAt}
+		IdleTimeout: p.Settings.IdleTimeout, ForwardHeaders: p.Settings.ForwardHeaders, Prices: p.Settings.Prices, Keys: []KeyView{}, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, DeletedAt: p.DeletedAt}
 	for _, k := range p.Keys {
 		v.Keys = append(v.Keys, KeyView{ID: k.ID, Weight: k.Weight, CreatedAt: k.CreatedAt})
 	}
@@ -255,6 +260,7 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 	p := &store.Provider{OrgID: o.ID, Slug: in.Slug, Name: in.Name, Kind: in.Kind, BaseURL: in.BaseURL,
 		MetadataSource: in.MetadataSource, ContextLimit: in.ContextLimit, Models: in.Models,
 		Settings: store.ProviderSettings{FirstByteTimeout: in.FirstByteTimeout, IdleTimeout: in.IdleTimeout, ForwardHeaders: in.ForwardHeaders}}
+	p.Settings.Prices = checkPrices(fe, "prices", in.Prices)
 	if p.MetadataSource == "" {
 		p.MetadataSource = MetadataConfigured
 	}
@@ -337,6 +343,9 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 	}
 	if in.ForwardHeaders != nil {
 		p.Settings.ForwardHeaders = *in.ForwardHeaders
+	}
+	if in.Prices.Set {
+		p.Settings.Prices = checkPrices(fe, "prices", in.Prices.Value)
 	}
 	var warnings []string
 	if in.Slug != nil && *in.Slug != p.Slug {
