@@ -170,7 +170,7 @@ func TestParseFull(t *testing.T) {
 				},
 				{
 					ProjectInput: admin.ProjectInput{Name: "batch"},
-					Keys:     []admin.VirtualKeyInput{{Name: "nightly", TPMLimit: 100000}},
+					Keys:         []admin.VirtualKeyInput{{Name: "nightly", TPMLimit: 100000}},
 				},
 			},
 		},
