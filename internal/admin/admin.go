@@ -120,6 +120,7 @@ func (h *Handler) routes() {
 	h.handle("DELETE /orgs/{org}/groups/{slug}", h.deleteGroup)
 	h.handle("GET /orgs/{org}/slugs/{slug}", h.checkSlug)
 	h.handle("GET /orgs/{org}/usage", h.listUsage)
+	h.handle("GET /orgs/{org}/usage/summary", h.usageSummary)
 
 	h.handle("GET /orgs/{org}/hosts", h.listHosts)
 	h.handle("POST /orgs/{org}/hosts", h.createHost)

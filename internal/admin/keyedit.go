@@ -32,6 +32,8 @@ type VirtualKeyPatch struct {
 	TPMLimit *int      `json:"tpm_limit"`
 	// ExpiresAt is kept raw to tell null (clear) from absent (keep).
 	ExpiresAt json.RawMessage `json:"expires_at"`
+	// Budget replaces the budget; null removes it.
+	Budget nullable[BudgetInput] `json:"budget"`
 }
 
 // apply writes the patch onto in, the key's current fields.
@@ -47,6 +49,9 @@ func (p VirtualKeyPatch) apply(fe fieldErrors, in *VirtualKeyInput) {
 	}
 	if p.TPMLimit != nil {
 		in.TPMLimit = *p.TPMLimit
+	}
+	if p.Budget.Set {
+		in.Budget = p.Budget.Value
 	}
 	switch raw := bytes.TrimSpace(p.ExpiresAt); {
 	case len(raw) == 0: // absent: keep
@@ -72,13 +77,15 @@ func (s *Service) PatchVirtualKey(ctx context.Context, org, project, id string, 
 	if k.RevokedAt != nil {
 		return VirtualKeyView{}, errKeyRevoked
 	}
-	in := VirtualKeyInput{Name: k.Name, Models: k.Models, ExpiresAt: k.ExpiresAt, RPMLimit: k.RPMLimit, TPMLimit: k.TPMLimit}
+	in := VirtualKeyInput{Name: k.Name, Models: k.Models, ExpiresAt: k.ExpiresAt, RPMLimit: k.RPMLimit, TPMLimit: k.TPMLimit,
+		Budget: budgetInput(k.Budget)}
+	budget := k.Budget
 	fe := fieldErrors{}
 	p.apply(fe, &in)
 	if len(fe) == 0 {
 		// An unchanged expiry in the past is the key's state, not input.
 		keep := p.ExpiresAt == nil && k.ExpiresAt != nil
-		s.checkKey(fe, in)
+		budget = s.checkKey(fe, in)
 		if keep && fe["expires_at"] != "" {
 			delete(fe, "expires_at")
 		}
@@ -86,7 +93,7 @@ func (s *Service) PatchVirtualKey(ctx context.Context, org, project, id string, 
 	if err := fe.err(); err != nil {
 		return VirtualKeyView{}, err
 	}
-	k.Name, k.Models, k.ExpiresAt, k.RPMLimit, k.TPMLimit = in.Name, in.Models, in.ExpiresAt, in.RPMLimit, in.TPMLimit
+	k.Name, k.Models, k.ExpiresAt, k.RPMLimit, k.TPMLimit, k.Budget = in.Name, in.Models, in.ExpiresAt, in.RPMLimit, in.TPMLimit, budget
 	if err := s.st.UpdateVirtualKey(ctx, k); err != nil {
 		if errors.Is(err, store.ErrRevoked) {
 			return VirtualKeyView{}, errKeyRevoked

@@ -36,6 +36,23 @@ func TestVirtualKeyPatch(t *testing.T) {
 			t.Fatalf("snapshot after clearing: %+v", vk)
 		}
 
+		// A budget is set, kept by other edits, and cleared by null.
+		got = e.ok("PATCH", keys+id, `{"budget":{"amount":"2.5","period":"day"}}`, 200)
+		if b, _ := got["budget"].(map[string]any); b == nil || b["period"] != "day" || b["amount"].(float64) != 2.5 {
+			t.Fatalf("budget set: %v", got["budget"])
+		}
+		got = e.ok("PATCH", keys+id, `{"rpm_limit":61}`, 200)
+		if b, _ := got["budget"].(map[string]any); b == nil || b["amount"].(float64) != 2.5 {
+			t.Fatalf("budget lost by another edit: %v", got)
+		}
+		if vk, _ := e.snap.Current().Authenticate(tok, time.Now()); vk.Budget.Period != "day" {
+			t.Fatalf("snapshot budget: %+v", vk.Budget)
+		}
+		got = e.ok("PATCH", keys+id, `{"budget":null}`, 200)
+		if got["budget"] != nil {
+			t.Fatalf("budget not cleared: %v", got["budget"])
+		}
+
 		// Validation as on create: 400 naming the field, nothing changed.
 		before := e.state()
 		for _, c := range []struct{ body, code, field string }{
@@ -47,6 +64,8 @@ func TestVirtualKeyPatch(t *testing.T) {
 			{`{"expires_at":"soon"}`, admin.CodeValidation, "expires_at"},
 			{`{"rpm_limit":"many"}`, admin.CodeValidation, "rpm_limit"},
 			{`{"secret":"rk-mine"}`, admin.CodeUnknownField, "secret"},
+			{`{"budget":{"amount":"1","period":"year"}}`, admin.CodeValidation, "budget.period"},
+			{`{"budget":{"amount":"-1","period":"day"}}`, admin.CodeValidation, "budget.amount"},
 		} {
 			errObj := e.fail("PATCH", keys+id, c.body, 400, c.code)
 			if f, _ := errObj["fields"].(map[string]any); f[c.field] == nil {

@@ -20,22 +20,25 @@ type VirtualKeyInput struct {
 	ExpiresAt *time.Time `json:"expires_at,omitempty" yaml:"expires_at"`
 	RPMLimit  int        `json:"rpm_limit,omitempty" yaml:"rpm_limit"`
 	TPMLimit  int        `json:"tpm_limit,omitempty" yaml:"tpm_limit"`
+	// Budget caps the key's spend per period; absent: none.
+	Budget *BudgetInput `json:"budget,omitempty" yaml:"budget"`
 }
 
 // VirtualKeyView is a virtual key as the API shows it. Secret is set only
 // in the create response; Prefix is the public part that identifies the key
 // in listings.
 type VirtualKeyView struct {
-	ID        int64      `json:"id"`
-	Name      string     `json:"name"`
-	Secret    string     `json:"secret,omitempty"`
-	Prefix    string     `json:"prefix"`
-	Models    []string   `json:"models"`
-	RPMLimit  int        `json:"rpm_limit,omitempty"`
-	TPMLimit  int        `json:"tpm_limit,omitempty"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
+	ID        int64         `json:"id"`
+	Name      string        `json:"name"`
+	Secret    string        `json:"secret,omitempty"`
+	Prefix    string        `json:"prefix"`
+	Models    []string      `json:"models"`
+	RPMLimit  int           `json:"rpm_limit,omitempty"`
+	TPMLimit  int           `json:"tpm_limit,omitempty"`
+	Budget    *store.Budget `json:"budget,omitempty"`
+	ExpiresAt *time.Time    `json:"expires_at,omitempty"`
+	RevokedAt *time.Time    `json:"revoked_at,omitempty"`
+	CreatedAt time.Time     `json:"created_at"`
 }
 
 func keyView(k store.VirtualKey) VirtualKeyView {
@@ -44,7 +47,7 @@ func keyView(k store.VirtualKey) VirtualKeyView {
 		models = []string{}
 	}
 	return VirtualKeyView{ID: k.ID, Name: k.Name, Prefix: secret.PrefixVirtualKey + k.Lookup, Models: models,
-		RPMLimit: k.RPMLimit, TPMLimit: k.TPMLimit, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, CreatedAt: k.CreatedAt}
+		RPMLimit: k.RPMLimit, TPMLimit: k.TPMLimit, Budget: budgetView(k.Budget), ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, CreatedAt: k.CreatedAt}
 }
 
 // CreateVirtualKey mints a key in a project. The returned view is the only
@@ -55,13 +58,13 @@ func (s *Service) CreateVirtualKey(ctx context.Context, org, project string, in 
 		return VirtualKeyView{}, err
 	}
 	fe := fieldErrors{}
-	s.checkKey(fe, in)
+	budget := s.checkKey(fe, in)
 	if err := fe.err(); err != nil {
 		return VirtualKeyView{}, err
 	}
 	tok, lookup := secret.Mint(secret.PrefixVirtualKey)
 	k := &store.VirtualKey{ProjectID: pj.ID, Name: in.Name, Lookup: lookup, Hash: secret.HashOf(tok.Reveal()),
-		Models: in.Models, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit, ExpiresAt: in.ExpiresAt}
+		Models: in.Models, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit, Budget: budget, ExpiresAt: in.ExpiresAt}
 	if err := s.st.CreateVirtualKey(ctx, k); err != nil {
 		return VirtualKeyView{}, fromStore(err, "virtual key")
 	}
@@ -72,8 +75,8 @@ func (s *Service) CreateVirtualKey(ctx context.Context, org, project string, in 
 }
 
 // checkKey validates the fields a key is created with, and those a PATCH
-// leaves it with: one rule for both.
-func (s *Service) checkKey(fe fieldErrors, in VirtualKeyInput) {
+// leaves it with: one rule for both. It returns the budget as stored.
+func (s *Service) checkKey(fe fieldErrors, in VirtualKeyInput) store.Budget {
 	if strings.TrimSpace(in.Name) == "" || len(in.Name) > 200 {
 		fe.add("name", "is required (1-200 characters)")
 	}
@@ -89,6 +92,7 @@ func (s *Service) checkKey(fe fieldErrors, in VirtualKeyInput) {
 	if in.TPMLimit < 0 {
 		fe.add("tpm_limit", "must be positive")
 	}
+	return checkBudget(fe, "budget", in.Budget)
 }
 
 func (s *Service) virtualKey(ctx context.Context, org, project, id string) (*store.VirtualKey, error) {

@@ -21,6 +21,23 @@ type OrgInput struct {
 	Description string `json:"description,omitempty" yaml:"description"`
 }
 
+// ProjectInput creates a project.
+type ProjectInput struct {
+	Name        string `json:"name" yaml:"name"`
+	Description string `json:"description,omitempty" yaml:"description"`
+	// Budget caps the spend of all the project's keys together per
+	// period; absent: none.
+	Budget *BudgetInput `json:"budget,omitempty" yaml:"budget"`
+}
+
+// ProjectPatch changes a project; absent fields stay, a null budget
+// removes it.
+type ProjectPatch struct {
+	Name        *string               `json:"name"`
+	Description *string               `json:"description"`
+	Budget      nullable[BudgetInput] `json:"budget"`
+}
+
 // OrgPatch changes an org; absent fields stay.
 type OrgPatch struct {
 	Name        *string `json:"name"`
@@ -89,17 +106,18 @@ func quote(s string) string {
 }
 
 // CreateProject creates a project in org.
-func (s *Service) CreateProject(ctx context.Context, org string, in OrgInput) (ProjectView, error) {
+func (s *Service) CreateProject(ctx context.Context, org string, in ProjectInput) (ProjectView, error) {
 	o, err := s.org(ctx, org)
 	if err != nil {
 		return ProjectView{}, err
 	}
 	fe := fieldErrors{}
 	checkName(fe, "name", in.Name)
+	budget := checkBudget(fe, "budget", in.Budget)
 	if err := fe.err(); err != nil {
 		return ProjectView{}, err
 	}
-	p := &store.Project{OrgID: o.ID, Name: in.Name, Description: in.Description}
+	p := &store.Project{OrgID: o.ID, Name: in.Name, Description: in.Description, Budget: budget}
 	if err := s.st.CreateProject(ctx, p); err != nil {
 		return ProjectView{}, fromStore(err, "project")
 	}
@@ -109,15 +127,16 @@ func (s *Service) CreateProject(ctx context.Context, org string, in OrgInput) (P
 
 // ProjectView is a project as the API shows it.
 type ProjectView struct {
-	Org         string    `json:"org"`
-	Name        string    `json:"name"`
-	Description string    `json:"description"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	Org         string        `json:"org"`
+	Name        string        `json:"name"`
+	Description string        `json:"description"`
+	Budget      *store.Budget `json:"budget,omitempty"`
+	CreatedAt   time.Time     `json:"created_at"`
+	UpdatedAt   time.Time     `json:"updated_at"`
 }
 
 func projectView(o store.Org, p store.Project) ProjectView {
-	return ProjectView{Org: o.Name, Name: p.Name, Description: p.Description, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+	return ProjectView{Org: o.Name, Name: p.Name, Description: p.Description, Budget: budgetView(p.Budget), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 }
 
 func (h *Handler) listOrgs(w http.ResponseWriter, r *http.Request) error {
@@ -217,7 +236,7 @@ func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) createProject(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in OrgInput) (any, error) { return h.svc.CreateProject(r.Context(), r.PathValue("org"), in) })
+	return create(w, r, func(in ProjectInput) (any, error) { return h.svc.CreateProject(r.Context(), r.PathValue("org"), in) })
 }
 
 func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {
@@ -230,7 +249,7 @@ func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) patchProject(w http.ResponseWriter, r *http.Request) error {
-	var in OrgPatch
+	var in ProjectPatch
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
@@ -245,6 +264,9 @@ func (h *Handler) patchProject(w http.ResponseWriter, r *http.Request) error {
 	}
 	if in.Description != nil {
 		p.Description = *in.Description
+	}
+	if in.Budget.Set {
+		p.Budget = checkBudget(fe, "budget", in.Budget.Value)
 	}
 	if err := fe.err(); err != nil {
 		return err

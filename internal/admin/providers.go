@@ -40,6 +40,8 @@ type ProviderInput struct {
 	// (the strictest of it and the address's policy applies).
 	Policy store.Policy `json:"policy" yaml:"policy"`
 	Keys   []KeyInput   `json:"keys,omitempty" yaml:"keys"`
+	// Prices are what the provider's tokens cost; absent: unpriced.
+	Prices *PricesInput `json:"prices,omitempty" yaml:"prices"`
 }
 
 // KeyInput is one upstream credential for a provider's key pool.
@@ -65,6 +67,8 @@ type ProviderPatch struct {
 	IdleTimeout      *store.Duration `json:"idle_timeout"`
 	ForwardHeaders   *[]string       `json:"forward_headers"`
 	Policy           *store.Policy   `json:"policy"`
+	// Prices replaces the prices; null removes them.
+	Prices nullable[PricesInput] `json:"prices"`
 }
 
 // ProviderView is a provider as the API shows it: key ids and weights,
@@ -81,6 +85,7 @@ type ProviderView struct {
 	IdleTimeout      store.Duration `json:"idle_timeout,omitempty"`
 	ForwardHeaders   []string       `json:"forward_headers,omitempty"`
 	Policy           store.Policy   `json:"policy"`
+	Prices           *store.Prices  `json:"prices,omitempty"`
 	Keys             []KeyView      `json:"keys"`
 	CreatedAt        time.Time      `json:"created_at"`
 	UpdatedAt        time.Time      `json:"updated_at"`
@@ -109,7 +114,8 @@ func (s *Service) providerView(p store.Provider) ProviderView {
 func providerView(p store.Provider) ProviderView {
 	v := ProviderView{Slug: p.Slug, Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL, MetadataSource: p.MetadataSource,
 		ContextLimit: p.ContextLimit, Models: p.Models, FirstByteTimeout: p.Settings.FirstByteTimeout,
-		IdleTimeout: p.Settings.IdleTimeout, ForwardHeaders: p.Settings.ForwardHeaders, Policy: p.Settings.Policy, Keys: []KeyView{}, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, DeletedAt: p.DeletedAt}
+		IdleTimeout: p.Settings.IdleTimeout, ForwardHeaders: p.Settings.ForwardHeaders, Policy: p.Settings.Policy, Prices: p.Settings.Prices,
+		Keys: []KeyView{}, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, DeletedAt: p.DeletedAt}
 	for _, k := range p.Keys {
 		v.Keys = append(v.Keys, KeyView{ID: k.ID, Weight: k.Weight, CreatedAt: k.CreatedAt})
 	}
@@ -268,6 +274,7 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 		MetadataSource: in.MetadataSource, ContextLimit: in.ContextLimit, Models: in.Models,
 		Settings: store.ProviderSettings{FirstByteTimeout: in.FirstByteTimeout, IdleTimeout: in.IdleTimeout, ForwardHeaders: in.ForwardHeaders,
 			Policy: in.Policy}}
+	p.Settings.Prices = checkPrices(fe, "prices", in.Prices)
 	if p.MetadataSource == "" {
 		p.MetadataSource = MetadataConfigured
 	}
@@ -353,6 +360,9 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 	}
 	if in.Policy != nil {
 		p.Settings.Policy = *in.Policy
+	}
+	if in.Prices.Set {
+		p.Settings.Prices = checkPrices(fe, "prices", in.Prices.Value)
 	}
 	var warnings []string
 	if in.Slug != nil && *in.Slug != p.Slug {

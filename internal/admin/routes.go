@@ -30,6 +30,9 @@ type TargetInput struct {
 	// ContextLimit overrides the provider's context for this target;
 	// configured providers only.
 	ContextLimit int `json:"context_limit,omitempty" yaml:"context_limit"`
+	// Prices override the provider's for this target; absent: the
+	// provider's.
+	Prices *PricesInput `json:"prices,omitempty" yaml:"prices"`
 }
 
 // RoutePatch changes a route; Targets, when present, replaces them all.
@@ -56,6 +59,8 @@ type TargetView struct {
 	UpstreamModel string `json:"upstream_model,omitempty"`
 	Weight        int    `json:"weight"`
 	ContextLimit  int    `json:"context_limit,omitempty"`
+	// Prices are the target's own; absent: the provider's.
+	Prices *store.Prices `json:"prices,omitempty"`
 	// Routable says whether the gateway may send this target traffic now,
 	// and Reason why not: its provider is not ready, its upstream_model
 	// is not the model an upstream-metadata provider serves, or its
@@ -111,7 +116,7 @@ func (s *Service) targetReadiness(org string, v RouteView) RouteView {
 func routeView(r store.Route) RouteView {
 	v := RouteView{Model: r.Model, Strategy: r.Strategy, Targets: []TargetView{}, Policy: r.Policy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	for _, t := range r.Targets {
-		v.Targets = append(v.Targets, TargetView{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: t.Weight, ContextLimit: t.ContextLimit})
+		v.Targets = append(v.Targets, TargetView{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: t.Weight, ContextLimit: t.ContextLimit, Prices: t.Prices})
 	}
 	return v
 }
@@ -188,7 +193,8 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 			} else if t.ContextLimit > 0 && pv.MetadataSource == MetadataUpstream {
 				fe.add(field+".context_limit", "cannot be configured for a provider whose metadata_source is \"upstream\": the upstream reports it")
 			}
-			r.Targets = append(r.Targets, store.Target{ProviderID: pv.ID, ProviderSlug: pv.Slug, UpstreamModel: t.UpstreamModel, Weight: w, ContextLimit: t.ContextLimit})
+			r.Targets = append(r.Targets, store.Target{ProviderID: pv.ID, ProviderSlug: pv.Slug, UpstreamModel: t.UpstreamModel, Weight: w, ContextLimit: t.ContextLimit,
+				Prices: checkPrices(fe, field+".prices", t.Prices)})
 		case err == nil || err == store.ErrNotFound:
 			unknown = append(unknown, field+".provider")
 		default:
@@ -293,7 +299,8 @@ func (h *Handler) patchRoute(w http.ResponseWriter, r *http.Request) error {
 	targets := make([]TargetInput, 0, len(rt.Targets))
 	for _, t := range rt.Targets {
 		w := t.Weight
-		targets = append(targets, TargetInput{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: &w, ContextLimit: t.ContextLimit})
+		targets = append(targets, TargetInput{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: &w, ContextLimit: t.ContextLimit,
+			Prices: pricesInput(t.Prices)})
 	}
 	if in.Targets != nil {
 		targets = *in.Targets

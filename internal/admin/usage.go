@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/rolter/rolter/internal/money"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -32,6 +34,9 @@ type UsageView struct {
 	PromptTokens     int       `json:"prompt_tokens"`
 	CompletionTokens int       `json:"completion_tokens"`
 	Stream           bool      `json:"stream"`
+	// Cost in USD; null when the provider that served the request has no
+	// price.
+	Cost *money.Amount `json:"cost"`
 }
 
 func usageView(u store.UsageRecord, project string) UsageView {
@@ -39,21 +44,22 @@ func usageView(u store.UsageRecord, project string) UsageView {
 		AddressKind: u.AddressKind, Address: u.Address, Route: u.Route, Provider: u.ProviderSlug,
 		UpstreamModel: u.UpstreamModel, Status: u.Status, Class: u.Class, Attempts: u.Attempts,
 		LatencyMS: u.Latency.Milliseconds(), TTFTMS: u.TTFT.Milliseconds(),
-		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, Stream: u.Stream}
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, Stream: u.Stream, Cost: u.Cost}
 }
 
 // usageParams are the query parameters GET .../usage accepts. Anything else
 // is refused: a misspelt filter must not silently return everything.
-var usageParams = []string{"project", "key", "route", "since", "limit", "cursor"}
+var usageParams = []string{"project", "key", "route", "provider", "model", "since", "until", "limit", "cursor"}
 
 // parseUsageFilter reads the usage query filters into f, adding malformed
-// values to fe by parameter name. It returns the project name filter, which
-// the caller resolves.
-func parseUsageFilter(q url.Values, f *store.UsageFilter, fe fieldErrors) (project string) {
+// values to fe by parameter name; allowed lists the parameters the
+// endpoint takes. It returns the project name filter, which the caller
+// resolves.
+func parseUsageFilter(q url.Values, allowed []string, f *store.UsageFilter, fe fieldErrors) (project string) {
 	for name, vs := range q {
 		switch {
-		case !slices.Contains(usageParams, name):
-			fe.add(name, "is not a filter; use project, key, route, since, limit or cursor")
+		case !slices.Contains(allowed, name):
+			fe.add(name, "is not a parameter here; use %s", strings.Join(allowed, ", "))
 		case len(vs) > 1:
 			fe.add(name, "must be given at most once")
 		case vs[0] == "" && name != "limit" && name != "cursor":
@@ -65,24 +71,52 @@ func parseUsageFilter(q url.Values, f *store.UsageFilter, fe fieldErrors) (proje
 		checkName(fe, "project", project)
 	}
 	if v := q.Get("key"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			fe.add("key", "must be a virtual key id (a positive integer)")
+		// A key is named by id or by name; a name matches every key of
+		// the org (or project) that has it, revoked ones included.
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			if n < 1 {
+				fe.add("key", "must be a virtual key id (a positive integer) or name")
+			}
+			f.KeyID = n
+		} else if len(v) > 200 {
+			fe.add("key", "must be a virtual key id or name (at most 200 characters)")
+		} else {
+			f.KeyName = v
 		}
-		f.KeyID = n
 	}
 	if v := q.Get("route"); v != "" {
 		checkModelName(fe, "route", v)
 		f.Route = v
 	}
-	if v := q.Get("since"); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			fe.add("since", "must be an RFC 3339 time, e.g. 2025-01-31T00:00:00Z")
-		}
-		f.Since = t
+	if v := q.Get("provider"); v != "" {
+		checkModelName(fe, "provider", v)
+		f.Provider = v
+	}
+	if v := q.Get("model"); v != "" {
+		checkModelName(fe, "model", v)
+		f.Model = v
+	}
+	f.Since = usageTime(fe, "since", q.Get("since"))
+	f.Until = usageTime(fe, "until", q.Get("until"))
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		fe.add("until", "must be after since")
 	}
 	return project
+}
+
+// usageTime reads an RFC 3339 time or a date (midnight UTC).
+func usageTime(fe fieldErrors, name, v string) time.Time {
+	if v == "" {
+		return time.Time{}
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t
+	}
+	fe.add(name, "must be an RFC 3339 time, e.g. 2025-01-31T00:00:00Z, or a date, e.g. 2025-01-31 (UTC)")
+	return time.Time{}
 }
 
 // projectNames maps the project ids of rows to names. It reads the org's
@@ -136,7 +170,7 @@ func (h *Handler) listUsage(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f := store.UsageFilter{OrgID: o.ID}
-	project := parseUsageFilter(r.URL.Query(), &f, fe)
+	project := parseUsageFilter(r.URL.Query(), usageParams, &f, fe)
 	if err := fe.err(); err != nil {
 		return err
 	}

@@ -96,7 +96,7 @@ func TestUsage(t *testing.T) {
 			}
 		}
 		slices.Sort(keys)
-		if got := strings.Join(keys, ","); got != "address,address_kind,attempts,class,completion_tokens,created_at,id,key_id,"+
+		if got := strings.Join(keys, ","); got != "address,address_kind,attempts,class,completion_tokens,cost,created_at,id,key_id,"+
 			"latency_ms,project,prompt_tokens,provider,route,status,stream,ttft_ms,upstream_model" {
 			t.Fatalf("fields: %s", got)
 		}
@@ -170,19 +170,20 @@ func TestUsageBadFilters(t *testing.T) {
 			query  string
 			fields []string
 		}{
-			{"?key=abc", []string{"key"}},
+			{"?key=" + strings.Repeat("k", 201), []string{"key"}},
 			{"?key=0", []string{"key"}},
 			{"?key=-3", []string{"key"}},
 			{"?key=", []string{"key"}},
 			{"?key=1&key=2", []string{"key"}},
 			{"?since=yesterday", []string{"since"}},
-			{"?since=2025-06-01", []string{"since"}},
+			{"?since=2025-06-01T00:00", []string{"since"}},
+			{"?since=2025-06-02&until=2025-06-01", []string{"until"}},
 			{"?route=", []string{"route"}},
 			{"?route=a%20b", []string{"route"}},
 			{"?project=", []string{"project"}},
 			{"?project=no%20such!", []string{"project"}},
 			{"?projcet=default", []string{"projcet"}},
-			{"?limit=0&key=x&since=now", []string{"key", "limit", "since"}},
+			{"?limit=0&key=0&since=now", []string{"key", "limit", "since"}},
 			{"?cursor=zz", []string{"cursor"}},
 		} {
 			errObj := e.fail("GET", "/orgs/default/usage"+c.query, "", 400, admin.CodeValidation)

@@ -151,7 +151,7 @@ func TestParseFull(t *testing.T) {
 			},
 			Projects: []config.Project{
 				{
-					OrgInput: admin.OrgInput{Name: "web", Description: "the web app"},
+					ProjectInput: admin.ProjectInput{Name: "web", Description: "the web app"},
 					Routes: []admin.RouteInput{
 						{
 							Model: "gpt-4o", Strategy: "weighted",
@@ -169,8 +169,8 @@ func TestParseFull(t *testing.T) {
 					},
 				},
 				{
-					OrgInput: admin.OrgInput{Name: "batch"},
-					Keys:     []admin.VirtualKeyInput{{Name: "nightly", TPMLimit: 100000}},
+					ProjectInput: admin.ProjectInput{Name: "batch"},
+					Keys:         []admin.VirtualKeyInput{{Name: "nightly", TPMLimit: 100000}},
 				},
 			},
 		},
@@ -181,7 +181,7 @@ func TestParseFull(t *testing.T) {
 				Keys: []admin.KeyInput{{Secret: secret.New(globexEnvSecret), SecretEnv: "ROLTER_TEST_GLOBEX_KEY"}},
 			}},
 			Projects: []config.Project{{
-				OrgInput: admin.OrgInput{Name: "research"},
+				ProjectInput: admin.ProjectInput{Name: "research"},
 				Routes: []admin.RouteInput{{
 					Model:   "claude-sonnet",
 					Targets: []admin.TargetInput{{Provider: "claude", UpstreamModel: "claude-sonnet-4-5"}},

@@ -30,6 +30,7 @@ import (
 	"github.com/rolter/rolter/internal/modelfield"
 	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/snapshot"
+	"github.com/rolter/rolter/internal/spend"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -118,6 +119,7 @@ type Gateway struct {
 	// limiters hold each route's in-flight count across table rebuilds.
 	limiters sync.Map // route id -> *policy.Limiter
 	ready    Readiness
+	spend    *spend.Tracker // nil: budgets are not checked (spend.go)
 }
 
 // Options are the collaborators of a Gateway.
@@ -131,6 +133,8 @@ type Options struct {
 	// Readiness gates providers on their active health and discovered
 	// metadata (default: every provider ready, nothing discovered).
 	Readiness Readiness
+	// Spend checks and charges key and project budgets (default: none).
+	Spend *spend.Tracker
 }
 
 type discardUsage struct{}
@@ -166,7 +170,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 			ForceAttemptHTTP2:  false,
 		}
 	}
-	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage, ready: o.Readiness,
+	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage, ready: o.Readiness, spend: o.Spend,
 		client:    &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		transport: o.Transport,
 		metrics:   NewMetrics(o.Registry), mux: http.NewServeMux()}
@@ -279,6 +283,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if x.plan, aerr = g.resolve(t, key, x.model, r.Header.Get("X-Rolter-Provider")); aerr != nil {
+		g.fail(w, x, aerr)
+		return
+	}
+	if aerr := g.checkBudget(w, r, x); aerr != nil {
 		g.fail(w, x, aerr)
 		return
 	}
@@ -434,6 +442,7 @@ func (g *Gateway) account(x *exchange) {
 		provider = x.target.provider.slug
 		rec.ProviderID, rec.ProviderSlug = x.target.provider.id, provider
 	}
+	g.charge(x, &rec)
 	g.usage.Record(rec)
 	org, project := x.key.Project.Org.Name, x.key.Project.Name
 	g.metrics.requests.WithLabelValues(org, project, label, provider, statusLabel(x.status), string(x.class)).Inc()

@@ -74,6 +74,8 @@ type targetRT struct {
 	// from the client, so an upstream "no such model" means the
 	// configuration is stale rather than that the caller erred.
 	configured bool
+
+	prices *store.Prices // the target's own prices; nil: the provider's (spend.go)
 	*deployState
 }
 
@@ -177,6 +179,8 @@ type providerRT struct {
 	keys             []*keyRT
 	upstream         bool // metadata_source "upstream": model and context are discovered
 	contextLimit     int  // configured context; 0: unknown
+	// prices are what the provider's tokens cost; nil: unpriced (spend.go).
+	prices *store.Prices
 	// forward and forwardPrefixes are the operator's forward_headers:
 	// canonical names, and the prefixes of entries ending in "*".
 	forward, forwardPrefixes []string
@@ -301,6 +305,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 					t.routed[target.id] = true
 					target.ctxLimit = tg.ContextLimit
 					target.configured = true
+					target.prices = tg.Prices
 					plan.targets = append(plan.targets, target)
 					plan.weights = append(plan.weights, tg.Weight)
 					if st := g.status(target.provider); st.Ready && tg.Weight > 0 && g.unroutable(target, st, r.Model) == "" {
@@ -324,7 +329,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev, t *table) *providerRT {
 	rt := &providerRT{id: p.ID, org: org, slug: p.Slug, kind: p.Kind, base: strings.TrimRight(p.BaseURL, "/"),
 		firstByteTimeout: g.cfg.FirstByteTimeout, idleTimeout: g.cfg.IdleTimeout,
-		upstream: p.MetadataSource == "upstream", contextLimit: p.ContextLimit, policy: p.Settings.Policy}
+		upstream: p.MetadataSource == "upstream", contextLimit: p.ContextLimit, policy: p.Settings.Policy, prices: p.Settings.Prices}
 	if d := time.Duration(p.Settings.FirstByteTimeout); d > 0 {
 		rt.firstByteTimeout = d
 	}

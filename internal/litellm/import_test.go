@@ -283,7 +283,7 @@ func TestImportAroundExisting(t *testing.T) {
 			}
 		}
 		must(h.svc.CreateOrg(ctx, admin.OrgInput{Name: "default"}))
-		must(h.svc.CreateProject(ctx, "default", admin.OrgInput{Name: "default"}))
+		must(h.svc.CreateProject(ctx, "default", admin.ProjectInput{Name: "default"}))
 		// Claimant 1 of the OpenAI base, with another key: kept, and the
 		// file's two OpenAI providers become claimants 2 and 3.
 		must(h.svc.CreateProvider(ctx, "default", admin.ProviderInput{Name: "openai api.openai.com/v1", Kind: "openai",

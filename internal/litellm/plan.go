@@ -32,7 +32,7 @@ type Store interface {
 // imported resource passes exactly the checks the admin API applies.
 type Admin interface {
 	CreateOrg(ctx context.Context, in admin.OrgInput) (admin.OrgView, error)
-	CreateProject(ctx context.Context, org string, in admin.OrgInput) (admin.ProjectView, error)
+	CreateProject(ctx context.Context, org string, in admin.ProjectInput) (admin.ProjectView, error)
 	CreateProvider(ctx context.Context, org string, in admin.ProviderInput) (admin.ProviderView, error)
 	CreateRoute(ctx context.Context, org, project string, in admin.RouteInput) (admin.RouteView, error)
 }
@@ -254,7 +254,7 @@ func (plan *Plan) Apply(ctx context.Context, adm Admin, st Store) error {
 		}
 	}
 	if plan.NewProject {
-		if _, err := adm.CreateProject(ctx, plan.Org, admin.OrgInput{Name: plan.Project, Description: "created by rolter import"}); err != nil && !isConflict(err) {
+		if _, err := adm.CreateProject(ctx, plan.Org, admin.ProjectInput{Name: plan.Project, Description: "created by rolter import"}); err != nil && !isConflict(err) {
 			return describe(fmt.Sprintf("project %q", plan.Project), err)
 		}
 	}

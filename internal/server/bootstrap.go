@@ -83,7 +83,7 @@ func firstStart(ctx context.Context, st store.Store, svc *admin.Service, envToke
 	if _, err := svc.CreateOrg(ctx, admin.OrgInput{Name: DefaultOrg, Description: "created on first start"}); err != nil && !isConflict(err) {
 		return "", fmt.Errorf("bootstrap: default org: %w", err)
 	}
-	if _, err := svc.CreateProject(ctx, DefaultOrg, admin.OrgInput{Name: DefaultProject, Description: "created on first start"}); err != nil && !isConflict(err) {
+	if _, err := svc.CreateProject(ctx, DefaultOrg, admin.ProjectInput{Name: DefaultProject, Description: "created on first start"}); err != nil && !isConflict(err) {
 		return "", fmt.Errorf("bootstrap: default project: %w", err)
 	}
 	key, err := svc.CreateVirtualKey(ctx, DefaultOrg, DefaultProject, admin.VirtualKeyInput{Name: "first key"})

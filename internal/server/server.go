@@ -28,6 +28,7 @@ import (
 	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
+	"github.com/rolter/rolter/internal/spend"
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/sqlstore"
 	"github.com/rolter/rolter/internal/usage"
@@ -61,6 +62,9 @@ type Config struct {
 	Fleet FleetConfig
 	// Out receives the first-start banner (default: discarded).
 	Out io.Writer
+	// SpendRefresh is how often budgeted spend is re-read from the store
+	// to see other replicas' costs (default 5s; package spend).
+	SpendRefresh time.Duration
 }
 
 func (c *Config) defaults() {
@@ -207,7 +211,12 @@ func (s *Server) prepare(ctx context.Context) error {
 	// Sync before the gateway builds its first table, so it sees every
 	// provider's initial readiness.
 	snap.OnSwap(func(sn *snapshot.Snapshot) { probes.Sync(probeTargets(sn)) })
-	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg, Readiness: probes})
+	// Budgets: spend is read from the usage table (durable, shared through
+	// the store). With Redis, the lead's wiring makes a spend.RedisCounter
+	// the primary counter and keeps this one as its fallback.
+	spendCounter := spend.NewStoreCounter(s.db, s.cfg.SpendRefresh, nil)
+	budgets := spend.NewTracker(spendCounter, nil, s.log, nil)
+	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg, Readiness: probes, Spend: budgets})
 	s.closeIdle = append(s.closeIdle, gw.CloseIdleConnections)
 	probes.OnChange(gw.Refresh)
 	svc.SetReadiness(probes)
@@ -216,7 +225,8 @@ func (s *Server) prepare(ctx context.Context) error {
 	bg, stop := context.WithCancel(context.Background())
 	s.bgStop, s.bgDone = stop, make(chan struct{})
 	var bgWG sync.WaitGroup
-	bgWG.Add(2)
+	bgWG.Add(3)
+	go func() { defer bgWG.Done(); spendCounter.Run(bg) }()
 	go func() { defer bgWG.Done(); rec.Run(bg) }()
 	go func() { defer bgWG.Done(); probes.Run(bg) }()
 	if !s.cfg.Fleet.DisableController {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/money"
 	"github.com/rolter/rolter/internal/secret"
 )
 
@@ -76,6 +77,7 @@ type Project struct {
 	OrgID       int64
 	Name        string
 	Description string
+	Budget      Budget
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }
@@ -116,7 +118,34 @@ type ProviderSettings struct {
 	// fleet host's provider follows its fleet route's policy (set by
 	// RegisterHost), so host-N/model is governed like the route. 0: none.
 	PolicyRoute int64 `json:"policy_route,omitempty"`
+	// Prices are what the provider's tokens cost; nil: unpriced (usage
+	// counts tokens, cost stays unknown). Kept here rather than in columns
+	// because only the gateway's snapshot reads them: no query filters or
+	// sums prices (usage rows carry the computed cost).
+	Prices *Prices `json:"prices,omitempty"`
 }
+
+// Prices are token prices in the gateway's one currency (USD), per million
+// tokens, as exact integers (package money).
+type Prices struct {
+	Input  money.Price `json:"input" yaml:"input"`
+	Output money.Price `json:"output" yaml:"output"`
+}
+
+// Budget caps what a key or a project may spend per UTC calendar period.
+// Period "" means no budget; an Amount of 0 with a period blocks every
+// priced request.
+type Budget struct {
+	Amount money.Amount `json:"amount" yaml:"amount"`
+	Period string       `json:"period" yaml:"period"` // "day", "week" or "month"
+}
+
+// Budget periods.
+const (
+	PeriodDay   = "day"
+	PeriodWeek  = "week"
+	PeriodMonth = "month"
+)
 
 // ProviderKey is one upstream credential in a provider's pool.
 type ProviderKey struct {
@@ -146,7 +175,8 @@ type Target struct {
 	ProviderSlug  string // filled on read
 	UpstreamModel string // empty: send the client's model string
 	Weight        int
-	ContextLimit  int // 0: the provider's
+	ContextLimit  int     // 0: the provider's
+	Prices        *Prices // nil: the provider's
 }
 
 // Policy is the router-owned policy of a route, a group or a provider
@@ -195,6 +225,7 @@ type VirtualKey struct {
 	Models    []string // allowlist; empty: every model
 	RPMLimit  int
 	TPMLimit  int
+	Budget    Budget
 	ExpiresAt *time.Time
 	RevokedAt *time.Time
 	CreatedAt time.Time
@@ -258,15 +289,60 @@ type UsageRecord struct {
 	PromptTokens     int
 	CompletionTokens int
 	Stream           bool
+	// Cost is what the tokens cost at the prices of the target that served
+	// them; nil when that target has no price, 0 when no provider was
+	// reached.
+	Cost *money.Amount
 }
 
-// UsageFilter narrows ListUsage. Zero values match everything.
+// UsageFilter narrows ListUsage and SummarizeUsage. Zero values match
+// everything.
 type UsageFilter struct {
 	OrgID     int64 // required
 	ProjectID int64
 	KeyID     int64
-	Route     string
-	Since     time.Time // created_at >= Since
+	// KeyName matches every key of the org (or of ProjectID) with this
+	// name, revoked ones included.
+	KeyName  string
+	Route    string
+	Provider string // provider slug
+	// Model is the model the client sent (a route name or slug/model).
+	Model string
+	Since time.Time // created_at >= Since
+	Until time.Time // created_at < Until
+}
+
+// Usage summary dimensions (SummarizeUsage); at most one of day and hour.
+const (
+	GroupKey      = "key"
+	GroupProject  = "project"
+	GroupRoute    = "route"
+	GroupProvider = "provider"
+	GroupModel    = "model"
+	GroupDay      = "day"
+	GroupHour     = "hour"
+)
+
+// UsageGroup is one row of a usage summary: the grouped dimensions (zero
+// when not grouped by) and the sums over the group's records.
+type UsageGroup struct {
+	KeyID       int64
+	KeyName     string // "" when the key row is gone
+	ProjectID   int64
+	ProjectName string
+	Route       string
+	Provider    string
+	Model       string
+	Bucket      time.Time // start of the UTC day or hour
+	Requests    int64
+	// Tokens of every record, priced or not.
+	PromptTokens     int64
+	CompletionTokens int64
+	// Cost sums the priced records; Unpriced counts records served by a
+	// provider without a price, whose tokens have no cost.
+	Cost     money.Amount
+	Priced   int64
+	Unpriced int64
 }
 
 // Host states (SPEC §7): pending until the first healthy probe, serving
@@ -474,6 +550,14 @@ type Store interface {
 	InsertUsage(ctx context.Context, recs []UsageRecord) error
 	// ListUsage returns the org's records matching f, ordered by id.
 	ListUsage(ctx context.Context, f UsageFilter, p Page) ([]UsageRecord, error)
+	// SummarizeUsage sums the org's records matching f per distinct value
+	// of the groupBy dimensions (Group* constants), in the database, and
+	// returns at most limit groups ordered by bucket, then the other
+	// dimensions.
+	SummarizeUsage(ctx context.Context, f UsageFilter, groupBy []string, limit int) ([]UsageGroup, error)
+	// SpentSince sums the cost of the records of virtual key keyID (when
+	// not 0) or else of project projectID created at or after since.
+	SpentSince(ctx context.Context, keyID, projectID int64, since time.Time) (money.Amount, error)
 
 	// Load reads the whole routing state in one consistent transaction.
 	Load(ctx context.Context) (*State, error)

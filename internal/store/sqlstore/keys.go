@@ -12,9 +12,9 @@ import (
 // edit is ErrRevoked) or after it; never is a revoked key changed.
 func (s *DB) UpdateVirtualKey(ctx context.Context, k *store.VirtualKey) error {
 	err := s.exec(ctx, s.db, "",
-		`UPDATE virtual_keys SET name = ?, models = ?, rpm_limit = ?, tpm_limit = ?, expires_at = ?
+		`UPDATE virtual_keys SET name = ?, models = ?, rpm_limit = ?, tpm_limit = ?, expires_at = ?, budget_nano = ?, budget_period = ?
 		 WHERE project_id = ? AND id = ? AND revoked_at IS NULL`,
-		k.Name, stringList(k.Models), k.RPMLimit, k.TPMLimit, optTime(k.ExpiresAt), k.ProjectID, k.ID)
+		k.Name, stringList(k.Models), k.RPMLimit, k.TPMLimit, optTime(k.ExpiresAt), int64(k.Budget.Amount), k.Budget.Period, k.ProjectID, k.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return s.whyUntouched(ctx, k.ProjectID, k.ID, store.ErrRevoked)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rolter/rolter/internal/money"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
 )
@@ -48,8 +49,9 @@ func (s *DB) insertTargets(ctx context.Context, tx *sql.Tx, r *store.Route) erro
 	for i := range r.Targets {
 		tg := &r.Targets[i]
 		id, err := s.insert(ctx, tx, "route target",
-			`INSERT INTO route_targets (route_id, provider_id, upstream_model, weight, position, context_limit) VALUES (?, ?, ?, ?, ?, ?)`,
-			r.ID, tg.ProviderID, tg.UpstreamModel, tg.Weight, i, tg.ContextLimit)
+			`INSERT INTO route_targets (route_id, provider_id, upstream_model, weight, position, context_limit, input_price, output_price)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, tg.ProviderID, tg.UpstreamModel, tg.Weight, i, tg.ContextLimit, priceArg(tg.Prices, false), priceArg(tg.Prices, true))
 		if err != nil {
 			return err
 		}
@@ -88,7 +90,7 @@ func (s *DB) attachTargets(ctx context.Context, qr querier, rs []store.Route, al
 		return nil
 	}
 	byID := make(map[int64]*store.Route, len(rs))
-	query := `SELECT t.id, t.route_id, t.provider_id, p.slug, t.upstream_model, t.weight, t.context_limit
+	query := `SELECT t.id, t.route_id, t.provider_id, p.slug, t.upstream_model, t.weight, t.context_limit, t.input_price, t.output_price
 		FROM route_targets t JOIN providers p ON p.id = t.provider_id`
 	var args []any
 	if !all {
@@ -110,11 +112,15 @@ func (s *DB) attachTargets(ctx context.Context, qr querier, rs []store.Route, al
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			tg    store.Target
-			route int64
+			tg      store.Target
+			route   int64
+			in, out sql.NullInt64
 		)
-		if err := rows.Scan(&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight, &tg.ContextLimit); err != nil {
+		if err := rows.Scan(&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight, &tg.ContextLimit, &in, &out); err != nil {
 			return s.classify(err, "")
+		}
+		if in.Valid && out.Valid {
+			tg.Prices = &store.Prices{Input: money.Price(in.Int64), Output: money.Price(out.Int64)}
 		}
 		if r := byID[route]; r != nil {
 			r.Targets = append(r.Targets, tg)
@@ -150,7 +156,7 @@ func (s *DB) DeleteRoute(ctx context.Context, id int64) error {
 	})
 }
 
-const vkeyCols = `id, project_id, name, lookup, hash, models, rpm_limit, tpm_limit, expires_at, revoked_at, created_at`
+const vkeyCols = `id, project_id, name, lookup, hash, models, rpm_limit, tpm_limit, expires_at, revoked_at, created_at, budget_nano, budget_period`
 
 func scanVirtualKey(sc interface{ Scan(...any) error }) (store.VirtualKey, error) {
 	var (
@@ -159,7 +165,7 @@ func scanVirtualKey(sc interface{ Scan(...any) error }) (store.VirtualKey, error
 		expires, revoked sql.NullTime
 	)
 	if err := sc.Scan(&k.ID, &k.ProjectID, &k.Name, &k.Lookup, &hash, &models, &k.RPMLimit, &k.TPMLimit,
-		&expires, &revoked, &k.CreatedAt); err != nil {
+		&expires, &revoked, &k.CreatedAt, &k.Budget.Amount, &k.Budget.Period); err != nil {
 		return k, err
 	}
 	k.CreatedAt = k.CreatedAt.UTC()
@@ -185,9 +191,10 @@ func optTime(t *time.Time) any {
 func (s *DB) CreateVirtualKey(ctx context.Context, k *store.VirtualKey) error {
 	t := now()
 	id, err := s.insert(ctx, s.db, "virtual key",
-		`INSERT INTO virtual_keys (project_id, name, lookup, hash, models, rpm_limit, tpm_limit, expires_at, created_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		k.ProjectID, k.Name, k.Lookup, k.Hash.Hex(), stringList(k.Models), k.RPMLimit, k.TPMLimit, optTime(k.ExpiresAt), t)
+		`INSERT INTO virtual_keys (project_id, name, lookup, hash, models, rpm_limit, tpm_limit, expires_at, created_at, budget_nano, budget_period)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ProjectID, k.Name, k.Lookup, k.Hash.Hex(), stringList(k.Models), k.RPMLimit, k.TPMLimit, optTime(k.ExpiresAt), t,
+		int64(k.Budget.Amount), k.Budget.Period)
 	if err != nil {
 		return err
 	}
@@ -265,4 +272,16 @@ func (s *DB) Load(ctx context.Context) (*store.State, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// priceArg is a target's input (or output) price column: NULL when the
+// target has no price of its own.
+func priceArg(p *store.Prices, output bool) any {
+	switch {
+	case p == nil:
+		return nil
+	case output:
+		return int64(p.Output)
+	}
+	return int64(p.Input)
 }

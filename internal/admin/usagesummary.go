@@ -1,0 +1,227 @@
+package admin
+
+import (
+	"encoding/csv"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/money"
+	"github.com/rolter/rolter/internal/store"
+)
+
+// summaryParams are the parameters of GET .../usage/summary: the usage
+// filters, group_by, format and limit.
+var summaryParams = []string{"project", "key", "route", "provider", "model", "since", "until", "group_by", "format", "limit"}
+
+// groupDims are the group_by values, in the order the API documents.
+var groupDims = []string{store.GroupKey, store.GroupProject, store.GroupRoute, store.GroupProvider, store.GroupModel, store.GroupDay, store.GroupHour}
+
+// CodeTooManyGroups refuses a summary with more groups than its limit.
+const CodeTooManyGroups = "too_many_groups"
+
+// Summary bounds: the groups one call returns (limit, default 1000, at
+// most 10000). More groups than the limit is refused, never cut silently.
+const (
+	defaultGroups = 1000
+	maxGroups     = 10_000
+)
+
+// UsageSummary is the answer of GET .../usage/summary. Currency is the
+// gateway's one currency.
+type UsageSummary struct {
+	Currency string       `json:"currency"`
+	GroupBy  []string     `json:"group_by"`
+	Data     []UsageTotal `json:"data"`
+}
+
+// UsageTotal is one group: the dimensions grouped by (absent otherwise)
+// and the sums. Cost sums the priced requests and is null when none of the
+// group's requests was priced; UnpricedRequests counts the requests served
+// by a provider without a price, whose tokens are in the token sums but
+// have no cost.
+type UsageTotal struct {
+	KeyID            *int64        `json:"key_id,omitempty"`
+	Key              *string       `json:"key,omitempty"`
+	Project          *string       `json:"project,omitempty"`
+	Route            *string       `json:"route,omitempty"`
+	Provider         *string       `json:"provider,omitempty"`
+	Model            *string       `json:"model,omitempty"`
+	Day              *time.Time    `json:"day,omitempty"`
+	Hour             *time.Time    `json:"hour,omitempty"`
+	Requests         int64         `json:"requests"`
+	PromptTokens     int64         `json:"prompt_tokens"`
+	CompletionTokens int64         `json:"completion_tokens"`
+	Cost             *money.Amount `json:"cost"`
+	UnpricedRequests int64         `json:"unpriced_requests"`
+}
+
+func usageTotal(g store.UsageGroup, groupBy []string) UsageTotal {
+	t := UsageTotal{Requests: g.Requests, PromptTokens: g.PromptTokens, CompletionTokens: g.CompletionTokens, UnpricedRequests: g.Unpriced}
+	if g.Priced > 0 {
+		t.Cost = &g.Cost
+	}
+	for _, d := range groupBy {
+		switch d {
+		case store.GroupKey:
+			t.KeyID, t.Key = &g.KeyID, &g.KeyName
+		case store.GroupProject:
+			t.Project = &g.ProjectName
+		case store.GroupRoute:
+			t.Route = &g.Route
+		case store.GroupProvider:
+			t.Provider = &g.Provider
+		case store.GroupModel:
+			t.Model = &g.Model
+		case store.GroupDay:
+			t.Day = &g.Bucket
+		case store.GroupHour:
+			t.Hour = &g.Bucket
+		}
+	}
+	return t
+}
+
+// usageSummary serves GET /orgs/{org}/usage/summary: token and cost sums
+// of the org's usage, filtered like the record list, grouped by any of
+// key, project, route, provider, model and one of day or hour, as JSON or
+// (format=csv) CSV. The sums are computed by the store in one query.
+func (h *Handler) usageSummary(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	o, err := h.svc.org(ctx, r.PathValue("org"))
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	fe := fieldErrors{}
+	f := store.UsageFilter{OrgID: o.ID}
+	project := parseUsageFilter(q, summaryParams, &f, fe)
+	var groupBy []string
+	if v := q.Get("group_by"); v != "" {
+		for _, d := range strings.Split(v, ",") {
+			d = strings.TrimSpace(d)
+			switch {
+			case !slices.Contains(groupDims, d):
+				fe.add("group_by", "takes a comma-separated list of %s", strings.Join(groupDims, ", "))
+			case slices.Contains(groupBy, d):
+				fe.add("group_by", "names %s twice", d)
+			default:
+				groupBy = append(groupBy, d)
+			}
+		}
+		if slices.Contains(groupBy, store.GroupDay) && slices.Contains(groupBy, store.GroupHour) {
+			fe.add("group_by", "takes day or hour, not both")
+		}
+	}
+	format := q.Get("format")
+	if format != "" && format != "json" && format != "csv" {
+		fe.add("format", `must be "json" or "csv"`)
+	}
+	limit := defaultGroups
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxGroups {
+			fe.add("limit", "must be a number of groups from 1 to %d", maxGroups)
+		}
+		limit = n
+	}
+	if err := fe.err(); err != nil {
+		return err
+	}
+	if project != "" {
+		pj, err := h.svc.st.GetProject(ctx, o.ID, project)
+		if err != nil {
+			return fromStore(err, "project "+quote(project)+" in org "+quote(o.Name))
+		}
+		f.ProjectID = pj.ID
+	}
+	if groupBy == nil {
+		groupBy = []string{}
+	}
+	groups, err := h.svc.st.SummarizeUsage(ctx, f, groupBy, limit+1)
+	if err != nil {
+		return fromStore(err, "usage")
+	}
+	if len(groups) > limit {
+		return &Error{Status: http.StatusBadRequest, Code: CodeTooManyGroups,
+			Message: "more than " + strconv.Itoa(limit) + " groups match; narrow the filters (since, until, key, ...), group by fewer dimensions or by day rather than hour, or raise limit (at most " + strconv.Itoa(maxGroups) + ")",
+			Fields:  map[string]string{"group_by": "yields more than " + strconv.Itoa(limit) + " groups"}}
+	}
+	out := UsageSummary{Currency: "USD", GroupBy: groupBy, Data: make([]UsageTotal, 0, len(groups))}
+	for _, g := range groups {
+		out.Data = append(out.Data, usageTotal(g, groupBy))
+	}
+	if format == "csv" {
+		writeUsageCSV(w, out)
+		return nil
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// writeUsageCSV writes the summary as CSV with a header row: the grouped
+// dimensions, then requests, prompt_tokens, completion_tokens, cost_usd
+// (empty when unpriced) and unpriced_requests.
+func writeUsageCSV(w http.ResponseWriter, s UsageSummary) {
+	var header []string
+	for _, d := range s.GroupBy {
+		if d == store.GroupKey {
+			header = append(header, "key_id")
+		}
+		header = append(header, d)
+	}
+	header = append(header, "requests", "prompt_tokens", "completion_tokens", "cost_usd", "unpriced_requests")
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="usage.csv"`)
+	w.WriteHeader(http.StatusOK)
+	cw := csv.NewWriter(w)
+	_ = cw.Write(header)
+	for _, t := range s.Data {
+		var row []string
+		str := func(p *string) {
+			if p != nil {
+				row = append(row, csvCell(*p))
+			}
+		}
+		if t.KeyID != nil {
+			row = append(row, strconv.FormatInt(*t.KeyID, 10))
+		}
+		for _, d := range s.GroupBy {
+			switch d {
+			case store.GroupKey:
+				str(t.Key)
+			case store.GroupProject:
+				str(t.Project)
+			case store.GroupRoute:
+				str(t.Route)
+			case store.GroupProvider:
+				str(t.Provider)
+			case store.GroupModel:
+				str(t.Model)
+			case store.GroupDay:
+				row = append(row, t.Day.Format(time.RFC3339))
+			case store.GroupHour:
+				row = append(row, t.Hour.Format(time.RFC3339))
+			}
+		}
+		cost := ""
+		if t.Cost != nil {
+			cost = t.Cost.USD()
+		}
+		row = append(row, strconv.FormatInt(t.Requests, 10), strconv.FormatInt(t.PromptTokens, 10),
+			strconv.FormatInt(t.CompletionTokens, 10), cost, strconv.FormatInt(t.UnpricedRequests, 10))
+		_ = cw.Write(row)
+	}
+	cw.Flush()
+}
+
+// csvCell keeps a spreadsheet from running a cell as a formula: model
+// strings come from clients.
+func csvCell(v string) string {
+	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
+		return "'" + v
+	}
+	return v
+}
