@@ -344,6 +344,7 @@ func (w *writer) messagesToAnthropic(rawMsgs []byte) (system int, err error) {
 // already checked, as the system prompt.
 func (w *writer) systemToAnthropic(rawMsgs []byte) {
 	w.recount = true // counted on the first walk
+	defer func() { w.recount = false }()
 	var ts texts
 	it := arrayElems(rawMsgs)
 	for raw, ok := it.next(); ok; raw, ok = it.next() {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,11 +93,22 @@ func restoreSQLite(ctx context.Context, file, path string) error {
 		return fmt.Errorf("backup: create data dir: %w", err)
 	}
 	// A new store file is 0600, and so are the -wal and -shm SQLite makes
-	// beside it; an existing one keeps its mode.
+	// beside it.
 	if err := sqlstore.CreateSQLiteFile(path); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
-	return copyIn(ctx, raw, path)
+	if err := copyIn(ctx, raw, path); err != nil {
+		return err
+	}
+	// A restore writes the whole store: it leaves it 0600 even where an
+	// existing file was readable by others (it holds upstream and host keys
+	// in plaintext without a master key).
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(f, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("backup: restrict %s to its owner: %w", f, err)
+		}
+	}
+	return nil
 }
 
 // scratchDir is where restore unpacks: beside the target when its

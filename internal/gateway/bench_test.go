@@ -230,6 +230,6 @@ func BenchmarkCopyHeaders(b *testing.B) {
 		"Content-Length": {"512"}, "Server": {"uvicorn"}, "X-Request-Id": {"abc"}}
 	b.ReportAllocs()
 	for b.Loop() {
-		copyHeaders(http.Header{}, src, dropResponse)
+		copyResponseHeaders(http.Header{}, src)
 	}
 }

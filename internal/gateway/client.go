@@ -62,10 +62,13 @@ func (c *clientWriter) end(err error) error {
 	return err
 }
 
-// done clears the write deadline: a kept-alive connection's next response
-// must not inherit it.
+// done gives the bytes net/http writes after the handler returns (the last
+// buffered ones, a stream's terminator) one more write timeout: never no
+// deadline, so a client that stops reading cannot hold the connection. The
+// next request on a kept-alive connection sets its own (rolter serve's
+// writeDeadline).
 func (c *clientWriter) done() {
 	if c.armed && !c.slow {
-		_ = c.rc.SetWriteDeadline(time.Time{})
+		_ = c.rc.SetWriteDeadline(time.Now().Add(c.timeout))
 	}
 }

@@ -87,7 +87,7 @@ func TestConsecutiveFailuresEjectAndProbe(t *testing.T) {
 	if bad.count() != 3 {
 		t.Fatalf("bad target got %d requests before ejection, want the threshold 3", bad.count())
 	}
-	br := h.gw.state(targetID{a, ""}).breaker
+	br := h.gw.state(targetID{a, ""}, false).breaker
 	first := br.Until().Sub(h.clock.Now())
 	h.clock.Advance(first)
 	send(20)
@@ -113,8 +113,8 @@ func TestPanicModeTriesEarliestCooldown(t *testing.T) {
 	a := h.provider("a", mk(0), store.ProviderSettings{})
 	b := h.provider("b", mk(1), store.ProviderSettings{})
 	h.route("m", "", store.Target{ProviderID: a, Weight: 1}, store.Target{ProviderID: b, Weight: 1})
-	h.gw.state(targetID{a, ""}).breaker.RateLimited(time.Hour)
-	h.gw.state(targetID{b, ""}).breaker.RateLimited(time.Minute)
+	h.gw.state(targetID{a, ""}, false).breaker.RateLimited(time.Hour)
+	h.gw.state(targetID{b, ""}, false).breaker.RateLimited(time.Minute)
 	resp := h.post("/v1/chat/completions", `{"model":"m"}`)
 	if readAll(t, resp); resp.StatusCode != 200 || hits[1] != 1 || hits[0] != 0 {
 		t.Fatalf("status %d hits %v: want the target that recovers first", resp.StatusCode, hits)

@@ -27,7 +27,8 @@ const (
 	ClassClientCancelled Class = "client_cancelled" // the client went away
 	ClassStreamBroken    Class = "stream_broken"    // failed after the first byte was sent
 	ClassIdleTimeout     Class = "idle_timeout"     // no event within the idle timeout, mid-stream
-	ClassCredential      Class = "credential"       // upstream 401/403: the pool key (or a keyless provider) is refused
+	ClassCredential      Class = "credential"       // upstream 401: the pool key (or a keyless provider) is refused
+	ClassForbidden       Class = "forbidden"        // upstream 403: this key may not do this (model, resource)
 	ClassClientSlow      Class = "client_slow"      // the client stopped reading past the client write timeout
 	// ClassModelGone: the upstream answered that it does not serve a
 	// configured model (404 model_not_found, "does not exist"): the
@@ -61,6 +62,12 @@ var verdicts = map[Class]verdict{
 	// The operator's key is wrong, not the caller's: another key or target
 	// may serve, and the client never sees the upstream's 401.
 	ClassCredential: {retry: true, credential: true, status: http.StatusBadGateway, clientCode: "upstream_auth_failed"},
+	// A 403 is about the key and the request together (a model the key's
+	// project may not use, a WAF rule), and the client chooses the model on
+	// provider addresses: cooling the key for everyone would let one caller
+	// take a whole pool out. Another key is tried, and the deployment (this
+	// provider and model) takes an ordinary failure.
+	ClassForbidden: {retry: true, penalise: true, status: http.StatusBadGateway, clientCode: "upstream_auth_failed"},
 	// The client's fault: nobody upstream is blamed.
 	ClassClientSlow: {status: 499, clientCode: "client_slow"},
 	// The configuration is stale, not the caller's request nor the
@@ -136,10 +143,12 @@ func classifyStatus(code int) Class {
 		return ClassRateLimited
 	case code == http.StatusRequestTimeout:
 		return ClassRequestTimeout
-	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+	case code == http.StatusUnauthorized:
 		// The gateway authenticated the caller; the upstream refusing is
 		// about the operator's credential.
 		return ClassCredential
+	case code == http.StatusForbidden:
+		return ClassForbidden
 	case code >= 500, code >= 300 && code < 400:
 		// Redirects are never followed nor relayed: a Location header could
 		// reveal internal addresses to the client.

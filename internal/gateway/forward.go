@@ -104,7 +104,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 		if res.class == ClassRateLimited {
 			maxRetryAfter = max(maxRetryAfter, res.retryAfter)
 		}
-		if (res.class == ClassRateLimited || res.class == ClassCredential) && key != nil {
+		if (res.class == ClassRateLimited || res.class == ClassCredential || res.class == ClassForbidden) && key != nil {
 			triedKeys[key.id] = true // another key of the same target may still serve
 			continue
 		}
@@ -386,36 +386,20 @@ func upstreamHeaders(dst, src http.Header, p *providerRT, requestID string) {
 
 var jsonContentType = []string{"application/json"}
 
-var dropResponse = map[string]bool{
-	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
-	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-	"Content-Length": true, "Set-Cookie": true, "Server": true,
-	// The client sees the gateway's request id, not the upstream's.
-	"X-Request-Id": true,
-}
+// responseHeaders are the upstream response headers a client sees: an
+// allowlist, like the request side. The rest describe the operator's
+// account or servers (OpenAI-Organization, OpenAI-Project,
+// anthropic-organization-id, the upstream's own x-ratelimit-* quota,
+// Server, Set-Cookie, its request id) and stay at the gateway.
+var responseHeaders = []string{"Content-Type", "Content-Encoding", "Content-Language", "Cache-Control", "Retry-After"}
 
-func copyHeaders(dst, src http.Header, drop map[string]bool) {
-	var also []string
-	for _, v := range src.Values("Connection") {
-		for _, f := range strings.Split(v, ",") {
-			also = append(also, http.CanonicalHeaderKey(strings.TrimSpace(f)))
+// copyResponseHeaders copies the allowlisted response headers.
+func copyResponseHeaders(dst, src http.Header) {
+	for _, k := range responseHeaders {
+		if vs := src[k]; len(vs) > 0 {
+			dst[k] = vs
 		}
 	}
-	for k, vs := range src {
-		if drop[k] || contains(also, k) {
-			continue
-		}
-		dst[k] = vs
-	}
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // watchdog cancels an attempt that goes quiet: first with the first-byte
@@ -423,6 +407,7 @@ func contains(list []string, v string) bool {
 type watchdog struct {
 	t         *time.Timer
 	started   atomic.Bool
+	stopped   bool // by the request's goroutine: resume must not re-arm it
 	firstByte time.Duration
 	idle      time.Duration
 }
@@ -445,13 +430,19 @@ func (wd *watchdog) progress() {
 	wd.t.Reset(wd.idle)
 }
 
-func (wd *watchdog) stop() { wd.t.Stop() }
+func (wd *watchdog) stop() {
+	wd.stopped = true
+	wd.t.Stop()
+}
 
 // pause and resume bracket a write to the client: waiting on the client is
 // not upstream silence.
 func (wd *watchdog) pause() { wd.t.Stop() }
 
 func (wd *watchdog) resume() {
+	if wd.stopped {
+		return
+	}
 	if wd.started.Load() {
 		wd.t.Reset(wd.idle)
 	} else {
@@ -527,7 +518,7 @@ func (g *Gateway) exchangeWith(w http.ResponseWriter, r *http.Request, x *exchan
 			}
 		}
 		// The caller's fault: relay unchanged, no retry.
-		copyHeaders(w.Header(), resp.Header, dropResponse)
+		copyResponseHeaders(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(head)
 		_, _ = io.Copy(w, resp.Body)
@@ -600,7 +591,7 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 	}
 	x.promptTokens, x.outputTokens = usageOf(body)
 	h := w.Header()
-	copyHeaders(h, resp.Header, dropResponse)
+	copyResponseHeaders(h, resp.Header)
 	h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(resp.StatusCode)

@@ -106,7 +106,7 @@ type Gateway struct {
 	usage     UsageSink
 	metrics   *Metrics
 	table     atomic.Pointer[table]
-	mu        sync.Mutex // serialises table rebuilds
+	mu        sync.Mutex // serialises table rebuilds and state sweeps
 	mux       *http.ServeMux
 	// states remembers deployments' health and load by (provider, model)
 	// across configuration changes; nstates and stateBytes bound it, and
@@ -114,7 +114,6 @@ type Gateway struct {
 	states     sync.Map
 	nstates    atomic.Int64
 	stateBytes atomic.Int64
-	sweepMu    sync.Mutex
 	lastSweep  atomic.Int64 // clock nanoseconds
 	// limiters hold each route's in-flight count across table rebuilds.
 	limiters sync.Map // route id -> *policy.Limiter

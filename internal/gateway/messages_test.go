@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rolter/rolter/internal/secret"
@@ -140,8 +141,9 @@ func TestChatToAnthropicUpstream(t *testing.T) {
 func TestMessagesPassThrough(t *testing.T) {
 	h := newHarness(t, Config{})
 	const answer = `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":2}}`
+	var seenVersion atomic.Value
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		w.Header().Set("X-Seen-Version", r.Header.Get("Anthropic-Version"))
+		seenVersion.Store(r.Header.Get("Anthropic-Version"))
 		_, _ = io.WriteString(w, answer)
 	})
 	pid := h.anthropicProvider("claude", up.base(), "sk-ant-FAKE")
@@ -149,7 +151,7 @@ func TestMessagesPassThrough(t *testing.T) {
 	req := `{"model":"smart","max_tokens":10,"messages":[{"role":"user","content":"hello"}],"thinking":{"type":"enabled","budget_tokens":1024}}`
 	resp := h.post("/v1/messages", req, "anthropic-version", "2099-01-01")
 	body := readAll(t, resp)
-	if resp.StatusCode != 200 || body != strings.Replace(answer, `"model":"claude-x"`, `"model":"smart"`, 1) || resp.Header.Get("X-Seen-Version") != "2099-01-01" {
+	if resp.StatusCode != 200 || body != strings.Replace(answer, `"model":"claude-x"`, `"model":"smart"`, 1) || seenVersion.Load() != "2099-01-01" {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	if sent, _ := up.last(); sent != strings.Replace(req, `"model":"smart"`, `"model":"claude-x"`, 1) {

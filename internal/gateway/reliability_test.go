@@ -82,7 +82,7 @@ func TestScenario01_UpstreamResetMidStream(t *testing.T) {
 		t.Fatalf("stream_broken requests %v, want 1", v)
 	}
 	// Threshold 1: the one broken stream ejects the target.
-	if st := h.gw.state(targetID{pid, ""}).breaker.State(); st != cooldown.StateCooling {
+	if st := h.gw.state(targetID{pid, ""}, false).breaker.State(); st != cooldown.StateCooling {
 		t.Fatalf("breaker %s after a broken stream, want cooling", st)
 	}
 }
@@ -147,7 +147,7 @@ func TestScenario05_ClientDisconnectBeforeFirstByte(t *testing.T) {
 			t.Fatalf("record %+v", r)
 		}
 	}
-	if st := h.gw.state(targetID{pid, ""}).breaker.State(); st != cooldown.StateClosed {
+	if st := h.gw.state(targetID{pid, ""}, false).breaker.State(); st != cooldown.StateClosed {
 		t.Fatalf("target penalised: %s", st)
 	}
 	if v := counterValue(t, h.reg, "rolter_upstream_attempts_total", map[string]string{"provider": "p", "class": "client_cancelled"}); v != runs {
@@ -194,7 +194,7 @@ func TestScenario06_SecondRateLimitExtendsNeverShortens(t *testing.T) {
 		t.Fatalf("longer second 429: %v left, want 30s", d)
 	}
 	// The target itself is never cooled by a key's 429.
-	if st := h.gw.state(targetID{pid, ""}).breaker.State(); st != cooldown.StateClosed {
+	if st := h.gw.state(targetID{pid, ""}, false).breaker.State(); st != cooldown.StateClosed {
 		t.Fatalf("target %s after key 429s", st)
 	}
 }
@@ -228,7 +228,7 @@ func TestScenario08_ExponentialEjectionAndHalfOpenRecovery(t *testing.T) {
 			}
 		}
 	}
-	br := h.gw.state(targetID{a, ""}).breaker
+	br := h.gw.state(targetID{a, ""}, false).breaker
 	send(10)
 	if bad.count() != cooldown.DefaultThreshold {
 		t.Fatalf("%d requests before ejection, want %d", bad.count(), cooldown.DefaultThreshold)

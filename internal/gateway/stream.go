@@ -33,7 +33,7 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 		}
 	}
 	h := w.Header()
-	copyHeaders(h, resp.Header, dropResponse)
+	copyResponseHeaders(h, resp.Header)
 	h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
 	h.Set("X-Accel-Buffering", "no") // tell buffering proxies in front of us to pass events through
 	w.WriteHeader(resp.StatusCode)

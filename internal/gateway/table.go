@@ -92,14 +92,17 @@ type deployState struct {
 
 // Provider and group addresses let clients name models, and each named
 // model is a deployment with its own state. The remembered deployments are
-// bounded in count and in bytes; beyond either bound a deployment gets
-// fresh state per request (health is not remembered, memory does not grow).
-// Deployments no route targets and no request named for stateTTL are
-// forgotten.
+// bounded in count and in bytes. When the bound is reached, client-named
+// deployments idle for stateBusyTTL are forgotten to make room; if that
+// frees nothing, a new one gets fresh state per request (health is not
+// remembered, memory does not grow). Route targets are always remembered:
+// the configuration bounds them. Deployments no route targets and no
+// request named for stateTTL are forgotten.
 const (
 	maxStates     = 50_000
 	maxStateBytes = 16 << 20
 	stateTTL      = 10 * time.Minute
+	stateBusyTTL  = time.Minute
 	// stateOverhead estimates one entry's bytes beside its model string:
 	// the map entry, key, deployState, breaker and stats.
 	stateOverhead = 384
@@ -107,8 +110,10 @@ const (
 
 func stateCost(id targetID) int64 { return stateOverhead + int64(len(id.model)) }
 
-// state returns the lasting state of a deployment, creating it on first use.
-func (g *Gateway) state(id targetID) *deployState {
+// state returns the lasting state of a deployment, creating it on first
+// use. routed is set for route targets (table builds), which are always
+// stored.
+func (g *Gateway) state(id targetID, routed bool) *deployState {
 	now := g.clock.Now().UnixNano()
 	if v, ok := g.states.Load(id); ok {
 		st := v.(*deployState)
@@ -119,11 +124,15 @@ func (g *Gateway) state(id targetID) *deployState {
 	st.used.Store(now)
 	cost := stateCost(id)
 	full := func() bool { return g.nstates.Load() >= maxStates || g.stateBytes.Load()+cost > maxStateBytes }
-	if full() || now-g.lastSweep.Load() > int64(stateTTL/2) {
-		g.sweep(now)
+	switch {
+	case routed:
+	case full():
+		g.sweep(now, stateBusyTTL)
 		if full() {
 			return st
 		}
+	case now-g.lastSweep.Load() > int64(stateTTL/2):
+		g.sweep(now, stateTTL)
 	}
 	v, loaded := g.states.LoadOrStore(id, st)
 	if !loaded {
@@ -142,13 +151,14 @@ func (st *deployState) touch(now int64) {
 }
 
 // sweep forgets deployments that no route of the current table targets and
-// that nobody named for stateTTL. It runs at most once a second (a full map
-// under attack does not make every request scan it).
-func (g *Gateway) sweep(now int64) {
-	if !g.sweepMu.TryLock() {
+// that nobody named for idle. It runs at most once a second (a full map
+// under attack does not make every request scan it), and never while a
+// table is being built: the routed set it spares must be the one in use.
+func (g *Gateway) sweep(now int64, idle time.Duration) {
+	if !g.mu.TryLock() { // a rebuild is running (maybe our own caller)
 		return
 	}
-	defer g.sweepMu.Unlock()
+	defer g.mu.Unlock()
 	if last := g.lastSweep.Load(); last != 0 && now-last < int64(time.Second) {
 		return
 	}
@@ -159,7 +169,7 @@ func (g *Gateway) sweep(now int64) {
 	}
 	g.states.Range(func(k, v any) bool {
 		id, st := k.(targetID), v.(*deployState)
-		if !routed[id] && now-st.used.Load() > int64(stateTTL) && g.states.CompareAndDelete(id, st) {
+		if !routed[id] && now-st.used.Load() > int64(idle) && g.states.CompareAndDelete(id, st) {
 			g.nstates.Add(-1)
 			g.stateBytes.Add(-stateCost(id))
 		}
@@ -301,7 +311,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 					AddressKind: string(resolve.KindRoute), Policy: r.Policy}
 				serving := false
 				for _, tg := range r.Targets {
-					target := g.target(t, tg.Provider.ID, tg.UpstreamModel)
+					target := g.target(t, tg.Provider.ID, tg.UpstreamModel, true)
 					t.routed[target.id] = true
 					target.ctxLimit = tg.ContextLimit
 					target.configured = true
@@ -390,10 +400,11 @@ func (g *Gateway) keptLimiter(key any, max int) *policy.Limiter {
 	return l
 }
 
-// target is the deployment (provider, model) of table t.
-func (g *Gateway) target(t *table, provider int64, model string) *targetRT {
+// target is the deployment (provider, model) of table t; routed for route
+// targets.
+func (g *Gateway) target(t *table, provider int64, model string, routed bool) *targetRT {
 	id := targetID{provider, model}
-	return &targetRT{id: id, provider: t.providers[provider], deployState: g.state(id)}
+	return &targetRT{id: id, provider: t.providers[provider], deployState: g.state(id, routed)}
 }
 
 // plan turns a resolved address into candidates. Route plans are prebuilt;
@@ -403,7 +414,7 @@ func (g *Gateway) plan(t *table, a resolve.Address) *routePlan {
 	case resolve.KindRoute:
 		return t.routes[a.Route]
 	case resolve.KindProvider:
-		tg := g.target(t, a.Provider.ID, a.Model)
+		tg := g.target(t, a.Provider.ID, a.Model, false)
 		tg.configured = tg.provider.upstream || len(a.Provider.Models) > 0
 		return &routePlan{kind: a.Kind, selector: t.pin, pinned: true,
 			targets: []*targetRT{tg}, weights: []int{1}}
@@ -419,7 +430,7 @@ func (g *Gateway) plan(t *table, a resolve.Address) *routePlan {
 				continue // it serves another model
 			}
 		}
-		tg := g.target(t, m.Provider.ID, model)
+		tg := g.target(t, m.Provider.ID, model, false)
 		_, mapped := m.ModelMap[a.Model]
 		tg.configured = mapped || tg.provider.upstream || len(m.Provider.Models) > 0
 		plan.targets = append(plan.targets, tg)

@@ -1,8 +1,13 @@
 package server_test
 
 import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/server"
@@ -67,5 +72,66 @@ func TestScenario36_MetricsTokenAndOrgLabels(t *testing.T) {
 	}
 	if strings.Contains(body, metricsTok) {
 		t.Fatal("the metrics token is in the metrics")
+	}
+}
+
+// TestScenario24_ClientThatNeverReadsIsCutOff: a client that pipelines
+// requests and never reads cannot hold a connection in a blocked write, on
+// any endpoint and for any answer (here unauthenticated 401s, written after
+// their handler returned): once the client write timeout passes the server
+// closes the connection.
+func TestScenario24_ClientThatNeverReadsIsCutOff(t *testing.T) {
+	const writeTimeout = time.Second
+	cfg := server.Config{DataDir: t.TempDir()}
+	cfg.Gateway.ClientWriteTimeout = writeTimeout
+	r := start(t, cfg)
+	defer r.srv.Shutdown()
+	c, err := net.Dial("tcp", r.srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+	stop := make(chan struct{})
+	sent := make(chan int, 1)
+	go func() { // write until the server stops taking requests
+		n := 0
+		defer func() { sent <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+			if _, err := c.Write(req); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					continue // the server's buffers are full: keep pushing until it gives up
+				}
+				return
+			}
+			n++
+		}
+	}()
+	// Give the server's blocked write well past its deadline, then read:
+	// a server that gave up closed the connection, so the read ends.
+	time.Sleep(3 * writeTimeout) // the scenario is the client not reading for this long
+	close(stop)
+	n := <-sent
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var buf bytes.Buffer
+	_, err = io.Copy(&buf, c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("after %d pipelined requests the connection was still open 30 s after the client started reading", n)
+	}
+	answered := bytes.Count(buf.Bytes(), []byte("HTTP/1.1 401"))
+	t.Logf("%d requests pipelined; %d answered (%d bytes) before the server closed the connection", n, answered, buf.Len())
+	// A server that never gave up resumes once the client reads and
+	// answers every request; one that cut the connection answered only
+	// what fitted in the socket buffers.
+	if answered > n/2 {
+		t.Fatalf("the server answered %d of %d requests: it waited for the client instead of cutting it off", answered, n)
 	}
 }

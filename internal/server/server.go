@@ -266,7 +266,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		}
 	}
 	s.http = &http.Server{
-		Handler:           accessLog(s.log, mux),
+		Handler:           writeDeadline(clientWriteTimeout(s.cfg.Gateway), accessLog(s.log, mux)),
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		// Clients send a few short headers; 64 KiB leaves room for long
 		// tokens and refuses header floods with 431.
@@ -407,6 +407,30 @@ func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// clientWriteTimeout is the gateway's client write timeout, defaulted
+// like the gateway defaults it.
+func clientWriteTimeout(c gateway.Config) time.Duration {
+	if c.ClientWriteTimeout > 0 {
+		return c.ClientWriteTimeout
+	}
+	return 60 * time.Second
+}
+
+// writeDeadline bounds every response's writes: a client that stops
+// reading cannot hold a connection's goroutine in a blocked write, on any
+// endpoint. The deadline is set when a request starts (the data path then
+// extends it write by write) and again when its handler returns, for the
+// bytes net/http writes after it (the last buffered bytes, the chunked
+// terminator); the next request on the connection sets its own.
+func writeDeadline(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		_ = rc.SetWriteDeadline(time.Now().Add(d))
+		next.ServeHTTP(w, r)
+		_ = rc.SetWriteDeadline(time.Now().Add(d))
+	})
 }
 
 // accessLog logs one line per request: method, path, status, duration.
