@@ -137,6 +137,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Demo, "demo", false, "serve and register a simulated upstream (provider and route \"demo\")")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
 	fs.Int64Var(&cfg.Gateway.MaxBody, "max-body", 32<<20, "request body limit in bytes; larger requests get 413")
+	fs.Int64Var(&cfg.Gateway.MaxBodyInFlight, "max-body-in-flight", 1<<30, "request body bytes all requests together may hold; beyond, 503 overloaded")
 	fs.DurationVar(&cfg.Gateway.FirstByteTimeout, "first-byte-timeout", 300*time.Second, "per attempt, until the upstream's first byte (providers may override)")
 	fs.DurationVar(&cfg.Gateway.IdleTimeout, "idle-timeout", 120*time.Second, "between stream events (providers may override)")
 	fs.IntVar(&cfg.Gateway.MaxAttempts, "max-attempts", 3, "upstream attempts per request, failovers included")
@@ -220,6 +221,7 @@ func checkServeFlags(cfg *server.Config) error {
 		v    int64
 	}{
 		{"max-body", cfg.Gateway.MaxBody},
+		{"max-body-in-flight", cfg.Gateway.MaxBodyInFlight},
 		{"max-attempts", int64(cfg.Gateway.MaxAttempts)},
 		{"probe-fail-after", int64(cfg.Metadata.FailAfter)},
 		{"probe-recover-after", int64(cfg.Metadata.RecoverAfter)},

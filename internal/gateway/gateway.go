@@ -49,6 +49,10 @@ type Config struct {
 	// response): a client that stops reading is cancelled as client_slow
 	// after it, and no upstream is blamed (default 60s).
 	ClientWriteTimeout time.Duration
+	// MaxBodyInFlight bounds the request body bytes held by all requests
+	// together (default 1 GiB): beyond it a request gets 503 overloaded
+	// instead of growing memory. MaxBody bounds one request, this all.
+	MaxBodyInFlight int64
 	// CredentialCooldown is how long a pool key the upstream refused with
 	// 401 or 403 stays out of rotation (default 10m); editing the key's
 	// secret ends it.
@@ -82,6 +86,9 @@ func (c *Config) defaults() {
 	if c.BodyTimeout <= 0 {
 		c.BodyTimeout = 30 * time.Second
 	}
+	if c.MaxBodyInFlight <= 0 {
+		c.MaxBodyInFlight = 1 << 30
+	}
 	if c.ClientWriteTimeout <= 0 {
 		c.ClientWriteTimeout = 60 * time.Second
 	}
@@ -114,6 +121,8 @@ type Gateway struct {
 	states     sync.Map
 	nstates    atomic.Int64
 	stateBytes atomic.Int64
+	// bodyBytes are the request body bytes held now, by all requests.
+	bodyBytes atomic.Int64
 	lastSweep  atomic.Int64 // clock nanoseconds
 	// limiters hold each route's in-flight count across table rebuilds.
 	limiters sync.Map // route id -> *policy.Limiter
@@ -261,7 +270,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.key = key
-	body, aerr := g.readBody(w, r)
+	body, held, aerr := g.readBody(w, r)
+	defer g.bodyBytes.Add(-held)
 	if aerr != nil {
 		g.fail(w, x, aerr)
 		return
@@ -333,10 +343,12 @@ func requestID(h http.Header) string {
 const initialBody = 64 << 10
 
 // readBody reads the whole request body once, refusing more than MaxBody
-// before any upstream is dialled, and giving up after BodyTimeout.
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+// before any upstream is dialled, and giving up after BodyTimeout. held is
+// what it added to the gateway's in-flight body bytes; the caller
+// subtracts it when the request ends.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte, held int64, _ *apiError) {
 	if r.ContentLength > g.cfg.MaxBody {
-		return nil, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body exceeds the gateway's limit")
+		return nil, 0, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body exceeds the gateway's limit")
 	}
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(g.cfg.BodyTimeout)) == nil
@@ -345,25 +357,54 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 		// The declared length is the client's claim: grow as bytes arrive.
 		buf.Grow(int(min(r.ContentLength, initialBody)) + bytes.MinRead)
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, g.cfg.MaxBody))
+	cr := &budgetReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBody), g: g}
+	_, err := buf.ReadFrom(cr)
 	if deadline {
 		// The connection's reads must not time out while the response
 		// streams: the server watches them for the client going away.
 		_ = rc.SetReadDeadline(time.Time{})
 	}
-	body := buf.Bytes()
+	body = buf.Bytes()
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body exceeds the gateway's limit")
+		return nil, cr.held, newError(http.StatusRequestEntityTooLarge, "body_too_large", "the request body exceeds the gateway's limit")
+	case errors.Is(err, errBodyBudget):
+		w.Header().Set("Connection", "close")
+		e := newError(http.StatusServiceUnavailable, "overloaded",
+			"the gateway holds as many request bytes as it may (--max-body-in-flight); retry shortly")
+		e.retryAfter = 1
+		return nil, cr.held, e
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		w.Header().Set("Connection", "close")
-		return nil, newError(http.StatusRequestTimeout, "body_timeout",
+		return nil, cr.held, newError(http.StatusRequestTimeout, "body_timeout",
 			"the request body did not arrive within "+g.cfg.BodyTimeout.String())
 	case err != nil:
-		return nil, newError(http.StatusBadRequest, "invalid_request", "could not read the request body")
+		return nil, cr.held, newError(http.StatusBadRequest, "invalid_request", "could not read the request body")
 	}
-	return body, nil
+	return body, cr.held, nil
+}
+
+var errBodyBudget = errors.New("gateway: request body bytes in flight at their limit")
+
+// budgetReader counts the bytes read into the gateway's in-flight body
+// bytes, and fails once they would pass MaxBodyInFlight: however many
+// connections send real bodies at once, what they hold is bounded.
+type budgetReader struct {
+	r    io.Reader
+	g    *Gateway
+	held int64
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 {
+		b.held += int64(n)
+		if b.g.bodyBytes.Add(int64(n)) > b.g.cfg.MaxBodyInFlight {
+			return n, errBodyBudget
+		}
+	}
+	return n, err
 }
 
 // MaxModelLen caps the model string a client may send, in bytes. Every

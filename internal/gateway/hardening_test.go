@@ -694,3 +694,49 @@ func TestScenario25_ForbiddenIsNotKeyWide(t *testing.T) {
 		}
 	}
 }
+
+// TestScenario22_BodyBytesInFlightAreBounded: connections that really send
+// large bodies hold memory until their requests end; all of them together
+// hold at most MaxBodyInFlight, beyond which a request gets 503 overloaded.
+// What is held is given back when requests end.
+func TestScenario22_BodyBytesInFlightAreBounded(t *testing.T) {
+	const mib = 1 << 20
+	h := newHarness(t, Config{MaxBody: 2 * mib, MaxBodyInFlight: 3*mib + mib/2})
+	release := make(chan struct{})
+	var inside sync.WaitGroup
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		inside.Done()
+		<-release
+		_, _ = io.WriteString(w, `{}`)
+	})
+	pid := h.provider("p", up.base(), store.ProviderSettings{})
+	h.route("m", "", store.Target{ProviderID: pid, Weight: 1})
+	body := `{"model":"m","x":"` + strings.Repeat("a", mib) + `"}`
+	inside.Add(3)
+	statuses := make(chan int, 3)
+	for range 3 {
+		go func() {
+			resp := h.post("/v1/chat/completions", body)
+			readAll(t, resp)
+			statuses <- resp.StatusCode
+		}()
+	}
+	inside.Wait() // three bodies held, about 3 MiB
+	t.Logf("three requests in flight hold %d KiB of body bytes", h.gw.bodyBytes.Load()>>10)
+	resp := h.post("/v1/chat/completions", body)
+	got := readAll(t, resp)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(got, `"code":"overloaded"`) || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a fourth 1 MiB body past the 3.5 MiB budget: status %d body %s", resp.StatusCode, got)
+	}
+	close(release)
+	for range 3 {
+		if st := <-statuses; st != 200 {
+			t.Fatalf("a request within the budget: status %d", st)
+		}
+	}
+	waitFor(t, "the body bytes to be given back", func() bool { return h.gw.bodyBytes.Load() == 0 })
+	inside.Add(1)
+	if resp := h.post("/v1/chat/completions", body); readAll(t, resp) == "" || resp.StatusCode != 200 {
+		t.Fatalf("after the others ended: status %d", resp.StatusCode)
+	}
+}
