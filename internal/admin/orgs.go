@@ -87,18 +87,25 @@ func quote(s string) string {
 	return `"` + s + `"`
 }
 
-// CreateProject creates a project in org.
+// CreateProject creates a project in org, without rate limits.
 func (s *Service) CreateProject(ctx context.Context, org string, in OrgInput) (ProjectView, error) {
+	return s.CreateProjectFrom(ctx, org, ProjectInput{OrgInput: in})
+}
+
+// CreateProjectFrom creates a project in org with all its fields.
+func (s *Service) CreateProjectFrom(ctx context.Context, org string, in ProjectInput) (ProjectView, error) {
 	o, err := s.org(ctx, org)
 	if err != nil {
 		return ProjectView{}, err
 	}
 	fe := fieldErrors{}
 	checkName(fe, "name", in.Name)
+	checkRateLimit(fe, "rpm_limit", in.RPMLimit)
+	checkRateLimit(fe, "tpm_limit", in.TPMLimit)
 	if err := fe.err(); err != nil {
 		return ProjectView{}, err
 	}
-	p := &store.Project{OrgID: o.ID, Name: in.Name, Description: in.Description}
+	p := &store.Project{OrgID: o.ID, Name: in.Name, Description: in.Description, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit}
 	if err := s.st.CreateProject(ctx, p); err != nil {
 		return ProjectView{}, fromStore(err, "project")
 	}
@@ -111,12 +118,15 @@ type ProjectView struct {
 	Org         string    `json:"org"`
 	Name        string    `json:"name"`
 	Description string    `json:"description"`
+	RPMLimit    int       `json:"rpm_limit,omitempty"`
+	TPMLimit    int       `json:"tpm_limit,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 func projectView(o store.Org, p store.Project) ProjectView {
-	return ProjectView{Org: o.Name, Name: p.Name, Description: p.Description, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+	return ProjectView{Org: o.Name, Name: p.Name, Description: p.Description, RPMLimit: p.RPMLimit, TPMLimit: p.TPMLimit,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 }
 
 func (h *Handler) listOrgs(w http.ResponseWriter, r *http.Request) error {
@@ -205,7 +215,7 @@ func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) createProject(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in OrgInput) (any, error) { return h.svc.CreateProject(r.Context(), r.PathValue("org"), in) })
+	return create(w, r, func(in ProjectInput) (any, error) { return h.svc.CreateProjectFrom(r.Context(), r.PathValue("org"), in) })
 }
 
 func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {
@@ -218,7 +228,7 @@ func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) patchProject(w http.ResponseWriter, r *http.Request) error {
-	var in OrgPatch
+	var in ProjectPatch
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
@@ -233,6 +243,14 @@ func (h *Handler) patchProject(w http.ResponseWriter, r *http.Request) error {
 	}
 	if in.Description != nil {
 		p.Description = *in.Description
+	}
+	if in.RPMLimit != nil {
+		checkRateLimit(fe, "rpm_limit", *in.RPMLimit)
+		p.RPMLimit = *in.RPMLimit
+	}
+	if in.TPMLimit != nil {
+		checkRateLimit(fe, "tpm_limit", *in.TPMLimit)
+		p.TPMLimit = *in.TPMLimit
 	}
 	if err := fe.err(); err != nil {
 		return err

@@ -20,6 +20,10 @@ type RouteInput struct {
 	Strategy string        `json:"strategy,omitempty" yaml:"strategy"`
 	Targets  []TargetInput `json:"targets" yaml:"targets"`
 	Policy   store.Policy  `json:"policy" yaml:"policy"`
+	// RPMLimit and TPMLimit bound the route for every key together (0: no
+	// limit); they apply to requests addressed by the route's name.
+	RPMLimit int `json:"rpm_limit,omitempty" yaml:"rpm_limit"`
+	TPMLimit int `json:"tpm_limit,omitempty" yaml:"tpm_limit"`
 }
 
 // TargetInput is one route target, naming its provider by slug.
@@ -38,6 +42,8 @@ type RoutePatch struct {
 	Strategy *string        `json:"strategy"`
 	Targets  *[]TargetInput `json:"targets"`
 	Policy   *store.Policy  `json:"policy"`
+	RPMLimit *int           `json:"rpm_limit"`
+	TPMLimit *int           `json:"tpm_limit"`
 }
 
 // RouteView is a route as the API shows it.
@@ -46,6 +52,8 @@ type RouteView struct {
 	Strategy  string       `json:"strategy"`
 	Targets   []TargetView `json:"targets"`
 	Policy    store.Policy `json:"policy"`
+	RPMLimit  int          `json:"rpm_limit,omitempty"`
+	TPMLimit  int          `json:"tpm_limit,omitempty"`
 	CreatedAt time.Time    `json:"created_at"`
 	UpdatedAt time.Time    `json:"updated_at"`
 }
@@ -59,7 +67,8 @@ type TargetView struct {
 }
 
 func routeView(r store.Route) RouteView {
-	v := RouteView{Model: r.Model, Strategy: r.Strategy, Targets: []TargetView{}, Policy: r.Policy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	v := RouteView{Model: r.Model, Strategy: r.Strategy, Targets: []TargetView{}, Policy: r.Policy,
+		RPMLimit: r.RPMLimit, TPMLimit: r.TPMLimit, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	for _, t := range r.Targets {
 		v.Targets = append(v.Targets, TargetView{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: t.Weight, ContextLimit: t.ContextLimit})
 	}
@@ -106,6 +115,8 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 	if p.MaxConcurrency < 0 {
 		fe.add("policy.max_concurrency", "must be positive")
 	}
+	checkRateLimit(fe, "rpm_limit", r.RPMLimit)
+	checkRateLimit(fe, "tpm_limit", r.TPMLimit)
 	for field, v := range map[string]string{"policy.tools": p.Tools, "policy.media": p.Media} {
 		if v != "" && v != "allow" && v != "deny" {
 			fe.add(field, `must be "allow" or "deny"`)
@@ -161,7 +172,8 @@ func (s *Service) CreateRoute(ctx context.Context, org, project string, in Route
 	if err != nil {
 		return RouteView{}, err
 	}
-	r := &store.Route{ProjectID: pj.ID, Model: in.Model, Strategy: in.Strategy, Policy: in.Policy}
+	r := &store.Route{ProjectID: pj.ID, Model: in.Model, Strategy: in.Strategy, Policy: in.Policy,
+		RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit}
 	if err := s.resolveRoute(ctx, o.ID, r, in.Targets); err != nil {
 		return RouteView{}, err
 	}
@@ -233,6 +245,12 @@ func (h *Handler) patchRoute(w http.ResponseWriter, r *http.Request) error {
 	}
 	if in.Policy != nil {
 		rt.Policy = *in.Policy
+	}
+	if in.RPMLimit != nil {
+		rt.RPMLimit = *in.RPMLimit
+	}
+	if in.TPMLimit != nil {
+		rt.TPMLimit = *in.TPMLimit
 	}
 	targets := make([]TargetInput, 0, len(rt.Targets))
 	for _, t := range rt.Targets {

@@ -44,9 +44,9 @@ type Org struct {
 
 // Project is a project with its routes and keys.
 type Project struct {
-	admin.OrgInput `yaml:",inline"`
-	Routes         []admin.RouteInput      `yaml:"routes"`
-	Keys           []admin.VirtualKeyInput `yaml:"keys"`
+	admin.ProjectInput `yaml:",inline"`
+	Routes             []admin.RouteInput      `yaml:"routes"`
+	Keys               []admin.VirtualKeyInput `yaml:"keys"`
 }
 
 // Load reads and strictly parses path. Provider key secrets given as
@@ -146,7 +146,7 @@ func Apply(ctx context.Context, svc *admin.Service, f *File, out io.Writer, log 
 		}
 		for pi, p := range o.Projects {
 			pw := fmt.Sprintf("%s.projects[%d]", where, pi)
-			if _, err := svc.CreateProject(ctx, o.Name, p.OrgInput); isConflict(err) {
+			if _, err := svc.CreateProjectFrom(ctx, o.Name, p.ProjectInput); isConflict(err) {
 				skip("project", o.Name+"/"+p.Name)
 			} else if err != nil {
 				return wrap(pw, err)

@@ -69,8 +69,12 @@ type Project struct {
 	OrgID       int64
 	Name        string
 	Description string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// RPMLimit and TPMLimit bound the requests and tokens per minute of all
+	// the project's keys together; 0: no limit.
+	RPMLimit  int
+	TPMLimit  int
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Provider is one upstream endpoint with its key pool.
@@ -120,6 +124,10 @@ type Route struct {
 	Strategy  string
 	Policy    Policy
 	Targets   []Target
+	// RPMLimit and TPMLimit bound the requests and tokens per minute sent
+	// to the route by every key together; 0: no limit.
+	RPMLimit  int
+	TPMLimit  int
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
