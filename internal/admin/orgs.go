@@ -215,7 +215,9 @@ func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) createProject(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in ProjectInput) (any, error) { return h.svc.CreateProjectFrom(r.Context(), r.PathValue("org"), in) })
+	return create(w, r, func(in ProjectInput) (any, error) {
+		return h.svc.CreateProjectFrom(r.Context(), r.PathValue("org"), in)
+	})
 }
 
 func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {
