@@ -93,6 +93,8 @@ type Redis struct {
 // limiter starts in fallback and Run finds it when it comes up. A bad URL
 // is.
 func NewRedis(ctx context.Context, cfg RedisConfig, local *Local, log *slog.Logger) (*Redis, error) {
+	// go-redis prints dial failures itself; the limiter logs an outage once.
+	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
 	opt, err := redis.ParseURL(cfg.URL)
 	if err != nil {
 		// The parser's message may quote the URL, password included.
@@ -132,6 +134,12 @@ func NewRedis(ctx context.Context, cfg RedisConfig, local *Local, log *slog.Logg
 	}
 	return r, nil
 }
+
+var quietOnce sync.Once
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // Close closes the connections.
 func (r *Redis) Close() error { return r.client.Close() }
