@@ -323,6 +323,14 @@ var dropResponse = map[string]bool{
 	"Content-Length": true, "Set-Cookie": true, "Server": true,
 	// The client sees the gateway's request id, not the upstream's.
 	"X-Request-Id": true,
+	// Rate limit headers describe the caller's limits at the gateway
+	// (limits.go), not the pool key's at the upstream.
+	"X-Ratelimit-Limit-Requests": true, "X-Ratelimit-Remaining-Requests": true, "X-Ratelimit-Reset-Requests": true,
+	"X-Ratelimit-Limit-Tokens": true, "X-Ratelimit-Remaining-Tokens": true, "X-Ratelimit-Reset-Tokens": true,
+	"Anthropic-Ratelimit-Requests-Limit": true, "Anthropic-Ratelimit-Requests-Remaining": true, "Anthropic-Ratelimit-Requests-Reset": true,
+	"Anthropic-Ratelimit-Tokens-Limit": true, "Anthropic-Ratelimit-Tokens-Remaining": true, "Anthropic-Ratelimit-Tokens-Reset": true,
+	"Anthropic-Ratelimit-Input-Tokens-Limit": true, "Anthropic-Ratelimit-Input-Tokens-Remaining": true, "Anthropic-Ratelimit-Input-Tokens-Reset": true,
+	"Anthropic-Ratelimit-Output-Tokens-Limit": true, "Anthropic-Ratelimit-Output-Tokens-Remaining": true, "Anthropic-Ratelimit-Output-Tokens-Reset": true,
 }
 
 func copyHeaders(dst, src http.Header, drop map[string]bool) {
