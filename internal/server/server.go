@@ -26,6 +26,7 @@ import (
 	"github.com/rolter/rolter/internal/gateway"
 	"github.com/rolter/rolter/internal/metadata"
 	"github.com/rolter/rolter/internal/netguard"
+	"github.com/rolter/rolter/internal/ratelimit"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
@@ -59,6 +60,15 @@ type Config struct {
 	// Fleet configures the vLLM fleet control plane: /vllm/config and
 	// /vllm/report, and the controller that registers serving hosts.
 	Fleet FleetConfig
+	// Redis, a redis:// URL (--redis, ROLTER_REDIS), shares rate limit
+	// counters between replicas; unset, each replica counts in memory.
+	Redis string
+	// RedisPrefix starts the counters' keys (default "rolter:rl:");
+	// replicas that share limits use the same one.
+	RedisPrefix string
+	// RedisTimeout bounds one shared check; a slower or failed one is
+	// answered by local counters until Redis answers a probe (default 50ms).
+	RedisTimeout time.Duration
 	// Out receives the first-start banner (default: discarded).
 	Out io.Writer
 }
@@ -196,6 +206,11 @@ func (s *Server) prepare(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rec := usage.New(s.db, s.cfg.Usage, s.log)
+	limiter, runLimiter, err := s.rateLimiter(ctx, reg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	dialer := netguard.Dialer(s.cfg.AllowLinkLocalUpstreams)
 	probeTransport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, DialContext: dialer.DialContext}
 	s.cfg.Gateway.AllowLinkLocal = s.cfg.AllowLinkLocalUpstreams
@@ -204,7 +219,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	// Sync before the gateway builds its first table, so it sees every
 	// provider's initial readiness.
 	snap.OnSwap(func(sn *snapshot.Snapshot) { probes.Sync(probeTargets(sn)) })
-	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg, Readiness: probes})
+	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg, Readiness: probes, Limiter: limiter})
 	s.closeIdle = append(s.closeIdle, gw.CloseIdleConnections)
 	probes.OnChange(gw.Refresh)
 	svc.SetReadiness(probes)
@@ -216,6 +231,10 @@ func (s *Server) prepare(ctx context.Context) error {
 	bgWG.Add(2)
 	go func() { defer bgWG.Done(); rec.Run(bg) }()
 	go func() { defer bgWG.Done(); probes.Run(bg) }()
+	if runLimiter != nil {
+		bgWG.Add(1)
+		go func() { defer bgWG.Done(); runLimiter(bg) }()
+	}
 	if !s.cfg.Fleet.DisableController {
 		ccfg := s.cfg.Fleet.Controller
 		ccfg.Lease = s.db.NewLease("fleet-controller")
@@ -266,6 +285,21 @@ func (s *Server) prepare(ctx context.Context) error {
 	go func() { s.done <- s.http.Serve(ln) }()
 	s.log.Info("rolter serving", "addr", s.Addr, "store", s.db.Dialect(), "demo", s.cfg.Demo)
 	return nil
+}
+
+// rateLimiter is the in-memory limiter, or with --redis the shared one
+// that falls back to it; run, when set, must run in the background.
+func (s *Server) rateLimiter(ctx context.Context, reg prometheus.Registerer) (ratelimit.Limiter, func(context.Context), error) {
+	local := ratelimit.NewLocal(cooldown.SystemClock, 0)
+	if s.cfg.Redis == "" {
+		return local, nil, nil
+	}
+	rl, err := ratelimit.NewRedis(ctx, ratelimit.RedisConfig{URL: s.cfg.Redis, Prefix: s.cfg.RedisPrefix, Timeout: s.cfg.RedisTimeout, Registry: reg}, local, s.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.closeIdle = append(s.closeIdle, func() { _ = rl.Close() })
+	return rl, rl.Run, nil
 }
 
 // routed reports whether sn routes to host h: its route has a target on
