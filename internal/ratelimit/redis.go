@@ -54,10 +54,11 @@ return out
 
 // RedisConfig configures the shared limiter.
 type RedisConfig struct {
-	// URL is a redis:// or rediss:// URL (go-redis ParseURL syntax).
-	URL string
-	// Prefix starts every counter's key (default "rolter:rl:"): replicas
-	// that share limits use the same one.
+	// Client is the connection (NewClient makes one that answers within
+	// its timeout); the limiter does not close it.
+	Client redis.UniversalClient
+	// Prefix starts every key, followed by "rl:" (default "rolter:"):
+	// replicas that share limits use the same one.
 	Prefix string
 	// Timeout bounds one check; a slower answer counts as an outage
 	// (default 50ms).
@@ -74,7 +75,7 @@ type RedisConfig struct {
 // requests only (so N replicas admit up to N times a limit during an
 // outage); it logs once per outage and probes for its end in Run.
 type Redis struct {
-	client  *redis.Client
+	client  redis.UniversalClient
 	script  *redis.Script
 	local   *Local
 	log     *slog.Logger
@@ -89,34 +90,46 @@ type Redis struct {
 	fallbacks prometheus.Counter
 }
 
-// NewRedis connects to cfg.URL. An unreachable Redis is not an error: the
-// limiter starts in fallback and Run finds it when it comes up. A bad URL
-// is.
-func NewRedis(ctx context.Context, cfg RedisConfig, local *Local, log *slog.Logger) (*Redis, error) {
+// DefaultTimeout bounds one shared check.
+const DefaultTimeout = 50 * time.Millisecond
+
+// NewClient returns a client for a redis:// or rediss:// URL that answers
+// within timeout (DefaultTimeout when 0) whatever Redis does: no retries,
+// socket and pool timeouts of timeout, context deadlines honoured. It does
+// not connect yet; only a malformed URL is an error, and the error never
+// quotes the URL (it may hold a password).
+func NewClient(url string, timeout time.Duration) (*redis.Client, error) {
 	// go-redis prints dial failures itself; the limiter logs an outage once.
 	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
-	opt, err := redis.ParseURL(cfg.URL)
+	opt, err := redis.ParseURL(url)
 	if err != nil {
-		// The parser's message may quote the URL, password included.
 		return nil, errors.New("redis URL: cannot parse it (redis://[user:password@]host:port[/db])")
 	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	opt.MaxRetries = -1
+	opt.DialTimeout = 2 * timeout
+	opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = timeout, timeout, timeout
+	opt.ContextTimeoutEnabled = true
+	return redis.NewClient(opt), nil
+}
+
+// NewRedis returns the shared limiter on cfg.Client. An unreachable Redis
+// is not an error: the limiter starts in fallback and Run finds it when it
+// comes up.
+func NewRedis(ctx context.Context, cfg RedisConfig, local *Local, log *slog.Logger) *Redis {
 	if cfg.Prefix == "" {
-		cfg.Prefix = "rolter:rl:"
+		cfg.Prefix = "rolter:"
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 50 * time.Millisecond
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.ProbeEvery <= 0 {
 		cfg.ProbeEvery = time.Second
 	}
-	// No retries and short socket timeouts: a check must answer within
-	// Timeout, whatever Redis does.
-	opt.MaxRetries = -1
-	opt.DialTimeout = 2 * cfg.Timeout
-	opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
-	opt.ContextTimeoutEnabled = true
-	r := &Redis{client: redis.NewClient(opt), script: redis.NewScript(script), local: local, log: log,
-		prefix: cfg.Prefix, timeout: cfg.Timeout, probe: cfg.ProbeEvery,
+	r := &Redis{client: cfg.Client, script: redis.NewScript(script), local: local, log: log,
+		prefix: cfg.Prefix + "rl:", timeout: cfg.Timeout, probe: cfg.ProbeEvery,
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "rolter_ratelimit_redis_fallback",
 			Help: "1 while rate limits are counted locally because Redis is unreachable or slow, else 0."}),
 		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "rolter_ratelimit_fallback_checks_total",
@@ -132,7 +145,7 @@ func NewRedis(ctx context.Context, cfg RedisConfig, local *Local, log *slog.Logg
 	} else if err := r.script.Load(pctx, r.client).Err(); err != nil {
 		r.outage(err)
 	}
-	return r, nil
+	return r
 }
 
 var quietOnce sync.Once
@@ -140,9 +153,6 @@ var quietOnce sync.Once
 type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
-
-// Close closes the connections.
-func (r *Redis) Close() error { return r.client.Close() }
 
 // Down reports whether checks are answered locally now.
 func (r *Redis) Down() bool { return r.down.Load() }

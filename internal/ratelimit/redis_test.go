@@ -68,13 +68,13 @@ func newRedis(t *testing.T, url, prefix string, reg prometheus.Registerer, logs 
 	if logs == nil {
 		logs = io.Discard
 	}
-	r, err := NewRedis(context.Background(), RedisConfig{URL: url, Prefix: prefix, ProbeEvery: 20 * time.Millisecond, Registry: reg},
-		NewLocal(cooldown.SystemClock, 0), slog.New(slog.NewTextHandler(logs, nil)))
+	c, err := NewClient(url, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close() })
-	return r
+	t.Cleanup(func() { c.Close() })
+	return NewRedis(context.Background(), RedisConfig{Client: c, Prefix: prefix, ProbeEvery: 20 * time.Millisecond, Registry: reg},
+		NewLocal(cooldown.SystemClock, 0), slog.New(slog.NewTextHandler(logs, nil)))
 }
 
 // TestRedisSharesLimits: two limiters on one Redis share every limit, take
@@ -302,7 +302,7 @@ func TestRedisSlowFallsBack(t *testing.T) {
 }
 
 func TestRedisBadURL(t *testing.T) {
-	_, err := NewRedis(context.Background(), RedisConfig{URL: "http://user:hunter2@x"}, NewLocal(nil, 0), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	_, err := NewClient("http://user:hunter2@x", 0)
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("err = %v", err)
 	}

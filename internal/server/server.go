@@ -63,7 +63,8 @@ type Config struct {
 	// Redis, a redis:// URL (--redis, ROLTER_REDIS), shares rate limit
 	// counters between replicas; unset, each replica counts in memory.
 	Redis string
-	// RedisPrefix starts the counters' keys (default "rolter:rl:");
+	// RedisPrefix starts the counters' keys (default "rolter:", then
+	// "rl:" for rate limits);
 	// replicas that share limits use the same one.
 	RedisPrefix string
 	// RedisTimeout bounds one shared check; a slower or failed one is
@@ -294,11 +295,12 @@ func (s *Server) rateLimiter(ctx context.Context, reg prometheus.Registerer) (ra
 	if s.cfg.Redis == "" {
 		return local, nil, nil
 	}
-	rl, err := ratelimit.NewRedis(ctx, ratelimit.RedisConfig{URL: s.cfg.Redis, Prefix: s.cfg.RedisPrefix, Timeout: s.cfg.RedisTimeout, Registry: reg}, local, s.log)
+	client, err := ratelimit.NewClient(s.cfg.Redis, s.cfg.RedisTimeout)
 	if err != nil {
 		return nil, nil, err
 	}
-	s.closeIdle = append(s.closeIdle, func() { _ = rl.Close() })
+	s.closeIdle = append(s.closeIdle, func() { _ = client.Close() })
+	rl := ratelimit.NewRedis(ctx, ratelimit.RedisConfig{Client: client, Prefix: s.cfg.RedisPrefix, Timeout: s.cfg.RedisTimeout, Registry: reg}, local, s.log)
 	return rl, rl.Run, nil
 }
 
