@@ -238,7 +238,7 @@ type exchange struct {
 	// client writes the answer under the client write timeout.
 	client *clientWriter
 	// rate holds the token limits to correct when the request ends.
-	rate *rateTicket
+	rate rateTicket
 
 	// outcome
 	status        int

@@ -18,7 +18,7 @@ import (
 // real usage when the request ends (settle, from account).
 
 // rateTicket is what settle needs to correct the token limits a request
-// was admitted on.
+// was admitted on; n == 0: nothing to correct.
 type rateTicket struct {
 	tokens   [3]ratelimit.Limit
 	n        int
@@ -54,7 +54,7 @@ func (g *Gateway) limit(ctx context.Context, w http.ResponseWriter, x *exchange,
 	if len(lims) == 0 {
 		return nil
 	}
-	t := &rateTicket{}
+	t := &x.rate
 	for i := range lims {
 		if lims[i].Unit == ratelimit.Tokens {
 			if t.n == 0 {
@@ -68,12 +68,10 @@ func (g *Gateway) limit(ctx context.Context, w http.ResponseWriter, x *exchange,
 	res := g.rates.Take(ctx, lims)
 	writeRateHeaders(w.Header(), x.anthropic, lims, res.States, g.clock.Now())
 	if !res.Allowed {
+		t.n = 0 // nothing taken, nothing to correct
 		return refusal(lims[res.Denied], res, x)
 	}
-	if t.n > 0 {
-		t.shared = res.Shared
-		x.rate = t
-	}
+	t.shared = res.Shared
 	return nil
 }
 
@@ -98,11 +96,11 @@ func estimateTokens(body []byte, endpoint string) int64 {
 // Without a report, a request that failed generated nothing and gives its
 // estimate back; a successful one keeps it.
 func (g *Gateway) settle(x *exchange) {
-	t := x.rate
-	if t == nil {
+	t := &x.rate
+	if t.n == 0 {
 		return
 	}
-	x.rate = nil
+	defer func() { t.n = 0 }()
 	used := int64(x.promptTokens) + int64(x.outputTokens)
 	if used == 0 && x.status < 400 {
 		return
@@ -149,9 +147,10 @@ func refusal(l ratelimit.Limit, res ratelimit.Result, x *exchange) *apiError {
 // x-ratelimit-{limit,remaining,reset}-{requests,tokens} with the reset as
 // a duration ("1s", "6m0s", "20ms"), or Anthropic's
 // anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset} with the
-// reset as an RFC 3339 time.
+// reset as an RFC 3339 time. It allocates only the values.
 func writeRateHeaders(h http.Header, anthropic bool, lims []ratelimit.Limit, states []ratelimit.State, now time.Time) {
-	for _, unit := range [...]ratelimit.Unit{ratelimit.Requests, ratelimit.Tokens} {
+	var vals []string
+	for u, unit := range [...]ratelimit.Unit{ratelimit.Requests, ratelimit.Tokens} {
 		best := -1
 		for i, l := range lims {
 			if l.Unit != unit {
@@ -165,28 +164,42 @@ func writeRateHeaders(h http.Header, anthropic bool, lims []ratelimit.Limit, sta
 		if best < 0 {
 			continue
 		}
-		s := states[best]
-		limit, remaining := strconv.FormatInt(s.Limit, 10), strconv.FormatInt(s.Remaining, 10)
-		if anthropic {
-			h["Anthropic-Ratelimit-"+titled[unit]+"-Limit"] = []string{limit}
-			h["Anthropic-Ratelimit-"+titled[unit]+"-Remaining"] = []string{remaining}
-			h["Anthropic-Ratelimit-"+titled[unit]+"-Reset"] = []string{resetTime(now, s.Reset)}
-			continue
+		if vals == nil {
+			vals = make([]string, 6)
 		}
-		h["X-Ratelimit-Limit-"+titled[unit]] = []string{limit}
-		h["X-Ratelimit-Remaining-"+titled[unit]] = []string{remaining}
-		h["X-Ratelimit-Reset-"+titled[unit]] = []string{resetDuration(s.Reset)}
+		v := vals[3*u : 3*u+3 : 3*u+3]
+		s := states[best]
+		v[0], v[1] = strconv.FormatInt(s.Limit, 10), strconv.FormatInt(s.Remaining, 10)
+		names := &rateHeaderNames[u]
+		if anthropic {
+			names = &anthropicHeaderNames[u]
+			v[2] = resetTime(now, s.Reset)
+		} else {
+			v[2] = resetDuration(s.Reset)
+		}
+		for i := range v {
+			h[names[i]] = v[i : i+1 : i+1]
+		}
 	}
 }
+
+// The header names in canonical form, per unit: limit, remaining, reset.
+var (
+	rateHeaderNames = [2][3]string{
+		{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+		{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+	}
+	anthropicHeaderNames = [2][3]string{
+		{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset"},
+		{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset"},
+	}
+)
 
 // resetTime is the RFC 3339 time, to the second and never early, when a
 // limit is full again.
 func resetTime(now time.Time, d time.Duration) string {
 	return now.Add(d).Add(time.Second - 1).Truncate(time.Second).UTC().Format(time.RFC3339)
 }
-
-// titled is each unit's name in canonical header form.
-var titled = map[ratelimit.Unit]string{ratelimit.Requests: "Requests", ratelimit.Tokens: "Tokens"}
 
 // resetDuration formats like OpenAI's reset headers: Go duration syntax in
 // whole milliseconds ("20ms", "1s", "6m0s").
