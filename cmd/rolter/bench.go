@@ -30,6 +30,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Routes, "routes", 10, "routes in the gateway's catalog, the bench route included")
 	fs.StringVar(&scale, "scale-routes", "10000,100000", "catalog sizes of the routes scenario, comma-separated")
 	fs.IntVar(&o.Streams, "streams", 10000, "streams of the idle-streams scenario")
+	fs.IntVar(&o.KeyRPM, "key-rpm", 0, "rpm_limit of the bench key (0: none), to measure the rate limit check")
+	fs.IntVar(&o.KeyTPM, "key-tpm", 0, "tpm_limit of the bench key (0: none)")
 	fs.StringVar(&scenarios, "scenarios", "default", `comma-separated scenario names, "default" or "all" (see docs/performance.md)`)
 	fs.StringVar(&jsonOut, "json", "", "also write the report as JSON to this file")
 	fs.StringVar(&compare, "compare", "", "a JSON report of an earlier run: print this run's ratios to it")

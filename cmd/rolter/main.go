@@ -163,6 +163,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Fleet.DisableController, "no-fleet-controller", false, "do not probe or register fleet hosts on this replica")
 	fs.StringVar(&cfg.Fleet.Handler.ProxyHeader, "fleet-proxy-header", "", "header carrying a GPU box's address (e.g. X-Forwarded-For); read only from --fleet-trusted-proxies")
 	trusted := fs.String("fleet-trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose --fleet-proxy-header is believed")
+	fs.StringVar(&cfg.Redis, "redis", os.Getenv("ROLTER_REDIS"), "redis:// URL shared by replicas for rate limits; unset, limits are counted in memory (env ROLTER_REDIS, preferred when it holds a password)")
+	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 50*time.Millisecond, "a rate limit check slower than this, or failed, is answered by this replica's counters until Redis is back")
 	fs.StringVar(&logLevel, "log-level", envOr("ROLTER_LOG_LEVEL", "info"), "debug, info, warn or error (env ROLTER_LOG_LEVEL)")
 	cfg.Gateway.BodyTimeout, cfg.Gateway.ClientWriteTimeout = 30*time.Second, 60*time.Second
 	for _, e := range []struct {

@@ -86,12 +86,8 @@ func (s *Service) checkKey(fe fieldErrors, in VirtualKeyInput) store.Budget {
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(s.now()) {
 		fe.add("expires_at", "must be in the future")
 	}
-	if in.RPMLimit < 0 {
-		fe.add("rpm_limit", "must be positive")
-	}
-	if in.TPMLimit < 0 {
-		fe.add("tpm_limit", "must be positive")
-	}
+	checkRateLimit(fe, "rpm_limit", in.RPMLimit)
+	checkRateLimit(fe, "tpm_limit", in.TPMLimit)
 	return checkBudget(fe, "budget", in.Budget)
 }
 

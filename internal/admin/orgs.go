@@ -28,6 +28,10 @@ type ProjectInput struct {
 	// Budget caps the spend of all the project's keys together per
 	// period; absent: none.
 	Budget *BudgetInput `json:"budget,omitempty" yaml:"budget"`
+	// RPMLimit and TPMLimit bound all of the project's keys together (0:
+	// no limit).
+	RPMLimit int `json:"rpm_limit,omitempty" yaml:"rpm_limit"`
+	TPMLimit int `json:"tpm_limit,omitempty" yaml:"tpm_limit"`
 }
 
 // ProjectPatch changes a project; absent fields stay, a null budget
@@ -36,6 +40,8 @@ type ProjectPatch struct {
 	Name        *string               `json:"name"`
 	Description *string               `json:"description"`
 	Budget      nullable[BudgetInput] `json:"budget"`
+	RPMLimit    *int                  `json:"rpm_limit"`
+	TPMLimit    *int                  `json:"tpm_limit"`
 }
 
 // OrgPatch changes an org; absent fields stay.
@@ -113,11 +119,13 @@ func (s *Service) CreateProject(ctx context.Context, org string, in ProjectInput
 	}
 	fe := fieldErrors{}
 	checkName(fe, "name", in.Name)
+	checkRateLimit(fe, "rpm_limit", in.RPMLimit)
+	checkRateLimit(fe, "tpm_limit", in.TPMLimit)
 	budget := checkBudget(fe, "budget", in.Budget)
 	if err := fe.err(); err != nil {
 		return ProjectView{}, err
 	}
-	p := &store.Project{OrgID: o.ID, Name: in.Name, Description: in.Description, Budget: budget}
+	p := &store.Project{OrgID: o.ID, Name: in.Name, Description: in.Description, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit, Budget: budget}
 	if err := s.st.CreateProject(ctx, p); err != nil {
 		return ProjectView{}, fromStore(err, "project")
 	}
@@ -130,13 +138,16 @@ type ProjectView struct {
 	Org         string        `json:"org"`
 	Name        string        `json:"name"`
 	Description string        `json:"description"`
+	RPMLimit    int           `json:"rpm_limit,omitempty"`
+	TPMLimit    int           `json:"tpm_limit,omitempty"`
 	Budget      *store.Budget `json:"budget,omitempty"`
 	CreatedAt   time.Time     `json:"created_at"`
 	UpdatedAt   time.Time     `json:"updated_at"`
 }
 
 func projectView(o store.Org, p store.Project) ProjectView {
-	return ProjectView{Org: o.Name, Name: p.Name, Description: p.Description, Budget: budgetView(p.Budget), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+	return ProjectView{Org: o.Name, Name: p.Name, Description: p.Description, RPMLimit: p.RPMLimit, TPMLimit: p.TPMLimit,
+		Budget: budgetView(p.Budget), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 }
 
 func (h *Handler) listOrgs(w http.ResponseWriter, r *http.Request) error {
@@ -267,6 +278,14 @@ func (h *Handler) patchProject(w http.ResponseWriter, r *http.Request) error {
 	}
 	if in.Budget.Set {
 		p.Budget = checkBudget(fe, "budget", in.Budget.Value)
+	}
+	if in.RPMLimit != nil {
+		checkRateLimit(fe, "rpm_limit", *in.RPMLimit)
+		p.RPMLimit = *in.RPMLimit
+	}
+	if in.TPMLimit != nil {
+		checkRateLimit(fe, "tpm_limit", *in.TPMLimit)
+		p.TPMLimit = *in.TPMLimit
 	}
 	if err := fe.err(); err != nil {
 		return err

@@ -20,6 +20,10 @@ type RouteInput struct {
 	Strategy string        `json:"strategy,omitempty" yaml:"strategy"`
 	Targets  []TargetInput `json:"targets" yaml:"targets"`
 	Policy   store.Policy  `json:"policy" yaml:"policy"`
+	// RPMLimit and TPMLimit bound the route for every key together (0: no
+	// limit); they apply to requests addressed by the route's name.
+	RPMLimit int `json:"rpm_limit,omitempty" yaml:"rpm_limit"`
+	TPMLimit int `json:"tpm_limit,omitempty" yaml:"tpm_limit"`
 }
 
 // TargetInput is one route target, naming its provider by slug.
@@ -41,6 +45,8 @@ type RoutePatch struct {
 	Strategy *string        `json:"strategy"`
 	Targets  *[]TargetInput `json:"targets"`
 	Policy   *store.Policy  `json:"policy"`
+	RPMLimit *int           `json:"rpm_limit"`
+	TPMLimit *int           `json:"tpm_limit"`
 }
 
 // RouteView is a route as the API shows it.
@@ -49,6 +55,8 @@ type RouteView struct {
 	Strategy  string       `json:"strategy"`
 	Targets   []TargetView `json:"targets"`
 	Policy    store.Policy `json:"policy"`
+	RPMLimit  int          `json:"rpm_limit,omitempty"`
+	TPMLimit  int          `json:"tpm_limit,omitempty"`
 	CreatedAt time.Time    `json:"created_at"`
 	UpdatedAt time.Time    `json:"updated_at"`
 }
@@ -114,7 +122,8 @@ func (s *Service) targetReadiness(org string, v RouteView) RouteView {
 }
 
 func routeView(r store.Route) RouteView {
-	v := RouteView{Model: r.Model, Strategy: r.Strategy, Targets: []TargetView{}, Policy: r.Policy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	v := RouteView{Model: r.Model, Strategy: r.Strategy, Targets: []TargetView{}, Policy: r.Policy,
+		RPMLimit: r.RPMLimit, TPMLimit: r.TPMLimit, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	for _, t := range r.Targets {
 		v.Targets = append(v.Targets, TargetView{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: t.Weight, ContextLimit: t.ContextLimit, Prices: t.Prices})
 	}
@@ -170,6 +179,8 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 		fe.add("strategy", "must be one of %s", strings.Join(strategies, ", "))
 	}
 	checkPolicy(fe, r.Policy)
+	checkRateLimit(fe, "rpm_limit", r.RPMLimit)
+	checkRateLimit(fe, "tpm_limit", r.TPMLimit)
 	if len(targets) == 0 {
 		fe.add("targets", "needs at least one target")
 	}
@@ -221,7 +232,8 @@ func (s *Service) CreateRoute(ctx context.Context, org, project string, in Route
 	if err != nil {
 		return RouteView{}, err
 	}
-	r := &store.Route{ProjectID: pj.ID, Model: in.Model, Strategy: in.Strategy, Policy: in.Policy}
+	r := &store.Route{ProjectID: pj.ID, Model: in.Model, Strategy: in.Strategy, Policy: in.Policy,
+		RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit}
 	if err := s.resolveRoute(ctx, o.ID, r, in.Targets); err != nil {
 		return RouteView{}, err
 	}
@@ -295,6 +307,12 @@ func (h *Handler) patchRoute(w http.ResponseWriter, r *http.Request) error {
 	}
 	if in.Policy != nil {
 		rt.Policy = *in.Policy
+	}
+	if in.RPMLimit != nil {
+		rt.RPMLimit = *in.RPMLimit
+	}
+	if in.TPMLimit != nil {
+		rt.TPMLimit = *in.TPMLimit
 	}
 	targets := make([]TargetInput, 0, len(rt.Targets))
 	for _, t := range rt.Targets {

@@ -37,6 +37,22 @@ type Options struct {
 	Streams     int           // streams of the idle-streams scenario (default 10,000)
 	Scenarios   []string      // scenario names, "default" or "all" (default: "default")
 	Progress    io.Writer     // a line per finished phase (default: discarded)
+	// KeyRPM and KeyTPM set rpm_limit and tpm_limit on the bench's
+	// virtual key (0: none), to measure the rate limit check; set them far
+	// above the load so that nothing is refused.
+	KeyRPM, KeyTPM int
+}
+
+// keyFields are the bench key's admin API fields.
+func (o *Options) keyFields() map[string]any {
+	k := map[string]any{"name": "bench"}
+	if o.KeyRPM > 0 {
+		k["rpm_limit"] = o.KeyRPM
+	}
+	if o.KeyTPM > 0 {
+		k["tpm_limit"] = o.KeyTPM
+	}
+	return k
 }
 
 func (o *Options) defaults() error {
@@ -140,7 +156,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // runCore runs each core scenario directly at the mock, then through one
 // gateway with the --routes catalog.
 func (b *run) runCore(ctx context.Context, scs []scenario, mock *child, mockURL string) error {
-	gw, err := startGateway(ctx, b.opts.Exe, mockURL, b.opts.Routes)
+	gw, err := startGateway(ctx, b.opts.Exe, mockURL, b.opts.Routes, b.opts.keyFields())
 	if err != nil {
 		return err
 	}

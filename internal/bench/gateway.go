@@ -34,7 +34,7 @@ type gatewayProc struct {
 // startGateway seeds a store with a catalog of routes routes, starts
 // `rolter serve` on it and registers the mock at mockURL as provider
 // "bench-mock" with route "bench" through the admin API.
-func startGateway(ctx context.Context, exe, mockURL string, routes int) (*gatewayProc, error) {
+func startGateway(ctx context.Context, exe, mockURL string, routes int, keyFields map[string]any) (*gatewayProc, error) {
 	dir, err := os.MkdirTemp("", "rolter-bench-")
 	if err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func startGateway(ctx context.Context, exe, mockURL string, routes int) (*gatewa
 		return nil, err
 	}
 	var key struct{ Secret string }
-	if _, err := g.adminCall(ctx, http.MethodPost, base+"/projects/"+projectName+"/keys", map[string]any{"name": "bench"}, &key); err != nil {
+	if _, err := g.adminCall(ctx, http.MethodPost, base+"/projects/"+projectName+"/keys", keyFields, &key); err != nil {
 		return nil, err
 	}
 	g.key = key.Secret

@@ -151,7 +151,7 @@ func TestParseFull(t *testing.T) {
 			},
 			Projects: []config.Project{
 				{
-					ProjectInput: admin.ProjectInput{Name: "web", Description: "the web app"},
+					ProjectInput: admin.ProjectInput{Name: "web", Description: "the web app", RPMLimit: 1200, TPMLimit: 500000},
 					Routes: []admin.RouteInput{
 						{
 							Model: "gpt-4o", Strategy: "weighted",
@@ -159,7 +159,8 @@ func TestParseFull(t *testing.T) {
 								{Provider: "openai-prod", Weight: intp(9)},
 								{Provider: "local-vllm", UpstreamModel: "meta/llama-3-70b", Weight: intp(1)},
 							},
-							Policy: store.Policy{MaxOutputTokens: 4096, Tools: "allow", Media: "deny", MaxConcurrency: 8},
+							Policy:   store.Policy{MaxOutputTokens: 4096, Tools: "allow", Media: "deny", MaxConcurrency: 8},
+							RPMLimit: 300, TPMLimit: 200000,
 						},
 						{Model: "llama", Strategy: "round_robin", Targets: []admin.TargetInput{{Provider: "local-vllm"}}},
 					},
@@ -464,15 +465,15 @@ func TestApplyFull(t *testing.T) {
 		}
 
 		// Projects and routes.
-		if p := h.project(t, "acme", "web"); p.Description != "the web app" {
-			t.Errorf("web description = %q", p.Description)
+		if p := h.project(t, "acme", "web"); p.Description != "the web app" || p.RPMLimit != 1200 || p.TPMLimit != 500000 {
+			t.Errorf("web = %+v", p)
 		}
 		h.project(t, "acme", "batch")
 		h.project(t, "globex", "research")
 
 		r := h.route(t, "acme", "web", "gpt-4o")
-		if r.Strategy != "weighted" {
-			t.Errorf("gpt-4o strategy = %q", r.Strategy)
+		if r.Strategy != "weighted" || r.RPMLimit != 300 || r.TPMLimit != 200000 {
+			t.Errorf("gpt-4o strategy = %q, rpm_limit %d, tpm_limit %d", r.Strategy, r.RPMLimit, r.TPMLimit)
 		}
 		if want := (store.Policy{MaxOutputTokens: 4096, Tools: "allow", Media: "deny", MaxConcurrency: 8}); r.Policy != want {
 			t.Errorf("gpt-4o policy = %+v, want %+v", r.Policy, want)

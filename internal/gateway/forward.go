@@ -389,8 +389,9 @@ var jsonContentType = []string{"application/json"}
 // responseHeaders are the upstream response headers a client sees: an
 // allowlist, like the request side. The rest describe the operator's
 // account or servers (OpenAI-Organization, OpenAI-Project,
-// anthropic-organization-id, the upstream's own x-ratelimit-* quota,
-// Server, Set-Cookie, its request id) and stay at the gateway.
+// anthropic-organization-id, the upstream's own x-ratelimit-* quota, which
+// would contradict the caller's limits at the gateway (limits.go), Server,
+// Set-Cookie, its request id) and stay at the gateway.
 var responseHeaders = []string{"Content-Type", "Content-Encoding", "Content-Language", "Cache-Control", "Retry-After"}
 
 // copyResponseHeaders copies the allowlisted response headers.

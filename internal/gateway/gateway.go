@@ -29,6 +29,7 @@ import (
 	"github.com/rolter/rolter/internal/cooldown"
 	"github.com/rolter/rolter/internal/modelfield"
 	"github.com/rolter/rolter/internal/netguard"
+	"github.com/rolter/rolter/internal/ratelimit"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/spend"
 	"github.com/rolter/rolter/internal/store"
@@ -127,7 +128,8 @@ type Gateway struct {
 	// limiters hold each route's in-flight count across table rebuilds.
 	limiters sync.Map // route id -> *policy.Limiter
 	ready    Readiness
-	spend    *spend.Tracker // nil: budgets are not checked (spend.go)
+	spend    *spend.Tracker    // nil: budgets are not checked (spend.go)
+	rates    ratelimit.Limiter // rpm and tpm limits (limits.go)
 }
 
 // Options are the collaborators of a Gateway.
@@ -143,6 +145,8 @@ type Options struct {
 	Readiness Readiness
 	// Spend checks and charges key and project budgets (default: none).
 	Spend *spend.Tracker
+	// Limiter enforces rpm and tpm limits (default: in memory).
+	Limiter ratelimit.Limiter
 }
 
 type discardUsage struct{}
@@ -164,6 +168,9 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
 	}
+	if o.Limiter == nil {
+		o.Limiter = ratelimit.NewLocal(o.Clock, 0)
+	}
 	if o.Transport == nil {
 		o.Transport = &http.Transport{
 			Proxy:               nil, // upstreams are addressed directly
@@ -178,7 +185,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 			ForceAttemptHTTP2:  false,
 		}
 	}
-	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage, ready: o.Readiness, spend: o.Spend,
+	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage, ready: o.Readiness, spend: o.Spend, rates: o.Limiter,
 		client:    &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		transport: o.Transport,
 		metrics:   NewMetrics(o.Registry), mux: http.NewServeMux()}
@@ -243,6 +250,8 @@ type exchange struct {
 	addedUsage bool
 	// client writes the answer under the client write timeout.
 	client *clientWriter
+	// rate holds the token limits to correct when the request ends.
+	rate rateTicket
 
 	// outcome
 	status        int
@@ -306,6 +315,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if release != nil {
 		defer release()
+	}
+	if aerr := g.limit(r.Context(), w, x, body); aerr != nil {
+		g.fail(w, x, aerr)
+		return
 	}
 	if aerr := x.translate(body); aerr != nil {
 		g.fail(w, x, aerr)
@@ -470,6 +483,7 @@ func (g *Gateway) account(x *exchange) {
 	if x.key == nil {
 		return // unauthenticated: no project to bill, nothing to record
 	}
+	g.settle(x)
 	label, provider := "", ""
 	rec := store.UsageRecord{CreatedAt: x.start, OrgID: x.key.Project.OrgID, ProjectID: x.key.ProjectID, KeyID: x.key.ID,
 		Address: x.model, Status: x.status, Class: string(x.class),

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/config"
@@ -26,6 +27,7 @@ import (
 	"github.com/rolter/rolter/internal/gateway"
 	"github.com/rolter/rolter/internal/metadata"
 	"github.com/rolter/rolter/internal/netguard"
+	"github.com/rolter/rolter/internal/ratelimit"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/spend"
@@ -60,6 +62,16 @@ type Config struct {
 	// Fleet configures the vLLM fleet control plane: /vllm/config and
 	// /vllm/report, and the controller that registers serving hosts.
 	Fleet FleetConfig
+	// Redis, a redis:// URL (--redis, ROLTER_REDIS), shares rate limit
+	// counters between replicas; unset, each replica counts in memory.
+	Redis string
+	// RedisPrefix starts the counters' keys (default "rolter:", then
+	// "rl:" for rate limits);
+	// replicas that share limits use the same one.
+	RedisPrefix string
+	// RedisTimeout bounds one shared check; a slower or failed one is
+	// answered by local counters until Redis answers a probe (default 50ms).
+	RedisTimeout time.Duration
 	// Out receives the first-start banner (default: discarded).
 	Out io.Writer
 	// SpendRefresh is how often budgeted spend is re-read from the store
@@ -203,6 +215,11 @@ func (s *Server) prepare(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rec := usage.New(s.db, s.cfg.Usage, s.log)
+	limiter, runLimiter, rdb, err := s.rateLimiter(ctx, reg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	dialer := netguard.Dialer(s.cfg.AllowLinkLocalUpstreams)
 	probeTransport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, DialContext: dialer.DialContext}
 	s.cfg.Gateway.AllowLinkLocal = s.cfg.AllowLinkLocalUpstreams
@@ -212,11 +229,18 @@ func (s *Server) prepare(ctx context.Context) error {
 	// provider's initial readiness.
 	snap.OnSwap(func(sn *snapshot.Snapshot) { probes.Sync(probeTargets(sn)) })
 	// Budgets: spend is read from the usage table (durable, shared through
-	// the store). With Redis, the lead's wiring makes a spend.RedisCounter
-	// the primary counter and keeps this one as its fallback.
+	// the store). With Redis, a spend.RedisCounter shared by every replica
+	// is the primary counter and the store's is its fallback.
 	spendCounter := spend.NewStoreCounter(s.db, s.cfg.SpendRefresh, nil)
 	budgets := spend.NewTracker(spendCounter, nil, s.log, nil)
-	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg, Readiness: probes, Spend: budgets})
+	if rdb != nil {
+		prefix := s.cfg.RedisPrefix
+		if prefix == "" {
+			prefix = "rolter:"
+		}
+		budgets = spend.NewTracker(spend.NewRedisCounter(rdb, s.db, prefix, s.cfg.RedisTimeout), spendCounter, s.log, nil)
+	}
+	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg, Readiness: probes, Spend: budgets, Limiter: limiter})
 	s.closeIdle = append(s.closeIdle, gw.CloseIdleConnections)
 	probes.OnChange(gw.Refresh)
 	svc.SetReadiness(probes)
@@ -229,6 +253,10 @@ func (s *Server) prepare(ctx context.Context) error {
 	go func() { defer bgWG.Done(); spendCounter.Run(bg) }()
 	go func() { defer bgWG.Done(); rec.Run(bg) }()
 	go func() { defer bgWG.Done(); probes.Run(bg) }()
+	if runLimiter != nil {
+		bgWG.Add(1)
+		go func() { defer bgWG.Done(); runLimiter(bg) }()
+	}
 	if !s.cfg.Fleet.DisableController {
 		ccfg := s.cfg.Fleet.Controller
 		ccfg.Lease = s.db.NewLease("fleet-controller")
@@ -279,6 +307,23 @@ func (s *Server) prepare(ctx context.Context) error {
 	go func() { s.done <- s.http.Serve(ln) }()
 	s.log.Info("rolter serving", "addr", s.Addr, "store", s.db.Dialect(), "demo", s.cfg.Demo)
 	return nil
+}
+
+// rateLimiter is the in-memory limiter, or with --redis the shared one
+// that falls back to it; run, when set, must run in the background. rdb
+// is the Redis client (nil without --redis), which budgets share.
+func (s *Server) rateLimiter(ctx context.Context, reg prometheus.Registerer) (_ ratelimit.Limiter, run func(context.Context), rdb *redis.Client, _ error) {
+	local := ratelimit.NewLocal(cooldown.SystemClock, 0)
+	if s.cfg.Redis == "" {
+		return local, nil, nil, nil
+	}
+	client, err := ratelimit.NewClient(s.cfg.Redis, s.cfg.RedisTimeout)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	s.closeIdle = append(s.closeIdle, func() { _ = client.Close() })
+	rl := ratelimit.NewRedis(ctx, ratelimit.RedisConfig{Client: client, Prefix: s.cfg.RedisPrefix, Timeout: s.cfg.RedisTimeout, Registry: reg}, local, s.log)
+	return rl, rl.Run, client, nil
 }
 
 // routed reports whether sn routes to host h: its route has a target on

@@ -78,8 +78,12 @@ type Project struct {
 	Name        string
 	Description string
 	Budget      Budget
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// RPMLimit and TPMLimit bound the requests and tokens per minute of all
+	// the project's keys together; 0: no limit.
+	RPMLimit  int
+	TPMLimit  int
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Provider is one upstream endpoint with its key pool.
@@ -164,6 +168,10 @@ type Route struct {
 	Strategy  string
 	Policy    Policy
 	Targets   []Target
+	// RPMLimit and TPMLimit bound the requests and tokens per minute sent
+	// to the route by every key together; 0: no limit.
+	RPMLimit  int
+	TPMLimit  int
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }

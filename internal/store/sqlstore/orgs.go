@@ -99,8 +99,8 @@ func (s *DB) DeleteOrg(ctx context.Context, id int64) error {
 func (s *DB) CreateProject(ctx context.Context, p *store.Project) error {
 	t := now()
 	id, err := s.insert(ctx, s.db, "project name",
-		`INSERT INTO projects (org_id, name, description, created_at, updated_at, budget_nano, budget_period) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		p.OrgID, p.Name, p.Description, t, t, int64(p.Budget.Amount), p.Budget.Period)
+		`INSERT INTO projects (org_id, name, description, rpm_limit, tpm_limit, created_at, updated_at, budget_nano, budget_period) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.OrgID, p.Name, p.Description, p.RPMLimit, p.TPMLimit, t, t, int64(p.Budget.Amount), p.Budget.Period)
 	if err != nil {
 		return err
 	}
@@ -108,11 +108,11 @@ func (s *DB) CreateProject(ctx context.Context, p *store.Project) error {
 	return nil
 }
 
-const projectCols = `id, org_id, name, description, created_at, updated_at, budget_nano, budget_period`
+const projectCols = `id, org_id, name, description, rpm_limit, tpm_limit, created_at, updated_at, budget_nano, budget_period`
 
 func scanProject(sc interface{ Scan(...any) error }) (store.Project, error) {
 	var p store.Project
-	err := sc.Scan(&p.ID, &p.OrgID, &p.Name, &p.Description, &p.CreatedAt, &p.UpdatedAt, &p.Budget.Amount, &p.Budget.Period)
+	err := sc.Scan(&p.ID, &p.OrgID, &p.Name, &p.Description, &p.RPMLimit, &p.TPMLimit, &p.CreatedAt, &p.UpdatedAt, &p.Budget.Amount, &p.Budget.Period)
 	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
 	return p, err
 }
@@ -137,8 +137,8 @@ func (s *DB) ListProjects(ctx context.Context, orgID int64, p store.Page) ([]sto
 func (s *DB) UpdateProject(ctx context.Context, p *store.Project) error {
 	t := now()
 	if err := s.exec(ctx, s.db, "project name",
-		`UPDATE projects SET name = ?, description = ?, updated_at = ?, budget_nano = ?, budget_period = ? WHERE id = ?`,
-		p.Name, p.Description, t, int64(p.Budget.Amount), p.Budget.Period, p.ID); err != nil {
+		`UPDATE projects SET name = ?, description = ?, rpm_limit = ?, tpm_limit = ?, updated_at = ?, budget_nano = ?, budget_period = ? WHERE id = ?`,
+		p.Name, p.Description, p.RPMLimit, p.TPMLimit, t, int64(p.Budget.Amount), p.Budget.Period, p.ID); err != nil {
 		return err
 	}
 	p.UpdatedAt = t

@@ -13,14 +13,14 @@ import (
 	"github.com/rolter/rolter/internal/store"
 )
 
-const routeCols = `id, project_id, model, strategy, policy, created_at, updated_at`
+const routeCols = `id, project_id, model, strategy, policy, rpm_limit, tpm_limit, created_at, updated_at`
 
 func scanRoute(sc interface{ Scan(...any) error }) (store.Route, error) {
 	var (
 		r      store.Route
 		policy string
 	)
-	if err := sc.Scan(&r.ID, &r.ProjectID, &r.Model, &r.Strategy, &policy, &r.CreatedAt, &r.UpdatedAt); err != nil {
+	if err := sc.Scan(&r.ID, &r.ProjectID, &r.Model, &r.Strategy, &policy, &r.RPMLimit, &r.TPMLimit, &r.CreatedAt, &r.UpdatedAt); err != nil {
 		return r, err
 	}
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
@@ -35,8 +35,8 @@ func (s *DB) CreateRoute(ctx context.Context, r *store.Route) error {
 	t := now()
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		id, err := s.insert(ctx, tx, "route model",
-			`INSERT INTO routes (project_id, model, strategy, policy, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			r.ProjectID, r.Model, r.Strategy, jsonText(r.Policy), t, t)
+			`INSERT INTO routes (project_id, model, strategy, policy, rpm_limit, tpm_limit, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ProjectID, r.Model, r.Strategy, jsonText(r.Policy), r.RPMLimit, r.TPMLimit, t, t)
 		if err != nil {
 			return err
 		}
@@ -134,8 +134,8 @@ func (s *DB) UpdateRoute(ctx context.Context, r *store.Route) error {
 	t := now()
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		if err := s.exec(ctx, tx, "route model",
-			`UPDATE routes SET model = ?, strategy = ?, policy = ?, updated_at = ? WHERE id = ?`,
-			r.Model, r.Strategy, jsonText(r.Policy), t, r.ID); err != nil {
+			`UPDATE routes SET model = ?, strategy = ?, policy = ?, rpm_limit = ?, tpm_limit = ?, updated_at = ? WHERE id = ?`,
+			r.Model, r.Strategy, jsonText(r.Policy), r.RPMLimit, r.TPMLimit, t, r.ID); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM route_targets WHERE route_id = ?`), r.ID); err != nil {
