@@ -124,7 +124,7 @@ type Gateway struct {
 	stateBytes atomic.Int64
 	// bodyBytes are the request body bytes held now, by all requests.
 	bodyBytes atomic.Int64
-	lastSweep  atomic.Int64 // clock nanoseconds
+	lastSweep atomic.Int64 // clock nanoseconds
 	// limiters hold each route's in-flight count across table rebuilds.
 	limiters sync.Map // route id -> *policy.Limiter
 	ready    Readiness
