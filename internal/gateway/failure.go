@@ -1,12 +1,13 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -63,11 +64,11 @@ var verdicts = map[Class]verdict{
 	// may serve, and the client never sees the upstream's 401.
 	ClassCredential: {retry: true, credential: true, status: http.StatusBadGateway, clientCode: "upstream_auth_failed"},
 	// A 403 is about the key and the request together (a model the key's
-	// project may not use, a WAF rule), and the client chooses the model on
-	// provider addresses: cooling the key for everyone would let one caller
-	// take a whole pool out. Another key is tried, and the deployment (this
-	// provider and model) takes an ordinary failure.
-	ClassForbidden: {retry: true, penalise: true, status: http.StatusBadGateway, clientCode: "upstream_auth_failed"},
+	// project may not use, a WAF or moderation rule on the content), and
+	// the caller chooses both: cooling the key, or failing the shared
+	// deployment, would let one caller take them out for everyone. Another
+	// key is tried; no breaker is touched.
+	ClassForbidden: {retry: true, status: http.StatusBadGateway, clientCode: "upstream_auth_failed"},
 	// The client's fault: nobody upstream is blamed.
 	ClassClientSlow: {status: 499, clientCode: "client_slow"},
 	// The configuration is stale, not the caller's request nor the
@@ -80,25 +81,51 @@ var verdicts = map[Class]verdict{
 // model from a caller error.
 const modelGoneSniff = 8 << 10
 
-// modelGoneStatus: the statuses with which servers say "no such model"
-// (OpenAI, vLLM and SGLang answer 404; older vLLM answered 400).
-func modelGoneStatus(code int) bool {
-	return code == http.StatusNotFound || code == http.StatusBadRequest
-}
+// modelGoneStatus: the status with which servers say "no such model"
+// (OpenAI, vLLM, SGLang and Anthropic answer 404). A 400 is never read as
+// one: its text often echoes the caller's input.
+func modelGoneStatus(code int) bool { return code == http.StatusNotFound }
 
-// modelGone reports whether an upstream error body says the model is not
-// served: OpenAI's code "model_not_found", the "The model `x` does not
-// exist" message of OpenAI, vLLM and SGLang, or a 404 saying a model is
-// not found.
-func modelGone(status int, body []byte) bool {
-	b := bytes.ToLower(body)
-	if bytes.Contains(b, []byte("model_not_found")) {
-		return true
-	}
-	if !bytes.Contains(b, []byte("model")) {
+// modelGone reports whether a 404 body says that the model sent, and only
+// that, is not served. The error must be structured and name the model:
+// OpenAI's code "model_not_found" with the model in its message, or a
+// not-found type with the exact message vLLM/SGLang ("The model `m` does
+// not exist.") or Anthropic ("model: m") write. Free text is never
+// matched: a caller able to make an upstream echo "model not found" (an
+// unknown previous_response_id, a bad parameter) must not take a shared
+// target out of routing.
+func modelGone(status int, body []byte, sent string) bool {
+	if !modelGoneStatus(status) || sent == "" {
 		return false
 	}
-	return bytes.Contains(b, []byte("does not exist")) || status == http.StatusNotFound && bytes.Contains(b, []byte("not found"))
+	var doc struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Code    any             `json:"code"`
+	}
+	if json.Unmarshal(body, &doc) != nil {
+		return false
+	}
+	msg, typ, code := doc.Message, doc.Type, doc.Code
+	if len(doc.Error) > 0 && doc.Error[0] == '{' {
+		var inner struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    any    `json:"code"`
+		}
+		if json.Unmarshal(doc.Error, &inner) != nil {
+			return false
+		}
+		msg, typ, code = inner.Message, inner.Type, inner.Code
+	}
+	switch {
+	case code == "model_not_found":
+		return strings.Contains(msg, "`"+sent+"`") || strings.Contains(msg, "'"+sent+"'")
+	case typ == "NotFoundError" || typ == "not_found_error" || typ == "invalid_request_error":
+		return msg == "The model `"+sent+"` does not exist." || msg == "model: "+sent
+	}
+	return false
 }
 
 // Attempt-context causes, so that a cancelled upstream request can be told

@@ -513,7 +513,7 @@ func (g *Gateway) exchangeWith(w http.ResponseWriter, r *http.Request, x *exchan
 			// stale configuration, not the caller's fault: fail over, and
 			// never relay the upstream's answer (it names its model id).
 			head, _ = io.ReadAll(io.LimitReader(resp.Body, modelGoneSniff))
-			if modelGone(resp.StatusCode, head) {
+			if modelGone(resp.StatusCode, head, x.upstreamModel) {
 				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 				return result{class: ClassModelGone, status: resp.StatusCode}
 			}

@@ -671,14 +671,9 @@ func TestScenario25_ForbiddenIsNotKeyWide(t *testing.T) {
 	for i := range 10 {
 		resp := h.post("/v1/chat/completions", `{"model":"pool/restricted","messages":[]}`)
 		body := readAll(t, resp)
-		// First 502 upstream_auth_failed (both keys tried); once the
-		// deployment (pool, restricted) has failed often enough it cools
-		// like any failing deployment: 503, for that model only.
-		want, code := http.StatusBadGateway, "upstream_auth_failed"
-		if i > 0 && resp.StatusCode == http.StatusServiceUnavailable {
-			want, code = http.StatusServiceUnavailable, "upstream_unavailable"
-		}
-		if resp.StatusCode != want || !strings.Contains(body, `"code":"`+code+`"`) || strings.Contains(body, "proj_secret") {
+		// 502 upstream_auth_failed every time (both keys tried): the
+		// caller's choice of model never cools a key or the deployment.
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, `"code":"upstream_auth_failed"`) || strings.Contains(body, "proj_secret") {
 			t.Fatalf("forbidden model, request %d: status %d body %s", i, resp.StatusCode, body)
 		}
 	}
@@ -686,6 +681,9 @@ func TestScenario25_ForbiddenIsNotKeyWide(t *testing.T) {
 		if st := k.breaker.State(); st != cooldown.StateClosed {
 			t.Fatalf("a 403 cooled a pool key: %s", st)
 		}
+	}
+	if st := h.gw.state(targetID{pid, "restricted"}, false).breaker.State(); st != cooldown.StateClosed {
+		t.Fatalf("a 403 cooled the deployment: %s", st)
 	}
 	for i := range 20 {
 		resp := h.post("/v1/chat/completions", `{"model":"pool/open","messages":[]}`)

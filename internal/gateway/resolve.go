@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -93,21 +94,45 @@ func streamRequested(body []byte) bool {
 // in a final chunk (which the relay then strips).
 var usageOption = []byte(`"stream_options":{"include_usage":true},`)
 
-// requestUsage asks the upstream for a usage chunk when the client did not
-// set stream_options itself. It reports whether it changed the body.
+// requestUsage makes a streamed chat or completion request ask the
+// upstream for a usage chunk, so that tokens are counted (usage, limits,
+// budgets) whatever the client set: a client that sends no stream_options,
+// or include_usage false, must not stream for free. It reports whether the
+// usage chunk is the gateway's own (the relay then strips it).
 func requestUsage(body []byte, endpoint string) ([]byte, bool) {
 	if endpoint != "/chat/completions" && endpoint != "/completions" {
 		return body, false
 	}
-	if _, _, found, err := modelfield.LocateKey(body, "stream_options"); found || err != nil {
+	s, e, found, err := modelfield.LocateKey(body, "stream_options")
+	if err != nil {
 		return body, false
 	}
-	i := bytes.IndexByte(body, '{')
-	if i < 0 {
+	if !found {
+		i := bytes.IndexByte(body, '{')
+		if i < 0 {
+			return body, false
+		}
+		out := make([]byte, 0, len(body)+len(usageOption))
+		out = append(out, body[:i+1]...)
+		out = append(out, usageOption...)
+		return append(out, body[i+1:]...), true
+	}
+	// The client's own options, with include_usage set: its other options
+	// (vLLM's continuous_usage_stats) are kept.
+	opts := map[string]json.RawMessage{}
+	if v := bytes.TrimSpace(body[s:e]); string(v) != "null" && (json.Unmarshal(v, &opts) != nil || opts == nil) {
+		return body, false // not an object: the upstream will refuse it
+	}
+	if string(bytes.TrimSpace(opts["include_usage"])) == "true" {
+		return body, false // the client asked: it gets the chunk
+	}
+	opts["include_usage"] = json.RawMessage("true")
+	merged, err := json.Marshal(opts)
+	if err != nil {
 		return body, false
 	}
-	out := make([]byte, 0, len(body)+len(usageOption))
-	out = append(out, body[:i+1]...)
-	out = append(out, usageOption...)
-	return append(out, body[i+1:]...), true
+	out := make([]byte, 0, len(body)+len(merged))
+	out = append(out, body[:s]...)
+	out = append(out, merged...)
+	return append(out, body[e:]...), true
 }

@@ -183,3 +183,42 @@ func TestIncrementIsExact(t *testing.T) {
 		}
 	}
 }
+
+// TestOveruseIsADebt: a request admitted on a small estimate that used
+// far more leaves its limit in debt for as many minutes' worth (up to
+// maxDebt), so a key cannot outrun its tokens per minute with requests
+// that set no max_tokens.
+func TestOveruseIsADebt(t *testing.T) {
+	clk := cooldown.NewManualClock(t0)
+	l := NewLocal(clk, 0)
+	ctx := context.Background()
+	tok := Limit{Scope: ScopeKey, ID: 1, Unit: Tokens, PerMinute: 1000, Cost: 5}
+	if r := l.Take(ctx, []Limit{tok}); !r.Allowed {
+		t.Fatalf("take = %+v", r)
+	}
+	// It used 8,000 tokens, eight minutes' worth.
+	l.Adjust(ctx, []Limit{{Scope: ScopeKey, ID: 1, Unit: Tokens, PerMinute: 1000, Cost: 8000 - 5}}, false)
+	r := l.Take(ctx, []Limit{tok})
+	if r.Allowed || r.RetryAfter < 7*time.Minute {
+		t.Fatalf("after an 8-minute overrun = %+v; want refused for about 7 minutes", r)
+	}
+	clk.Advance(r.RetryAfter)
+	if r := l.Take(ctx, []Limit{tok}); !r.Allowed {
+		t.Fatalf("once the debt is paid = %+v", r)
+	}
+	// The debt is bounded: a huge overrun blocks for maxDebt minutes, not
+	// forever.
+	l.Adjust(ctx, []Limit{{Scope: ScopeKey, ID: 1, Unit: Tokens, PerMinute: 1000, Cost: 1 << 40}}, false)
+	if r := l.Take(ctx, []Limit{tok}); r.Allowed || r.RetryAfter > maxDebt*time.Minute+time.Minute {
+		t.Fatalf("after a huge overrun = %+v", r)
+	}
+	// No overflow at the largest limit.
+	big := Limit{Scope: ScopeKey, ID: 2, Unit: Tokens, PerMinute: 1_000_000_000, Cost: 1}
+	l.Take(ctx, []Limit{big})
+	big.Cost = 59_000_000_000
+	l.Adjust(ctx, []Limit{big}, false)
+	big.Cost = 1
+	if r := l.Take(ctx, []Limit{big}); r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > maxDebt*time.Minute {
+		t.Fatalf("at the largest limit = %+v", r)
+	}
+}

@@ -129,13 +129,22 @@ const minute = int64(time.Minute)
 // nanoseconds: cost·(60s/perMinute) without overflow or rounding drift.
 // |cost| must not exceed perMinute.
 func increment(cost, perMinute int64) int64 {
-	return cost*(minute/perMinute) + cost*(minute%perMinute)/perMinute
+	// Whole minutes first, so a correction of many minutes' worth (a
+	// debt, see clampCost) cannot overflow.
+	whole, part := cost/perMinute, cost%perMinute
+	return whole*minute + part*(minute/perMinute) + part*(minute%perMinute)/perMinute
 }
 
-// clampCost bounds a cost to one minute's worth: more cannot be admitted,
-// and a larger correction means the same as a full or empty bucket.
+// maxDebt is how many minutes' worth a correction may add: a request that
+// used far more than it was admitted on (no max_tokens, a long answer)
+// leaves its limit in debt, so the rate holds over time instead of the
+// overrun being forgiven past one minute.
+const maxDebt = 60
+
+// clampCost bounds a correction: a refund to at most one minute's worth
+// (an empty bucket means the same as more), a charge to maxDebt minutes'.
 func clampCost(cost, perMinute int64) int64 {
-	return max(-perMinute, min(cost, perMinute))
+	return max(-perMinute, min(cost, maxDebt*perMinute))
 }
 
 // stateOf is the standing of a limit whose TAT is ahead of now by ahead.
