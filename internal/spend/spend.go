@@ -135,15 +135,20 @@ func (t *Tracker) Check(ctx context.Context, limits []Limit) *Exceeded {
 	for _, l := range limits {
 		start, end := Period(l.Budget.Period, now)
 		spent, err := t.c.Spent(ctx, l.Scope, start, end)
-		if err != nil && t.fallback != nil {
+		if err == nil {
+			t.recovered()
+		} else {
+			// Only the primary's answer ends an outage: a fallback that
+			// answers during one must not log it over at every request.
 			t.failed(err)
-			spent, err = t.fallback.Spent(ctx, l.Scope, start, end)
+			if t.fallback == nil {
+				continue
+			}
+			if spent, err = t.fallback.Spent(ctx, l.Scope, start, end); err != nil {
+				t.failed(err)
+				continue
+			}
 		}
-		if err != nil {
-			t.failed(err)
-			continue
-		}
-		t.recovered()
 		if spent >= l.Budget.Amount {
 			return &Exceeded{Limit: l, Spent: spent, Reset: end}
 		}

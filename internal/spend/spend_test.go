@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,10 +182,17 @@ func TestTracker(t *testing.T) {
 	if ex := tf.Check(ctx, limits); ex != nil || tf.Errors() == 0 {
 		t.Fatalf("failing counter: %v, %d errors", ex, tf.Errors())
 	}
-	// With a fallback, the fallback answers.
-	tb := spend.NewTracker(failing{}, c, nil, clock)
-	if ex := tb.Check(ctx, limits); ex == nil || ex.Scope != f.proj {
-		t.Fatalf("fallback: %+v", ex)
+	// With a fallback, the fallback answers, and the outage is logged
+	// once however many checks it answers.
+	var logs strings.Builder
+	tb := spend.NewTracker(failing{}, c, slog.New(slog.NewTextHandler(&logs, nil)), clock)
+	for range 3 {
+		if ex := tb.Check(ctx, limits); ex == nil || ex.Scope != f.proj {
+			t.Fatalf("fallback: %+v", ex)
+		}
+	}
+	if n := strings.Count(logs.String(), "budget counter unavailable"); n != 1 || strings.Contains(logs.String(), "answers again") {
+		t.Fatalf("an outage answered by the fallback logged %d times:\n%s", n, logs.String())
 	}
 }
 
