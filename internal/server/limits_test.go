@@ -387,11 +387,13 @@ func TestRateLimitThreeReplicas(t *testing.T) {
 }
 
 // cutProxy forwards TCP to target until cut, which closes the listener
-// and every connection: Redis becomes unreachable.
+// and every connection: Redis becomes unreachable; or until stall, after
+// which Redis is reachable but never answers.
 type cutProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
+	ln      net.Listener
+	stalled atomic.Bool
+	mu      sync.Mutex
+	conns   []net.Conn
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -405,6 +407,13 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if p.stalled.Load() {
+				p.mu.Lock()
+				p.conns = append(p.conns, c)
+				p.mu.Unlock()
+				go func() { _, _ = io.Copy(io.Discard, c) }()
+				continue
 			}
 			up, err := net.Dial("tcp", target)
 			if err != nil {
@@ -424,6 +433,17 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 
 func (p *cutProxy) cut() {
 	p.ln.Close()
+	p.closeConns()
+}
+
+// stall closes every connection; the next ones are accepted, and what
+// they send is read and never answered.
+func (p *cutProxy) stall() {
+	p.stalled.Store(true)
+	p.closeConns()
+}
+
+func (p *cutProxy) closeConns() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.conns {
