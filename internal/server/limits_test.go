@@ -53,11 +53,18 @@ func startLimits(t *testing.T, cfg server.Config, upstream string, setup bool) *
 	e := &limitsEnv{run: start(t, cfg), t: t}
 	t.Cleanup(func() { _ = e.srv.Shutdown() })
 	if setup {
-		e.admin(201, "POST", "/orgs/default/providers", `{"name":"up","kind":"openai","base_url":"`+upstream+`","keys":[{"secret":"sk-up"}]}`)
-		e.admin(201, "POST", "/orgs/default/groups", `{"name":"grp","members":[{"provider":"up"}]}`)
-		e.admin(201, "POST", "/orgs/default/projects/default/routes", `{"model":"r","targets":[{"provider":"up","upstream_model":"m"}]}`)
+		e.setup(upstream)
 	}
 	return e
+}
+
+// setup creates provider "up" on upstream, group "grp" over it and route
+// "r" to its model "m".
+func (e *limitsEnv) setup(upstream string) {
+	e.t.Helper()
+	e.admin(201, "POST", "/orgs/default/providers", `{"name":"up","kind":"openai","base_url":"`+upstream+`","keys":[{"secret":"sk-up"}]}`)
+	e.admin(201, "POST", "/orgs/default/groups", `{"name":"grp","members":[{"provider":"up"}]}`)
+	e.admin(201, "POST", "/orgs/default/projects/default/routes", `{"model":"r","targets":[{"provider":"up","upstream_model":"m"}]}`)
 }
 
 func (e *limitsEnv) admin(want int, method, path, body string) map[string]any {
@@ -87,7 +94,7 @@ type answer struct {
 
 func (e *limitsEnv) send(path, key, body string) answer {
 	e.t.Helper()
-	req, _ := http.NewRequest("POST", "http://"+e.srv.Addr+path, strings.NewReader(body))
+	req, _ := http.NewRequest("POST", "http://"+e.addr+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -295,42 +302,30 @@ func redisPrefix(t *testing.T, addr string) string {
 	return p
 }
 
-// TestRateLimitThreeReplicas: three gateways on one PostgreSQL share a
-// key's limit through Redis: offered 1,000 requests/s in total, they admit
-// within 5% of what the limit allows.
+// TestRateLimitThreeReplicas: three gateway processes on one PostgreSQL
+// share a key's limit through Redis: offered 1,000 requests/s in total,
+// they admit within 5% of what the limit allows.
 //
-// The replicas are three server.Start in this process: each has its own
-// store connection, snapshot, limiter and local counters (no package
-// state is shared), so what they share is what separate processes would:
-// PostgreSQL and Redis. The test measures sharing, not the fallback
-// (TestRateLimitRedisOutage): on a loaded test machine a check can wait
-// for a CPU longer than the 50ms default, so the Redis timeout is 2s here.
+// The replicas are separate OS processes (startReplica), so what they
+// share is what `rolter serve` replicas share: PostgreSQL and Redis. The
+// test measures sharing, not the fallback (TestRateLimitRedisOutage): on
+// a loaded test machine a check can wait for a CPU longer than the 50ms
+// default, so the Redis timeout is 2s here.
 func TestRateLimitThreeReplicas(t *testing.T) {
 	addr := redisAddr(t)
 	prefix := redisPrefix(t, addr)
 	spec, _ := storetest.Spec(t, "postgres")
 	up := usageUpstream(t)
 	var gws []*limitsEnv
-	for i := range 3 {
-		cfg := server.Config{Store: spec, DataDir: t.TempDir(), Redis: "redis://" + addr, RedisPrefix: prefix, RedisTimeout: 2 * time.Second}
-		cfg.Fleet.DisableController = true
-		gws = append(gws, startLimits(t, cfg, up.URL+"/v1", i == 0))
+	for range 3 {
+		gws = append(gws, startReplica(t, replicaConfig{Store: spec, DataDir: t.TempDir(), Redis: "redis://" + addr, RedisPrefix: prefix, RedisTimeout: 2 * time.Second}))
 	}
+	gws[0].setup(up.URL + "/v1")
 	const limit = 3000 // per minute: a burst of 3,000, then 50/s
 	key := gws[0].key("default", fmt.Sprintf(`,"rpm_limit":%d`, limit))
 	// Every replica knows the key (LISTEN/NOTIFY) before the run.
 	for _, g := range gws {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			code, _ := g.call(t, "GET", "/v1/models", key, "")
-			if code == 200 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("replica %s never learned the key: %d", g.srv.Addr, code)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		g.waitKnows(key)
 	}
 
 	const rate, seconds = 1000, 6
@@ -353,7 +348,7 @@ func TestRateLimitThreeReplicas(t *testing.T) {
 			wg.Add(1)
 			go func(g *limitsEnv) {
 				defer func() { <-sem; wg.Done() }()
-				req, _ := http.NewRequest("POST", "http://"+g.srv.Addr+"/v1/chat/completions", strings.NewReader(body))
+				req, _ := http.NewRequest("POST", "http://"+g.addr+"/v1/chat/completions", strings.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+key)
 				resp, err := client.Do(req)
 				if err != nil {
@@ -381,7 +376,7 @@ func TestRateLimitThreeReplicas(t *testing.T) {
 		sent, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds(), ok.Load(), limited.Load(), other.Load(), expected, 100*accuracy)
 	for _, g := range gws {
 		_, m := g.call(t, "GET", "/metrics", "", "")
-		t.Logf("replica %s: %s", g.srv.Addr, strings.ReplaceAll(grepLines(m, "rolter_ratelimit_"), "\n", "; "))
+		t.Logf("replica %s: %s", g.addr, strings.ReplaceAll(grepLines(m, "rolter_ratelimit_"), "\n", "; "))
 	}
 	if other.Load() != 0 {
 		t.Fatalf("%d requests neither admitted nor refused", other.Load())
@@ -392,11 +387,13 @@ func TestRateLimitThreeReplicas(t *testing.T) {
 }
 
 // cutProxy forwards TCP to target until cut, which closes the listener
-// and every connection: Redis becomes unreachable.
+// and every connection: Redis becomes unreachable; or until stall, after
+// which Redis is reachable but never answers.
 type cutProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
+	ln      net.Listener
+	stalled atomic.Bool
+	mu      sync.Mutex
+	conns   []net.Conn
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -410,6 +407,13 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if p.stalled.Load() {
+				p.mu.Lock()
+				p.conns = append(p.conns, c)
+				p.mu.Unlock()
+				go func() { _, _ = io.Copy(io.Discard, c) }()
+				continue
 			}
 			up, err := net.Dial("tcp", target)
 			if err != nil {
@@ -429,6 +433,17 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 
 func (p *cutProxy) cut() {
 	p.ln.Close()
+	p.closeConns()
+}
+
+// stall closes every connection; the next ones are accepted, and what
+// they send is read and never answered.
+func (p *cutProxy) stall() {
+	p.stalled.Store(true)
+	p.closeConns()
+}
+
+func (p *cutProxy) closeConns() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.conns {

@@ -23,7 +23,14 @@ import (
 	"github.com/rolter/rolter/internal/store/storetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests, or, in a child started by startReplica, one
+// gateway (replicas_test.go).
+func TestMain(m *testing.M) {
+	if os.Getenv(replicaEnv) != "" {
+		os.Exit(replicaMain())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // syncBuffer is a bytes.Buffer safe for the server's concurrent writers.
 type syncBuffer struct {
@@ -51,7 +58,8 @@ func (s *syncBuffer) String() string {
 }
 
 type run struct {
-	srv  *server.Server
+	srv  *server.Server // nil for a replica in another process
+	addr string         // the bound listen address
 	out  *syncBuffer
 	logs *syncBuffer
 }
@@ -66,7 +74,7 @@ func start(t *testing.T, cfg server.Config) *run {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	r.srv = srv
+	r.srv, r.addr = srv, srv.Addr
 	return r
 }
 
@@ -92,7 +100,7 @@ func (r *run) callAuth(t *testing.T, method, path, auth string) (int, string) {
 
 func (r *run) do(t *testing.T, method, path, auth, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://"+r.srv.Addr+path, strings.NewReader(body))
+	req, _ := http.NewRequest(method, "http://"+r.addr+path, strings.NewReader(body))
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}

@@ -44,7 +44,7 @@ func (r *run) admin(t *testing.T, method, path, body string, want int) map[strin
 // chat sends one chat completion as key and returns the response.
 func (r *run) chat(t *testing.T, key, model string) (*http.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", "http://"+r.srv.Addr+"/v1/chat/completions",
+	req, _ := http.NewRequest("POST", "http://"+r.addr+"/v1/chat/completions",
 		strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)

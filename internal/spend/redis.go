@@ -95,5 +95,9 @@ func (c *RedisCounter) seed(ctx context.Context, k string, s Scope, start, end t
 	if err != nil {
 		return err
 	}
-	return c.rdb.SetArgs(ctx, k, int64(v), redis.SetArgs{Mode: "NX", ExpireAt: end.Add(24 * time.Hour)}).Err()
+	err = c.rdb.SetArgs(ctx, k, int64(v), redis.SetArgs{Mode: "NX", ExpireAt: end.Add(24 * time.Hour)}).Err()
+	if errors.Is(err, redis.Nil) { // NX: the counter exists, seeded by another
+		return nil
+	}
+	return err
 }

@@ -22,6 +22,7 @@ package spend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -112,13 +113,25 @@ type Tracker struct {
 	now      func() time.Time
 	// failing is set while the counter fails, so an outage logs once.
 	failing atomic.Bool
+	// lastTry is when (t.now, Unix nanoseconds) the counter last failed
+	// or was last tried again during an outage.
+	lastTry atomic.Int64
 	errors  atomic.Uint64
 }
+
+// retryEvery is how often, during an outage of the counter, one check
+// tries it again. The other checks and every Add go straight to the
+// fallback, so an outage costs at most one request per interval the
+// counter's timeout, and never a request two of them.
+const retryEvery = time.Second
 
 // NewTracker returns a Tracker over c. When c fails, fallback (if not nil)
 // answers instead; with neither answering, the request is let through (a
 // counter outage must not stop serving) and the failure is logged once per
-// outage and counted in Errors.
+// outage and counted in Errors. During an outage c is tried again by one
+// check a second; costs go to the fallback only, so a shared counter that
+// comes back lacks the outage's costs (a Redis counter is seeded from the
+// usage table only when it is missing).
 func NewTracker(c, fallback Counter, log *slog.Logger, now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
@@ -134,16 +147,25 @@ func (t *Tracker) Check(ctx context.Context, limits []Limit) *Exceeded {
 	now := t.now()
 	for _, l := range limits {
 		start, end := Period(l.Budget.Period, now)
-		spent, err := t.c.Spent(ctx, l.Scope, start, end)
-		if err != nil && t.fallback != nil {
-			t.failed(err)
-			spent, err = t.fallback.Spent(ctx, l.Scope, start, end)
+		spent, err := money.Amount(0), errSkipped
+		if t.tryCounter(now) {
+			// Only the counter's answer ends an outage: a fallback that
+			// answers during one must not log it over at every request.
+			if spent, err = t.c.Spent(ctx, l.Scope, start, end); err == nil {
+				t.recovered()
+			} else {
+				t.failed(err)
+			}
 		}
 		if err != nil {
-			t.failed(err)
-			continue
+			if t.fallback == nil {
+				continue
+			}
+			if spent, err = t.fallback.Spent(ctx, l.Scope, start, end); err != nil {
+				t.failed(err)
+				continue
+			}
 		}
-		t.recovered()
 		if spent >= l.Budget.Amount {
 			return &Exceeded{Limit: l, Spent: spent, Reset: end}
 		}
@@ -159,17 +181,37 @@ func (t *Tracker) Add(ctx context.Context, limits []Limit, cost money.Amount) {
 	now := t.now()
 	for _, l := range limits {
 		start, end := Period(l.Budget.Period, now)
-		if err := t.c.Add(ctx, l.Scope, start, end, cost); err != nil {
-			t.failed(err)
-		}
+		// The fallback first: it answers from memory, so a check that
+		// falls back while the primary's Add waits out its timeout
+		// already sees this cost.
 		if t.fallback != nil {
 			_ = t.fallback.Add(ctx, l.Scope, start, end, cost)
+		}
+		if t.failing.Load() {
+			continue // lost to the counter: see Tracker
+		}
+		if err := t.c.Add(ctx, l.Scope, start, end, cost); err != nil {
+			t.failed(err)
 		}
 	}
 }
 
+// errSkipped stands for the counter's answer when it was not asked.
+var errSkipped = errors.New("skipped during the counter's outage")
+
+// tryCounter reports whether a check at now asks the counter: always
+// while it answers, and once per retryEvery during an outage.
+func (t *Tracker) tryCounter(now time.Time) bool {
+	if !t.failing.Load() {
+		return true
+	}
+	last := t.lastTry.Load()
+	return now.UnixNano()-last >= int64(retryEvery) && t.lastTry.CompareAndSwap(last, now.UnixNano())
+}
+
 func (t *Tracker) failed(err error) {
 	t.errors.Add(1)
+	t.lastTry.Store(t.now().UnixNano())
 	if !t.failing.Swap(true) && t.log != nil {
 		t.log.Warn("budget counter unavailable; budgets are checked against the fallback or not at all until it answers", "err", err)
 	}

@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,12 +140,18 @@ func TestStoreCounterConcurrent(t *testing.T) {
 	}
 }
 
-type failing struct{}
+type failing struct{ calls *atomic.Int64 }
 
-func (failing) Spent(context.Context, spend.Scope, time.Time, time.Time) (money.Amount, error) {
+func (f failing) Spent(context.Context, spend.Scope, time.Time, time.Time) (money.Amount, error) {
+	if f.calls != nil {
+		f.calls.Add(1)
+	}
 	return 0, errors.New("down")
 }
-func (failing) Add(context.Context, spend.Scope, time.Time, time.Time, money.Amount) error {
+func (f failing) Add(context.Context, spend.Scope, time.Time, time.Time, money.Amount) error {
+	if f.calls != nil {
+		f.calls.Add(1)
+	}
 	return errors.New("down")
 }
 
@@ -181,10 +189,27 @@ func TestTracker(t *testing.T) {
 	if ex := tf.Check(ctx, limits); ex != nil || tf.Errors() == 0 {
 		t.Fatalf("failing counter: %v, %d errors", ex, tf.Errors())
 	}
-	// With a fallback, the fallback answers.
-	tb := spend.NewTracker(failing{}, c, nil, clock)
-	if ex := tb.Check(ctx, limits); ex == nil || ex.Scope != f.proj {
-		t.Fatalf("fallback: %+v", ex)
+	// With a fallback, the fallback answers, and the outage is logged
+	// once however many checks it answers. The failed counter is not
+	// asked again (a slow one would cost every request its timeout)
+	// until a second has passed, and then by one check.
+	var logs strings.Builder
+	var calls atomic.Int64
+	tb := spend.NewTracker(failing{&calls}, c, slog.New(slog.NewTextHandler(&logs, nil)), clock)
+	for i := range 6 {
+		if i == 3 {
+			now = now.Add(time.Second)
+		}
+		if ex := tb.Check(ctx, limits); ex == nil || ex.Scope != f.proj {
+			t.Fatalf("fallback: %+v", ex)
+		}
+		tb.Add(ctx, limits, 1)
+	}
+	if n := strings.Count(logs.String(), "budget counter unavailable"); n != 1 || strings.Contains(logs.String(), "answers again") {
+		t.Fatalf("an outage answered by the fallback logged %d times:\n%s", n, logs.String())
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("the failed counter was asked %d times in 6 checks over a second, want 2", calls.Load())
 	}
 }
 
@@ -255,6 +280,29 @@ func TestRedisCounter(t *testing.T) {
 	}
 	if v, _ := a.Spent(ctx, f.key, f.start, f.end); v != 305 {
 		t.Fatalf("after the counter was lost = %d, want 305", v)
+	}
+	// Replicas racing to seed a new counter: the first seeds it, the others
+	// use it (SET NX answering nil is not a failure), and no cost is lost.
+	fresh, other := spend.Scope{Kind: spend.KindKey, ID: 99}, spend.Scope{Kind: spend.KindKey, ID: 98}
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := a
+			if i%2 == 1 {
+				c = b
+			}
+			if err := c.Add(ctx, fresh, f.start, f.end, 3); err != nil {
+				t.Errorf("concurrent first Add: %v", err)
+			}
+			if _, err := c.Spent(ctx, other, f.start, f.end); err != nil {
+				t.Errorf("concurrent first Spent: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if v, err := a.Spent(ctx, fresh, f.start, f.end); err != nil || v != 120 {
+		t.Fatalf("after 40 concurrent first adds of 3 = %d, %v; want 120", v, err)
 	}
 	// An unreachable Redis is an error, promptly, not a stall.
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
