@@ -30,7 +30,7 @@ func TestPolicyEverywhereEndToEnd(t *testing.T) {
 				}
 				if strings.Contains(string(b), `"gone"`) {
 					w.WriteHeader(404)
-					_, _ = io.WriteString(w, `{"error":{"message":"The model gone does not exist","code":"model_not_found"}}`)
+					_, _ = io.WriteString(w, `{"error":{"message":"The model `+"`gone`"+` does not exist or you do not have access to it.","code":"model_not_found"}}`)
 					return
 				}
 				_, _ = io.WriteString(w, `{"model":"x","choices":[]}`)
