@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/csv"
 	"net/http"
 	"slices"
@@ -88,6 +89,12 @@ func usageTotal(g store.UsageGroup, groupBy []string) UsageTotal {
 // of the org's usage, filtered like the record list, grouped by any of
 // key, project, route, provider, model and one of day or hour, as JSON or
 // (format=csv) CSV. The sums are computed by the store in one query.
+// summaryTimeout bounds one usage summary query.
+const summaryTimeout = 30 * time.Second
+
+// CodeSummaryTooSlow: a usage summary ran past summaryTimeout.
+const CodeSummaryTooSlow = "summary_too_slow"
+
 func (h *Handler) usageSummary(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	o, err := h.svc.org(ctx, r.PathValue("org"))
@@ -140,7 +147,16 @@ func (h *Handler) usageSummary(w http.ResponseWriter, r *http.Request) error {
 	if groupBy == nil {
 		groupBy = []string{}
 	}
-	groups, err := h.svc.st.SummarizeUsage(ctx, f, groupBy, limit+1)
+	// One summary may not hold the store for long, whatever range it asks
+	// for: the database stops it.
+	qctx, cancel := context.WithTimeout(ctx, summaryTimeout)
+	defer cancel()
+	groups, err := h.svc.st.SummarizeUsage(qctx, f, groupBy, limit+1)
+	if err != nil && qctx.Err() != nil && ctx.Err() == nil {
+		return &Error{Status: http.StatusBadRequest, Code: CodeSummaryTooSlow,
+			Message: "the summary took longer than " + summaryTimeout.String() + "; narrow since/until or the filters",
+			Fields:  map[string]string{"since": "narrow the range"}}
+	}
 	if err != nil {
 		return fromStore(err, "usage")
 	}
