@@ -152,6 +152,9 @@ func (s *Service) hostView(h *store.Host, project string) HostView {
 
 // projectName finds a project's name by id in the snapshot, for views.
 func (s *Service) projectName(org string, id int64) string {
+	if s.snap == nil {
+		return strconv.FormatInt(id, 10)
+	}
 	if snap := s.snap.Current(); snap != nil {
 		if o := snap.Org(org); o != nil {
 			for name, pj := range o.Projects {
