@@ -504,18 +504,28 @@ func (h *Handler) createFleetKey(w http.ResponseWriter, r *http.Request) error {
 
 // revokeFleetKey revokes; the record stays with revoked_at.
 func (h *Handler) revokeFleetKey(w http.ResponseWriter, r *http.Request) error {
-	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	if err := h.svc.RevokeFleetKey(r.Context(), r.PathValue("org"), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// RevokeFleetKey revokes a fleet key; the record stays with revoked_at.
+// Fleet keys are read from the store on each registration, not from the
+// snapshot, so there is nothing to rebuild.
+func (s *Service) RevokeFleetKey(ctx context.Context, org, id string) error {
+	o, err := s.org(ctx, org)
 	if err != nil {
 		return err
 	}
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil {
-		return notFound("fleet key %s not found", quote(r.PathValue("id")))
+		return notFound("fleet key %s not found", quote(id))
 	}
-	if err := h.svc.st.RevokeFleetKey(r.Context(), o.ID, id, h.svc.now()); err != nil {
-		return fromStore(err, "fleet key "+quote(r.PathValue("id")))
+	if err := s.st.RevokeFleetKey(ctx, o.ID, n, s.now()); err != nil {
+		return fromStore(err, "fleet key "+quote(id))
 	}
-	h.svc.log.Info("fleet key revoked", "org", o.Name, "fleet_key", id)
-	w.WriteHeader(http.StatusNoContent)
+	s.log.Info("fleet key revoked", "org", o.Name, "fleet_key", n)
 	return nil
 }
