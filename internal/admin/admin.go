@@ -156,7 +156,7 @@ func (h *Handler) routes() {
 	h.handle("DELETE /tokens/{id}", h.revokeToken)
 }
 
-var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+var errUnauthorized = &Error{Kind: errUnauthenticated, Code: CodeUnauthorized,
 	Message: "a valid admin token is required: send Authorization: Bearer <token>"}
 
 // ServeHTTP authenticates, then dispatches. Unknown paths and methods get
@@ -190,7 +190,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if w.Header().Get("Allow") != "" {
-			h.writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Message: r.Method + " is not supported on this path"})
+			h.writeError(w, r, &Error{Kind: errMethod, Code: CodeMethodNotAllowed, Message: r.Method + " is not supported on this path"})
 			return
 		}
 		h.writeError(w, r, notFound("no admin endpoint at %s", r.URL.Path))

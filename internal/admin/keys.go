@@ -192,7 +192,7 @@ func (s *Service) PurgeVirtualKey(ctx context.Context, org, project, id string) 
 	}
 	err = s.st.DeleteVirtualKey(ctx, k.ProjectID, k.ID)
 	if errors.Is(err, store.ErrNotRevoked) {
-		return &Error{Status: http.StatusConflict, Code: CodeKeyNotRevoked,
+		return &Error{Kind: ErrConflict, Code: CodeKeyNotRevoked,
 			Message: "only a revoked key can be purged: DELETE it without ?purge=true first"}
 	}
 	if err != nil {

@@ -367,7 +367,7 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 	var warnings []string
 	if in.Slug != nil && *in.Slug != p.Slug {
 		if !allowSlugChange {
-			return ProviderView{}, &Error{Status: http.StatusBadRequest, Code: CodeSlugImmutable,
+			return ProviderView{}, &Error{Kind: ErrInvalid, Code: CodeSlugImmutable,
 				Message: "slugs are immutable because callers address models as slug/model; repeat with ?allow_slug_change=true to change it anyway",
 				Fields:  map[string]string{"slug": "immutable"}}
 		}

@@ -216,7 +216,7 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 		return err
 	}
 	if len(unknown) > 0 {
-		e := &Error{Status: http.StatusBadRequest, Code: CodeUnknownProvider,
+		e := &Error{Kind: ErrInvalid, Code: CodeUnknownProvider,
 			Message: "a target names a provider that does not exist (or is deleted) in this org", Fields: map[string]string{}}
 		for _, f := range unknown {
 			e.Fields[f] = "no such provider"

@@ -70,7 +70,7 @@ func (s *Service) slugTaken(ctx context.Context, orgID int64, slug string) error
 	if err != nil {
 		return err
 	}
-	return &Error{Status: http.StatusConflict, Code: CodeSlugTaken,
+	return &Error{Kind: ErrConflict, Code: CodeSlugTaken,
 		Message:    "slug " + quote(slug) + " is taken in this org (providers and groups share one namespace; a deleted provider keeps its slug until purged)",
 		Suggestion: sug, Fields: map[string]string{"slug": "taken"}}
 }
