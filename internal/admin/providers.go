@@ -22,7 +22,8 @@ const (
 	MetadataUpstream   = "upstream"
 )
 
-const maxWeight = 1_000_000
+// MaxWeight is the largest weight of a provider key or a route target.
+const MaxWeight = 1_000_000
 
 // ProviderInput creates a provider.
 type ProviderInput struct {
@@ -148,8 +149,8 @@ func checkWeight(fe fieldErrors, field string, w *int) int {
 	if w == nil {
 		return 1
 	}
-	if *w < 0 || *w > maxWeight {
-		fe.add(field, "must be from 0 to %d", maxWeight)
+	if *w < 0 || *w > MaxWeight {
+		fe.add(field, "must be from 0 to %d", MaxWeight)
 	}
 	return *w
 }
