@@ -17,7 +17,6 @@ import (
 	"github.com/rolter/rolter/internal/config"
 	"github.com/rolter/rolter/internal/litellm"
 	"github.com/rolter/rolter/internal/secret"
-	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/sqlstore"
 )
@@ -135,11 +134,15 @@ Creates what is missing and never overwrites; running it again is safe.
 		return err
 	}
 	defer db.Close()
-	snap := snapshot.NewHolder(db, log)
-	if err := snap.Reload(ctx); err != nil {
-		return err
-	}
-	svc := admin.NewService(db, snap, log)
+	// Nothing here serves requests, so no snapshot is built; the replicas
+	// serving this store hear of every write, as of their own (on SQLite
+	// a running server rebuilds at its next change or restart).
+	svc := admin.NewService(db, nil, log)
+	svc.SetPublisher(func(ctx context.Context) {
+		if err := db.NotifyChange(ctx); err != nil {
+			log.Warn("could not announce the import to running replicas; they pick it up at their next change", "err", err)
+		}
+	})
 	if rcfg != nil {
 		return config.Apply(ctx, svc, rcfg, stdout, log)
 	}

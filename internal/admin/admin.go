@@ -38,7 +38,10 @@ type Service struct {
 // sharing the store, after the local snapshot is rebuilt.
 func (s *Service) SetPublisher(fn func(context.Context)) { s.publish = fn }
 
-// NewService returns a Service that rebuilds snap after each write.
+// NewService returns a Service that rebuilds snap after each write. snap
+// may be nil in a process that serves no requests (rolter import): writes
+// then only run the publisher, and views leave out what the snapshot adds.
+// A Handler needs a snapshot, to authenticate.
 func NewService(st store.Store, snap *snapshot.Holder, log *slog.Logger) *Service {
 	return &Service{st: st, snap: snap, log: log, now: time.Now}
 }
@@ -47,8 +50,10 @@ func NewService(st store.Store, snap *snapshot.Holder, log *slog.Logger) *Servic
 // leaves the previous snapshot serving; the write itself has succeeded and
 // the next successful rebuild includes it.
 func (s *Service) changed(ctx context.Context) {
-	if err := s.snap.Reload(ctx); err != nil {
-		s.log.Error("snapshot rebuild after admin write failed; serving the previous one", "err", err)
+	if s.snap != nil {
+		if err := s.snap.Reload(ctx); err != nil {
+			s.log.Error("snapshot rebuild after admin write failed; serving the previous one", "err", err)
+		}
 	}
 	if s.publish != nil {
 		s.publish(ctx)
@@ -151,7 +156,7 @@ func (h *Handler) routes() {
 	h.handle("DELETE /tokens/{id}", h.revokeToken)
 }
 
-var errUnauthorized = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+var errUnauthorized = &Error{Kind: errUnauthenticated, Code: CodeUnauthorized,
 	Message: "a valid admin token is required: send Authorization: Bearer <token>"}
 
 // ServeHTTP authenticates, then dispatches. Unknown paths and methods get
@@ -185,7 +190,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if w.Header().Get("Allow") != "" {
-			h.writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Message: r.Method + " is not supported on this path"})
+			h.writeError(w, r, &Error{Kind: errMethod, Code: CodeMethodNotAllowed, Message: r.Method + " is not supported on this path"})
 			return
 		}
 		h.writeError(w, r, notFound("no admin endpoint at %s", r.URL.Path))

@@ -28,7 +28,7 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	err := dec.Decode(dst)
 	if err == nil {
 		if _, terr := dec.Token(); terr != io.EOF {
-			return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: "the body must hold exactly one JSON object"}
+			return &Error{Kind: ErrInvalid, Code: CodeInvalidJSON, Message: "the body must hold exactly one JSON object"}
 		}
 		return nil
 	}
@@ -39,10 +39,10 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	)
 	switch {
 	case errors.As(err, &tooLarge):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes", maxBody)}
+		return &Error{Kind: errTooLarge, Code: CodeBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes", maxBody)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return &Error{Status: http.StatusBadRequest, Code: CodeUnknownField, Message: fmt.Sprintf("unknown field %q", field),
+		return &Error{Kind: ErrInvalid, Code: CodeUnknownField, Message: fmt.Sprintf("unknown field %q", field),
 			Fields: map[string]string{field: "unknown field"}}
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
@@ -58,16 +58,16 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 				want = `must be a duration string such as "30s"`
 			}
 		}
-		return &Error{Status: http.StatusBadRequest, Code: CodeValidation, Message: "a field has the wrong type; see fields",
+		return &Error{Kind: ErrInvalid, Code: CodeValidation, Message: "a field has the wrong type; see fields",
 			Fields: map[string]string{field: want}}
 	case errors.As(err, &syntax):
-		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: fmt.Sprintf("malformed JSON at byte %d", syntax.Offset)}
+		return &Error{Kind: ErrInvalid, Code: CodeInvalidJSON, Message: fmt.Sprintf("malformed JSON at byte %d", syntax.Offset)}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: "the body is empty or truncated; send a JSON object"}
+		return &Error{Kind: ErrInvalid, Code: CodeInvalidJSON, Message: "the body is empty or truncated; send a JSON object"}
 	}
 	// Custom unmarshalers (durations, secrets) return messages that never
 	// quote secret input.
-	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: strings.TrimPrefix(err.Error(), "json: ")}
+	return &Error{Kind: ErrInvalid, Code: CodeInvalidJSON, Message: strings.TrimPrefix(err.Error(), "json: ")}
 }
 
 func jsonKind(k string) string {

@@ -29,11 +29,43 @@ const (
 	CodeInternal             = "internal_error"
 )
 
-// Error is an admin API failure. Message and Fields go to the client; Err
-// is logged only, so driver details and anything secret-adjacent stay in
-// the server (the client message never quotes input values).
+// Classes of domain failure. Every error a Service method returns matches
+// at most one of them with errors.Is (none: an internal failure); callers
+// branch on the class, and on Error.Code for the finer, stable reason. The
+// HTTP layer maps the classes to statuses in one place, httpStatus.
+var (
+	// ErrInvalid: the input breaks a rule; Error.Fields names the fields.
+	ErrInvalid = errors.New("invalid input")
+	// ErrNotFound: what the call names does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the call conflicts with the current state (the name is
+	// taken, the resource is still in use, the key is revoked, ...).
+	ErrConflict = errors.New("conflict with the current state")
+	// ErrUnavailable: the store cannot be reached; retry later.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// Classes of HTTP-only failure, which no Service method returns.
+var (
+	errUnauthenticated  = errors.New("unauthenticated")
+	errMethod           = errors.New("method not allowed")
+	errTooLarge         = errors.New("body too large")
+	errUnsupportedMedia = errors.New("unsupported media type")
+)
+
+// AlreadyExists reports whether a create was refused because the name or
+// slug is taken, the error an idempotent import skips.
+func AlreadyExists(err error) bool {
+	var ae *Error
+	return errors.As(err, &ae) && ae.Kind == ErrConflict && (ae.Code == CodeConflict || ae.Code == CodeSlugTaken)
+}
+
+// Error is an admin failure. Message and Fields go to the client; Err is
+// logged only, so driver details and anything secret-adjacent stay in the
+// server (the client message never quotes input values). Kind is its
+// class, one of the Err* values above, or nil for an internal failure.
 type Error struct {
-	Status     int               `json:"-"`
+	Kind       error             `json:"-"`
 	Code       string            `json:"code"`
 	Message    string            `json:"message"`
 	Fields     map[string]string `json:"fields,omitempty"`
@@ -50,8 +82,11 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Is matches the error's class.
+func (e *Error) Is(target error) bool { return e.Kind != nil && target == e.Kind }
+
 func notFound(format string, args ...any) *Error {
-	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
+	return &Error{Kind: ErrNotFound, Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
 }
 
 // fieldErrors collects validation failures by JSON field path.
@@ -68,7 +103,7 @@ func (f fieldErrors) err() error {
 	if len(f) == 0 {
 		return nil
 	}
-	return &Error{Status: http.StatusBadRequest, Code: CodeValidation, Message: "the request has invalid fields; see fields", Fields: f}
+	return &Error{Kind: ErrInvalid, Code: CodeValidation, Message: "the request has invalid fields; see fields", Fields: f}
 }
 
 // fromStore maps store errors to API errors; what names the resource.
@@ -86,13 +121,13 @@ func fromStore(err error, what string) error {
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("%s not found", what)
 	case errors.As(err, &ce):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: fmt.Sprintf("%s already exists", ce.What), Err: err}
+		return &Error{Kind: ErrConflict, Code: CodeConflict, Message: fmt.Sprintf("%s already exists", ce.What), Err: err}
 	case errors.As(err, &in):
-		return &Error{Status: http.StatusConflict, Code: CodeInUse, Message: fmt.Sprintf("%s is still in use by %s; remove those first", what, in.What), Err: err}
+		return &Error{Kind: ErrConflict, Code: CodeInUse, Message: fmt.Sprintf("%s is still in use by %s; remove those first", what, in.What), Err: err}
 	case errors.Is(err, store.ErrUnavailable):
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeStoreUnavailable, Message: "the store is unavailable; retry later", Err: err}
+		return &Error{Kind: ErrUnavailable, Code: CodeStoreUnavailable, Message: "the store is unavailable; retry later", Err: err}
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error", Err: err}
+	return &Error{Code: CodeInternal, Message: "internal error", Err: err}
 }
 
 // writeError sends err in the one admin error shape:
@@ -102,12 +137,36 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if !errors.As(err, &ae) {
 		ae, _ = fromStore(err, "resource").(*Error)
 	}
-	if ae.Status >= 500 {
+	status := httpStatus(ae.Kind)
+	if status >= 500 {
 		h.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", ae.Err)
 	} else if ae.Err != nil {
 		h.log.Debug("admin request refused", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", ae.Err)
 	}
-	writeJSON(w, ae.Status, map[string]*Error{"error": ae})
+	writeJSON(w, status, map[string]*Error{"error": ae})
+}
+
+// httpStatus is the one mapping from failure classes to HTTP statuses.
+func httpStatus(kind error) int {
+	switch kind {
+	case ErrInvalid:
+		return http.StatusBadRequest
+	case ErrNotFound:
+		return http.StatusNotFound
+	case ErrConflict:
+		return http.StatusConflict
+	case ErrUnavailable:
+		return http.StatusServiceUnavailable
+	case errUnauthenticated:
+		return http.StatusUnauthorized
+	case errMethod:
+		return http.StatusMethodNotAllowed
+	case errTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case errUnsupportedMedia:
+		return http.StatusUnsupportedMediaType
+	}
+	return http.StatusInternalServerError
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -151,7 +151,7 @@ func (s *Service) resolveMembers(ctx context.Context, orgID int64, fe fieldError
 		return nil, err
 	}
 	if len(unknown) > 0 {
-		e := &Error{Status: http.StatusBadRequest, Code: CodeUnknownProvider,
+		e := &Error{Kind: ErrInvalid, Code: CodeUnknownProvider,
 			Message: "a member names a provider that does not exist (or is deleted) in this org", Fields: map[string]string{}}
 		for _, f := range unknown {
 			e.Fields[f] = "no such provider"
@@ -223,7 +223,7 @@ func (s *Service) UpdateGroup(ctx context.Context, org, slug string, in GroupPat
 	var warnings []string
 	if in.Slug != nil && *in.Slug != g.Slug {
 		if !allowSlugChange {
-			return GroupView{}, &Error{Status: http.StatusBadRequest, Code: CodeSlugImmutable,
+			return GroupView{}, &Error{Kind: ErrInvalid, Code: CodeSlugImmutable,
 				Message: "slugs are immutable because callers address models as slug/model; repeat with ?allow_slug_change=true to change it anyway",
 				Fields:  map[string]string{"slug": "immutable"}}
 		}

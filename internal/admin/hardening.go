@@ -21,7 +21,7 @@ func setSecurityHeaders(h http.Header) {
 
 // errMediaType refuses a body that declares itself as something other than
 // JSON.
-var errMediaType = &Error{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMediaType,
+var errMediaType = &Error{Kind: errUnsupportedMedia, Code: CodeUnsupportedMediaType,
 	Message: "send the body as JSON: Content-Type: application/json"}
 
 // acceptableBody reports whether a POST or PATCH may carry a body of this

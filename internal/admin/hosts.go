@@ -152,6 +152,9 @@ func (s *Service) hostView(h *store.Host, project string) HostView {
 
 // projectName finds a project's name by id in the snapshot, for views.
 func (s *Service) projectName(org string, id int64) string {
+	if s.snap == nil {
+		return strconv.FormatInt(id, 10)
+	}
 	if snap := s.snap.Current(); snap != nil {
 		if o := snap.Org(org); o != nil {
 			for name, pj := range o.Projects {
@@ -203,7 +206,7 @@ func poolCheck(h *store.Host) store.PoolCheck {
 				continue
 			}
 			if name, theirs, ours, differ := fleet.ContractDiff(o.Recipe.VLLM, h.Recipe.VLLM); differ {
-				return &Error{Status: http.StatusConflict, Code: CodePoolContract,
+				return &Error{Kind: ErrConflict, Code: CodePoolContract,
 					Message: fmt.Sprintf("%s differs from host %d serving %s: it has %s, this recipe has %s; hosts sharing a model_name must agree on caller-visible parameters (tuning such as --gpu-memory-utilization may differ)",
 						name, o.ID, quote(h.ModelName), theirs, ours),
 					Fields: map[string]string{"recipe.vllm": name + " differs from host " + strconv.FormatInt(o.ID, 10)}}
@@ -284,10 +287,10 @@ func (s *Service) PatchHost(ctx context.Context, org, id string, in HostPatch) (
 		fe.add("model_name", "cannot change: retire this host and add a new one")
 	}
 	if len(fe) > 0 {
-		return HostView{}, &Error{Status: http.StatusBadRequest, Code: CodeImmutableField, Message: "a host's ip, project and model_name are its identity; see fields", Fields: fe}
+		return HostView{}, &Error{Kind: ErrInvalid, Code: CodeImmutableField, Message: "a host's ip, project and model_name are its identity; see fields", Fields: fe}
 	}
 	if h.State == store.HostRetired {
-		return HostView{}, &Error{Status: http.StatusConflict, Code: CodeHostRetired, Message: fmt.Sprintf("host %d is retired; add a new host instead", h.ID)}
+		return HostView{}, &Error{Kind: ErrConflict, Code: CodeHostRetired, Message: fmt.Sprintf("host %d is retired; add a new host instead", h.ID)}
 	}
 	if in.Port != nil {
 		h.Port = *in.Port
@@ -346,7 +349,7 @@ func (s *Service) ApplyHost(ctx context.Context, org, id string) (HostView, erro
 		return HostView{}, err
 	}
 	if h.State == store.HostRetired {
-		return HostView{}, &Error{Status: http.StatusConflict, Code: CodeHostRetired, Message: fmt.Sprintf("host %d is retired", h.ID)}
+		return HostView{}, &Error{Kind: ErrConflict, Code: CodeHostRetired, Message: fmt.Sprintf("host %d is retired", h.ID)}
 	}
 	if err := s.st.RequestApply(ctx, h.OrgID, h.ID); err != nil {
 		return HostView{}, fromStore(err, "host")
@@ -466,7 +469,7 @@ func (s *Service) CreateFleetKey(ctx context.Context, org string, in FleetKeyInp
 	if err := s.st.CreateFleetKey(ctx, k, MaxActiveFleetKeys); err != nil {
 		var ce *store.ConflictError
 		if errors.As(err, &ce) && ce.What == "active fleet keys" {
-			return FleetKeyView{}, &Error{Status: http.StatusConflict, Code: CodeFleetKeyLimit,
+			return FleetKeyView{}, &Error{Kind: ErrConflict, Code: CodeFleetKeyLimit,
 				Message: fmt.Sprintf("org %s already has %d active fleet keys; revoke one first (DELETE .../fleet-keys/{id})", quote(org), MaxActiveFleetKeys)}
 		}
 		return FleetKeyView{}, fromStore(err, "fleet key")
@@ -501,18 +504,28 @@ func (h *Handler) createFleetKey(w http.ResponseWriter, r *http.Request) error {
 
 // revokeFleetKey revokes; the record stays with revoked_at.
 func (h *Handler) revokeFleetKey(w http.ResponseWriter, r *http.Request) error {
-	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	if err := h.svc.RevokeFleetKey(r.Context(), r.PathValue("org"), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// RevokeFleetKey revokes a fleet key; the record stays with revoked_at.
+// Fleet keys are read from the store on each registration, not from the
+// snapshot, so there is nothing to rebuild.
+func (s *Service) RevokeFleetKey(ctx context.Context, org, id string) error {
+	o, err := s.org(ctx, org)
 	if err != nil {
 		return err
 	}
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil {
-		return notFound("fleet key %s not found", quote(r.PathValue("id")))
+		return notFound("fleet key %s not found", quote(id))
 	}
-	if err := h.svc.st.RevokeFleetKey(r.Context(), o.ID, id, h.svc.now()); err != nil {
-		return fromStore(err, "fleet key "+quote(r.PathValue("id")))
+	if err := s.st.RevokeFleetKey(ctx, o.ID, n, s.now()); err != nil {
+		return fromStore(err, "fleet key "+quote(id))
 	}
-	h.svc.log.Info("fleet key revoked", "org", o.Name, "fleet_key", id)
-	w.WriteHeader(http.StatusNoContent)
+	s.log.Info("fleet key revoked", "org", o.Name, "fleet_key", n)
 	return nil
 }

@@ -108,7 +108,7 @@ func (s *Service) PatchVirtualKey(ctx context.Context, org, project, id string, 
 	return keyView(*fresh), nil
 }
 
-var errKeyRevoked = &Error{Status: http.StatusConflict, Code: CodeKeyRevoked,
+var errKeyRevoked = &Error{Kind: ErrConflict, Code: CodeKeyRevoked,
 	Message: "a revoked key cannot be edited; create a new key"}
 
 func (h *Handler) patchKey(w http.ResponseWriter, r *http.Request) error {

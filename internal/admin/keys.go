@@ -148,32 +148,57 @@ func (h *Handler) deleteKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	k, err := h.svc.virtualKey(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
+	org, project, id := r.PathValue("org"), r.PathValue("project"), r.PathValue("id")
 	if purge {
-		err := h.svc.st.DeleteVirtualKey(r.Context(), k.ProjectID, k.ID)
-		if errors.Is(err, store.ErrNotRevoked) {
-			return &Error{Status: http.StatusConflict, Code: CodeKeyNotRevoked,
-				Message: "only a revoked key can be purged: DELETE it without ?purge=true first"}
+		if err := h.svc.PurgeVirtualKey(r.Context(), org, project, id); err != nil {
+			return err
 		}
-		if err != nil {
-			return fromStore(err, "virtual key")
-		}
-		h.svc.changed(r.Context())
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	if err := h.svc.st.RevokeVirtualKey(r.Context(), k.ID, h.svc.now()); err != nil {
-		return fromStore(err, "virtual key")
+	v, err := h.svc.RevokeVirtualKey(r.Context(), org, project, id)
+	if err != nil {
+		return err
 	}
-	h.svc.changed(r.Context())
-	fresh, err := h.svc.st.GetVirtualKey(r.Context(), k.ProjectID, k.ID)
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// RevokeVirtualKey revokes a key; the record stays, with revoked_at, for
+// the audit trail.
+func (s *Service) RevokeVirtualKey(ctx context.Context, org, project, id string) (VirtualKeyView, error) {
+	k, err := s.virtualKey(ctx, org, project, id)
+	if err != nil {
+		return VirtualKeyView{}, err
+	}
+	if err := s.st.RevokeVirtualKey(ctx, k.ID, s.now()); err != nil {
+		return VirtualKeyView{}, fromStore(err, "virtual key")
+	}
+	s.changed(ctx)
+	fresh, err := s.st.GetVirtualKey(ctx, k.ProjectID, k.ID)
+	if err != nil {
+		return VirtualKeyView{}, fromStore(err, "virtual key")
+	}
+	return keyView(*fresh), nil
+}
+
+// PurgeVirtualKey removes a revoked key (409 key_not_revoked for a live
+// one), so that its project can be deleted; usage records keep the key's
+// id as a plain number.
+func (s *Service) PurgeVirtualKey(ctx context.Context, org, project, id string) error {
+	k, err := s.virtualKey(ctx, org, project, id)
+	if err != nil {
+		return err
+	}
+	err = s.st.DeleteVirtualKey(ctx, k.ProjectID, k.ID)
+	if errors.Is(err, store.ErrNotRevoked) {
+		return &Error{Kind: ErrConflict, Code: CodeKeyNotRevoked,
+			Message: "only a revoked key can be purged: DELETE it without ?purge=true first"}
+	}
 	if err != nil {
 		return fromStore(err, "virtual key")
 	}
-	writeJSON(w, http.StatusOK, keyView(*fresh))
+	s.changed(ctx)
 	return nil
 }
 

@@ -133,6 +133,92 @@ func (s *Service) CreateProject(ctx context.Context, org string, in ProjectInput
 	return projectView(*o, *p), nil
 }
 
+// PatchOrg changes an org; absent fields stay.
+func (s *Service) PatchOrg(ctx context.Context, org string, in OrgPatch) (OrgView, error) {
+	o, err := s.org(ctx, org)
+	if err != nil {
+		return OrgView{}, err
+	}
+	fe := fieldErrors{}
+	if in.Name != nil {
+		checkName(fe, "name", *in.Name)
+		o.Name = *in.Name
+	}
+	if in.Description != nil {
+		o.Description = *in.Description
+	}
+	if err := fe.err(); err != nil {
+		return OrgView{}, err
+	}
+	if err := s.st.UpdateOrg(ctx, o); err != nil {
+		return OrgView{}, fromStore(err, "org")
+	}
+	s.changed(ctx)
+	return orgView(*o), nil
+}
+
+// DeleteOrg deletes an org that holds nothing any more.
+func (s *Service) DeleteOrg(ctx context.Context, org string) error {
+	o, err := s.org(ctx, org)
+	if err != nil {
+		return err
+	}
+	if err := s.st.DeleteOrg(ctx, o.ID); err != nil {
+		return fromStore(err, "org "+quote(o.Name))
+	}
+	s.changed(ctx)
+	return nil
+}
+
+// PatchProject changes a project; absent fields stay, a null budget
+// removes it.
+func (s *Service) PatchProject(ctx context.Context, org, project string, in ProjectPatch) (ProjectView, error) {
+	o, p, err := s.project(ctx, org, project)
+	if err != nil {
+		return ProjectView{}, err
+	}
+	fe := fieldErrors{}
+	if in.Name != nil {
+		checkName(fe, "name", *in.Name)
+		p.Name = *in.Name
+	}
+	if in.Description != nil {
+		p.Description = *in.Description
+	}
+	if in.Budget.Set {
+		p.Budget = checkBudget(fe, "budget", in.Budget.Value)
+	}
+	if in.RPMLimit != nil {
+		checkRateLimit(fe, "rpm_limit", *in.RPMLimit)
+		p.RPMLimit = *in.RPMLimit
+	}
+	if in.TPMLimit != nil {
+		checkRateLimit(fe, "tpm_limit", *in.TPMLimit)
+		p.TPMLimit = *in.TPMLimit
+	}
+	if err := fe.err(); err != nil {
+		return ProjectView{}, err
+	}
+	if err := s.st.UpdateProject(ctx, p); err != nil {
+		return ProjectView{}, fromStore(err, "project")
+	}
+	s.changed(ctx)
+	return projectView(*o, *p), nil
+}
+
+// DeleteProject deletes a project that holds nothing any more.
+func (s *Service) DeleteProject(ctx context.Context, org, project string) error {
+	_, p, err := s.project(ctx, org, project)
+	if err != nil {
+		return err
+	}
+	if err := s.st.DeleteProject(ctx, p.ID); err != nil {
+		return fromStore(err, "project "+quote(p.Name))
+	}
+	s.changed(ctx)
+	return nil
+}
+
 // ProjectView is a project as the API shows it.
 type ProjectView struct {
 	Org         string        `json:"org"`
@@ -192,38 +278,18 @@ func (h *Handler) patchOrg(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
-	o, err := h.svc.org(r.Context(), r.PathValue("org"))
+	v, err := h.svc.PatchOrg(r.Context(), r.PathValue("org"), in)
 	if err != nil {
 		return err
 	}
-	fe := fieldErrors{}
-	if in.Name != nil {
-		checkName(fe, "name", *in.Name)
-		o.Name = *in.Name
-	}
-	if in.Description != nil {
-		o.Description = *in.Description
-	}
-	if err := fe.err(); err != nil {
-		return err
-	}
-	if err := h.svc.st.UpdateOrg(r.Context(), o); err != nil {
-		return fromStore(err, "org")
-	}
-	h.svc.changed(r.Context())
-	writeJSON(w, http.StatusOK, orgView(*o))
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 
 func (h *Handler) deleteOrg(w http.ResponseWriter, r *http.Request) error {
-	o, err := h.svc.org(r.Context(), r.PathValue("org"))
-	if err != nil {
+	if err := h.svc.DeleteOrg(r.Context(), r.PathValue("org")); err != nil {
 		return err
 	}
-	if err := h.svc.st.DeleteOrg(r.Context(), o.ID); err != nil {
-		return fromStore(err, "org "+quote(o.Name))
-	}
-	h.svc.changed(r.Context())
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -264,49 +330,18 @@ func (h *Handler) patchProject(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
-	o, p, err := h.svc.project(r.Context(), r.PathValue("org"), r.PathValue("project"))
+	v, err := h.svc.PatchProject(r.Context(), r.PathValue("org"), r.PathValue("project"), in)
 	if err != nil {
 		return err
 	}
-	fe := fieldErrors{}
-	if in.Name != nil {
-		checkName(fe, "name", *in.Name)
-		p.Name = *in.Name
-	}
-	if in.Description != nil {
-		p.Description = *in.Description
-	}
-	if in.Budget.Set {
-		p.Budget = checkBudget(fe, "budget", in.Budget.Value)
-	}
-	if in.RPMLimit != nil {
-		checkRateLimit(fe, "rpm_limit", *in.RPMLimit)
-		p.RPMLimit = *in.RPMLimit
-	}
-	if in.TPMLimit != nil {
-		checkRateLimit(fe, "tpm_limit", *in.TPMLimit)
-		p.TPMLimit = *in.TPMLimit
-	}
-	if err := fe.err(); err != nil {
-		return err
-	}
-	if err := h.svc.st.UpdateProject(r.Context(), p); err != nil {
-		return fromStore(err, "project")
-	}
-	h.svc.changed(r.Context())
-	writeJSON(w, http.StatusOK, projectView(*o, *p))
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 
 func (h *Handler) deleteProject(w http.ResponseWriter, r *http.Request) error {
-	_, p, err := h.svc.project(r.Context(), r.PathValue("org"), r.PathValue("project"))
-	if err != nil {
+	if err := h.svc.DeleteProject(r.Context(), r.PathValue("org"), r.PathValue("project")); err != nil {
 		return err
 	}
-	if err := h.svc.st.DeleteProject(r.Context(), p.ID); err != nil {
-		return fromStore(err, "project "+quote(p.Name))
-	}
-	h.svc.changed(r.Context())
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

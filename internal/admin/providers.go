@@ -22,7 +22,8 @@ const (
 	MetadataUpstream   = "upstream"
 )
 
-const maxWeight = 1_000_000
+// MaxWeight is the largest weight of a provider key or a route target.
+const MaxWeight = 1_000_000
 
 // ProviderInput creates a provider.
 type ProviderInput struct {
@@ -148,8 +149,8 @@ func checkWeight(fe fieldErrors, field string, w *int) int {
 	if w == nil {
 		return 1
 	}
-	if *w < 0 || *w > maxWeight {
-		fe.add(field, "must be from 0 to %d", maxWeight)
+	if *w < 0 || *w > MaxWeight {
+		fe.add(field, "must be from 0 to %d", MaxWeight)
 	}
 	return *w
 }
@@ -367,7 +368,7 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 	var warnings []string
 	if in.Slug != nil && *in.Slug != p.Slug {
 		if !allowSlugChange {
-			return ProviderView{}, &Error{Status: http.StatusBadRequest, Code: CodeSlugImmutable,
+			return ProviderView{}, &Error{Kind: ErrInvalid, Code: CodeSlugImmutable,
 				Message: "slugs are immutable because callers address models as slug/model; repeat with ?allow_slug_change=true to change it anyway",
 				Fields:  map[string]string{"slug": "immutable"}}
 		}
@@ -458,22 +459,9 @@ func (h *Handler) deleteProvider(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	_, p, err := h.svc.provider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
-	if err != nil {
+	if err := h.svc.DeleteProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"), purge); err != nil {
 		return err
 	}
-	switch {
-	case purge:
-		err = h.svc.st.PurgeProvider(r.Context(), p.ID)
-	case p.DeletedAt != nil:
-		err = notFound("provider %s is already deleted; purge it with ?purge=true to free the slug", quote(p.Slug))
-	default:
-		err = h.svc.st.SoftDeleteProvider(r.Context(), p.ID, h.svc.now())
-	}
-	if err != nil {
-		return fromStore(err, "provider "+quote(p.Slug))
-	}
-	h.svc.changed(r.Context())
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -492,9 +480,50 @@ func (h *Handler) addProviderKey(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
-	_, p, err := h.svc.liveProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
+	v, err := h.svc.AddProviderKey(r.Context(), r.PathValue("org"), r.PathValue("slug"), in)
 	if err != nil {
 		return err
+	}
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+func (h *Handler) deleteProviderKey(w http.ResponseWriter, r *http.Request) error {
+	if err := h.svc.DeleteProviderKey(r.Context(), r.PathValue("org"), r.PathValue("slug"), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// DeleteProvider soft-deletes a provider: the slug stays reserved and the
+// provider leaves routing. With purge it removes the provider and frees
+// the slug.
+func (s *Service) DeleteProvider(ctx context.Context, org, slug string, purge bool) error {
+	_, p, err := s.provider(ctx, org, slug)
+	if err != nil {
+		return err
+	}
+	switch {
+	case purge:
+		err = s.st.PurgeProvider(ctx, p.ID)
+	case p.DeletedAt != nil:
+		err = notFound("provider %s is already deleted; purge it with ?purge=true to free the slug", quote(p.Slug))
+	default:
+		err = s.st.SoftDeleteProvider(ctx, p.ID, s.now())
+	}
+	if err != nil {
+		return fromStore(err, "provider "+quote(p.Slug))
+	}
+	s.changed(ctx)
+	return nil
+}
+
+// AddProviderKey adds an upstream credential to a live provider.
+func (s *Service) AddProviderKey(ctx context.Context, org, slug string, in KeyInput) (KeyView, error) {
+	_, p, err := s.liveProvider(ctx, org, slug)
+	if err != nil {
+		return KeyView{}, err
 	}
 	fe := fieldErrors{}
 	if in.Secret.IsZero() {
@@ -502,29 +531,28 @@ func (h *Handler) addProviderKey(w http.ResponseWriter, r *http.Request) error {
 	}
 	k := &store.ProviderKey{ProviderID: p.ID, Secret: in.Secret, Weight: checkWeight(fe, "weight", in.Weight)}
 	if err := fe.err(); err != nil {
-		return err
+		return KeyView{}, err
 	}
-	if err := h.svc.st.AddProviderKey(r.Context(), k); err != nil {
-		return fromStore(err, "provider key")
+	if err := s.st.AddProviderKey(ctx, k); err != nil {
+		return KeyView{}, fromStore(err, "provider key")
 	}
-	h.svc.changed(r.Context())
-	writeJSON(w, http.StatusCreated, KeyView{ID: k.ID, Weight: k.Weight, CreatedAt: k.CreatedAt})
-	return nil
+	s.changed(ctx)
+	return KeyView{ID: k.ID, Weight: k.Weight, CreatedAt: k.CreatedAt}, nil
 }
 
-func (h *Handler) deleteProviderKey(w http.ResponseWriter, r *http.Request) error {
-	_, p, err := h.svc.provider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
+// DeleteProviderKey removes one of a provider's upstream credentials.
+func (s *Service) DeleteProviderKey(ctx context.Context, org, slug, id string) error {
+	_, p, err := s.provider(ctx, org, slug)
 	if err != nil {
 		return err
 	}
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil {
-		return notFound("provider key %s not found", quote(r.PathValue("id")))
+		return notFound("provider key %s not found", quote(id))
 	}
-	if err := h.svc.st.DeleteProviderKey(r.Context(), p.ID, id); err != nil {
+	if err := s.st.DeleteProviderKey(ctx, p.ID, n); err != nil {
 		return fromStore(err, "provider key")
 	}
-	h.svc.changed(r.Context())
-	w.WriteHeader(http.StatusNoContent)
+	s.changed(ctx)
 	return nil
 }

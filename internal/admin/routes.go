@@ -216,7 +216,7 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 		return err
 	}
 	if len(unknown) > 0 {
-		e := &Error{Status: http.StatusBadRequest, Code: CodeUnknownProvider,
+		e := &Error{Kind: ErrInvalid, Code: CodeUnknownProvider,
 			Message: "a target names a provider that does not exist (or is deleted) in this org", Fields: map[string]string{}}
 		for _, f := range unknown {
 			e.Fields[f] = "no such provider"
@@ -295,9 +295,28 @@ func (h *Handler) patchRoute(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &in); err != nil {
 		return err
 	}
-	o, rt, err := h.svc.route(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model"))
+	v, err := h.svc.PatchRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model"), in)
 	if err != nil {
 		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (h *Handler) deleteRoute(w http.ResponseWriter, r *http.Request) error {
+	if err := h.svc.DeleteRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// PatchRoute changes a route; absent fields stay, and targets, when given,
+// replace the route's targets whole.
+func (s *Service) PatchRoute(ctx context.Context, org, project, model string, in RoutePatch) (RouteView, error) {
+	o, rt, err := s.route(ctx, org, project, model)
+	if err != nil {
+		return RouteView{}, err
 	}
 	if in.Model != nil {
 		rt.Model = *in.Model
@@ -323,26 +342,25 @@ func (h *Handler) patchRoute(w http.ResponseWriter, r *http.Request) error {
 	if in.Targets != nil {
 		targets = *in.Targets
 	}
-	if err := h.svc.resolveRoute(r.Context(), o.ID, rt, targets); err != nil {
-		return err
+	if err := s.resolveRoute(ctx, o.ID, rt, targets); err != nil {
+		return RouteView{}, err
 	}
-	if err := h.svc.st.UpdateRoute(r.Context(), rt); err != nil {
-		return fromStore(err, "route")
+	if err := s.st.UpdateRoute(ctx, rt); err != nil {
+		return RouteView{}, fromStore(err, "route")
 	}
-	h.svc.changed(r.Context())
-	writeJSON(w, http.StatusOK, routeView(*rt))
-	return nil
+	s.changed(ctx)
+	return routeView(*rt), nil
 }
 
-func (h *Handler) deleteRoute(w http.ResponseWriter, r *http.Request) error {
-	_, rt, err := h.svc.route(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model"))
+// DeleteRoute removes a route.
+func (s *Service) DeleteRoute(ctx context.Context, org, project, model string) error {
+	_, rt, err := s.route(ctx, org, project, model)
 	if err != nil {
 		return err
 	}
-	if err := h.svc.st.DeleteRoute(r.Context(), rt.ID); err != nil {
+	if err := s.st.DeleteRoute(ctx, rt.ID); err != nil {
 		return fromStore(err, "route")
 	}
-	h.svc.changed(r.Context())
-	w.WriteHeader(http.StatusNoContent)
+	s.changed(ctx)
 	return nil
 }

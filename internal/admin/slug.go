@@ -15,7 +15,8 @@ import (
 var slugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 const (
-	slugMax  = 63
+	// SlugMax is the longest slug.
+	SlugMax  = 63
 	slugRule = "must match ^[a-z0-9][a-z0-9-]{0,62}$"
 )
 
@@ -37,23 +38,32 @@ func DeriveSlug(name string) string {
 		}
 		dash = true
 	}
-	s := b.String()
-	if len(s) > slugMax {
-		s = strings.TrimRight(s[:slugMax], "-")
+	return cutSlug(b.String(), SlugMax)
+}
+
+// cutSlug cuts s to n bytes (slugs are ASCII) without leaving a trailing
+// '-'.
+func cutSlug(s string, n int) string {
+	if len(s) > n {
+		s = strings.TrimRight(s[:n], "-")
 	}
 	return s
+}
+
+// SuffixedSlug is "base-n", the base cut to at most baseMax characters and
+// so that the result fits in SlugMax, with no '-' left at the cut. The API
+// suggests it with baseMax SlugMax; the import's backfill (design 000) cuts
+// every suffixed base to 58.
+func SuffixedSlug(base string, n, baseMax int) string {
+	suffix := "-" + strconv.Itoa(n)
+	return cutSlug(base, min(baseMax, SlugMax-len(suffix))) + suffix
 }
 
 // suggestSlug returns the first free "<base>-N" for N = 2, 3, ..., with the
 // base shortened so the result stays within 63 characters.
 func (s *Service) suggestSlug(ctx context.Context, orgID int64, base string) (string, error) {
 	for n := 2; ; n++ {
-		suffix := "-" + strconv.Itoa(n)
-		b := base
-		if len(b)+len(suffix) > slugMax {
-			b = strings.TrimRight(b[:slugMax-len(suffix)], "-")
-		}
-		cand := b + suffix
+		cand := SuffixedSlug(base, n, SlugMax)
 		taken, err := s.st.SlugTaken(ctx, orgID, cand)
 		if err != nil {
 			return "", fromStore(err, "slug")
@@ -70,7 +80,7 @@ func (s *Service) slugTaken(ctx context.Context, orgID int64, slug string) error
 	if err != nil {
 		return err
 	}
-	return &Error{Status: http.StatusConflict, Code: CodeSlugTaken,
+	return &Error{Kind: ErrConflict, Code: CodeSlugTaken,
 		Message:    "slug " + quote(slug) + " is taken in this org (providers and groups share one namespace; a deleted provider keeps its slug until purged)",
 		Suggestion: sug, Fields: map[string]string{"slug": "taken"}}
 }

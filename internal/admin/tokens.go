@@ -162,13 +162,13 @@ func (s *Service) RevokeAdminToken(ctx context.Context, id string) (AdminTokenVi
 		return AdminTokenView{}, err
 	}
 	if a.Source == store.AdminTokenEnv && a.RevokedAt == nil {
-		return AdminTokenView{}, &Error{Status: http.StatusConflict, Code: CodeBootstrapToken,
+		return AdminTokenView{}, &Error{Kind: ErrConflict, Code: CodeBootstrapToken,
 			Message: "this token is ROLTER_ADMIN_TOKEN: change or unset the variable and restart to invalidate it"}
 	}
 	err = s.st.RevokeAdminToken(ctx, a.ID, s.now())
 	switch {
 	case errors.Is(err, store.ErrLastAdminToken):
-		return AdminTokenView{}, &Error{Status: http.StatusConflict, Code: CodeLastAdminToken,
+		return AdminTokenView{}, &Error{Kind: ErrConflict, Code: CodeLastAdminToken,
 			Message: "this is the last live global admin token; create another global token first"}
 	case err != nil:
 		return AdminTokenView{}, fromStore(err, "admin token")

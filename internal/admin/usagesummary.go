@@ -153,7 +153,7 @@ func (h *Handler) usageSummary(w http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	groups, err := h.svc.st.SummarizeUsage(qctx, f, groupBy, limit+1)
 	if err != nil && qctx.Err() != nil && ctx.Err() == nil {
-		return &Error{Status: http.StatusBadRequest, Code: CodeSummaryTooSlow,
+		return &Error{Kind: ErrInvalid, Code: CodeSummaryTooSlow,
 			Message: "the summary took longer than " + summaryTimeout.String() + "; narrow since/until or the filters",
 			Fields:  map[string]string{"since": "narrow the range"}}
 	}
@@ -161,7 +161,7 @@ func (h *Handler) usageSummary(w http.ResponseWriter, r *http.Request) error {
 		return fromStore(err, "usage")
 	}
 	if len(groups) > limit {
-		return &Error{Status: http.StatusBadRequest, Code: CodeTooManyGroups,
+		return &Error{Kind: ErrInvalid, Code: CodeTooManyGroups,
 			Message: "more than " + strconv.Itoa(limit) + " groups match; narrow the filters (since, until, key, ...), group by fewer dimensions or by day rather than hour, or raise limit (at most " + strconv.Itoa(maxGroups) + ")",
 			Fields:  map[string]string{"group_by": "yields more than " + strconv.Itoa(limit) + " groups"}}
 	}

@@ -16,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -125,20 +124,20 @@ func Apply(ctx context.Context, svc *admin.Service, f *File, out io.Writer, log 
 	skip := func(kind, name string) { log.Info("config: exists, left unchanged", "kind", kind, "name", name) }
 	for oi, o := range f.Orgs {
 		where := fmt.Sprintf("orgs[%d]", oi)
-		if _, err := svc.CreateOrg(ctx, o.OrgInput); isConflict(err) {
+		if _, err := svc.CreateOrg(ctx, o.OrgInput); admin.AlreadyExists(err) {
 			skip("org", o.Name)
 		} else if err != nil {
 			return wrap(where, err)
 		}
 		for pi, p := range o.Providers {
-			if _, err := svc.CreateProvider(ctx, o.Name, p); isConflict(err) {
+			if _, err := svc.CreateProvider(ctx, o.Name, p); admin.AlreadyExists(err) {
 				skip("provider", o.Name+"/"+firstNonEmpty(p.Slug, p.Name))
 			} else if err != nil {
 				return wrap(fmt.Sprintf("%s.providers[%d]", where, pi), err)
 			}
 		}
 		for gi, g := range o.Groups {
-			if _, err := svc.CreateGroup(ctx, o.Name, g); isConflict(err) {
+			if _, err := svc.CreateGroup(ctx, o.Name, g); admin.AlreadyExists(err) {
 				skip("group", o.Name+"/"+firstNonEmpty(g.Slug, g.Name))
 			} else if err != nil {
 				return wrap(fmt.Sprintf("%s.groups[%d]", where, gi), err)
@@ -146,13 +145,13 @@ func Apply(ctx context.Context, svc *admin.Service, f *File, out io.Writer, log 
 		}
 		for pi, p := range o.Projects {
 			pw := fmt.Sprintf("%s.projects[%d]", where, pi)
-			if _, err := svc.CreateProject(ctx, o.Name, p.ProjectInput); isConflict(err) {
+			if _, err := svc.CreateProject(ctx, o.Name, p.ProjectInput); admin.AlreadyExists(err) {
 				skip("project", o.Name+"/"+p.Name)
 			} else if err != nil {
 				return wrap(pw, err)
 			}
 			for ri, r := range p.Routes {
-				if _, err := svc.CreateRoute(ctx, o.Name, p.Name, r); isConflict(err) {
+				if _, err := svc.CreateRoute(ctx, o.Name, p.Name, r); admin.AlreadyExists(err) {
 					skip("route", o.Name+"/"+p.Name+"/"+r.Model)
 				} else if err != nil {
 					return wrap(fmt.Sprintf("%s.routes[%d]", pw, ri), err)
@@ -183,11 +182,6 @@ func firstNonEmpty(a, b string) string {
 		return a
 	}
 	return b
-}
-
-func isConflict(err error) bool {
-	var ae *admin.Error
-	return errors.As(err, &ae) && ae.Status == http.StatusConflict && (ae.Code == admin.CodeConflict || ae.Code == admin.CodeSlugTaken)
 }
 
 // wrap prefixes the path of the failing resource, with field messages in

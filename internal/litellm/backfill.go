@@ -1,17 +1,12 @@
 package litellm
 
 import (
-	"strconv"
-	"strings"
-
 	"github.com/rolter/rolter/internal/admin"
 )
 
-// Slug lengths of the backfill (design 000, "Slug collision handling" 1).
-const (
-	slugMax      = 63 // a bare slug
-	suffixedBase = 58 // the base of "base-N", so that it fits in 63
-)
+// suffixedBase is the longest base of a backfilled "base-N" (design 000,
+// "Slug collision handling" 1), so that it fits in 63.
+const suffixedBase = 58
 
 // fallbackBase is the base of a name with no ASCII letter or digit.
 const fallbackBase = "provider"
@@ -88,20 +83,10 @@ func Backfill(claimants []Claimant, held []string) []Assigned {
 }
 
 // candidate is the slug of the n-th claimant of base: the base itself for
-// n = 1, "base-n" otherwise.
+// n = 1 (a derived base is at most 63 characters), "base-n" otherwise.
 func candidate(base string, n int) string {
 	if n <= 1 {
-		return truncate(base, slugMax)
+		return base
 	}
-	suffix := "-" + strconv.Itoa(n)
-	return truncate(base, min(suffixedBase, slugMax-len(suffix))) + suffix
-}
-
-// truncate cuts s to n bytes (slugs are ASCII) without leaving a trailing
-// '-'.
-func truncate(s string, n int) string {
-	if len(s) > n {
-		s = strings.TrimRight(s[:n], "-")
-	}
-	return s
+	return admin.SuffixedSlug(base, n, suffixedBase)
 }

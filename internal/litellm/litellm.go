@@ -86,9 +86,6 @@ type rawParams struct {
 // envPrefix marks a LiteLLM value read from the environment.
 const envPrefix = "os.environ/"
 
-// maxWeight matches the admin API's limit on target weights.
-const maxWeight = 1_000_000
-
 // why explains the ignored keys users most often ask about.
 var why = map[string]string{
 	"litellm_params.rpm": "rolter does not import rate limits; set them on virtual keys",
@@ -191,8 +188,8 @@ func checkEntry(i int, re rawEntry, lookupEnv func(string) (string, bool)) (Entr
 	}
 	e.Key = secret.New(key)
 	if w := p.Weight; w != nil {
-		if *w != math.Trunc(*w) || *w < 0 || *w > maxWeight {
-			fail("litellm_params.weight must be a whole number from 0 to %d", maxWeight)
+		if *w != math.Trunc(*w) || *w < 0 || *w > admin.MaxWeight {
+			fail("litellm_params.weight must be a whole number from 0 to %d", admin.MaxWeight)
 		} else {
 			e.Weight = int(*w)
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -249,12 +248,12 @@ func (plan *Plan) assignSlugs(ctx context.Context, st Store, org *store.Org, exi
 // re-run resumes where this one stopped.
 func (plan *Plan) Apply(ctx context.Context, adm Admin, st Store) error {
 	if plan.NewOrg {
-		if _, err := adm.CreateOrg(ctx, admin.OrgInput{Name: plan.Org, Description: "created by rolter import"}); err != nil && !isConflict(err) {
+		if _, err := adm.CreateOrg(ctx, admin.OrgInput{Name: plan.Org, Description: "created by rolter import"}); err != nil && !admin.AlreadyExists(err) {
 			return describe(fmt.Sprintf("org %q", plan.Org), err)
 		}
 	}
 	if plan.NewProject {
-		if _, err := adm.CreateProject(ctx, plan.Org, admin.ProjectInput{Name: plan.Project, Description: "created by rolter import"}); err != nil && !isConflict(err) {
+		if _, err := adm.CreateProject(ctx, plan.Org, admin.ProjectInput{Name: plan.Project, Description: "created by rolter import"}); err != nil && !admin.AlreadyExists(err) {
 			return describe(fmt.Sprintf("project %q", plan.Project), err)
 		}
 	}
@@ -292,7 +291,7 @@ func (plan *Plan) Apply(ctx context.Context, adm Admin, st Store) error {
 			in.Targets = append(in.Targets, admin.TargetInput{Provider: t.Provider.Slug, UpstreamModel: t.UpstreamModel, Weight: &w})
 		}
 		if _, err := adm.CreateRoute(ctx, plan.Org, plan.Project, in); err != nil {
-			if isConflict(err) { // created meanwhile: never overwritten
+			if admin.AlreadyExists(err) { // created meanwhile: never overwritten
 				r.Exists = true
 				continue
 			}
@@ -308,11 +307,6 @@ func entries(idx []int) string {
 		s[i] = fmt.Sprintf("model_list[%d]", n)
 	}
 	return strings.Join(s, ", ")
-}
-
-func isConflict(err error) bool {
-	var ae *admin.Error
-	return errors.As(err, &ae) && ae.Status == http.StatusConflict && ae.Code == admin.CodeConflict
 }
 
 // describe renders an admin error with its fields in a stable order.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 
@@ -80,10 +79,10 @@ func bootstrap(ctx context.Context, st store.Store, svc *admin.Service, envToken
 // shows its secrets. With ROLTER_ADMIN_TOKEN set, storing it (in
 // bootstrap) is the commit point; otherwise the generated token is.
 func firstStart(ctx context.Context, st store.Store, svc *admin.Service, envToken secret.Secret) (string, error) {
-	if _, err := svc.CreateOrg(ctx, admin.OrgInput{Name: DefaultOrg, Description: "created on first start"}); err != nil && !isConflict(err) {
+	if _, err := svc.CreateOrg(ctx, admin.OrgInput{Name: DefaultOrg, Description: "created on first start"}); err != nil && !admin.AlreadyExists(err) {
 		return "", fmt.Errorf("bootstrap: default org: %w", err)
 	}
-	if _, err := svc.CreateProject(ctx, DefaultOrg, admin.ProjectInput{Name: DefaultProject, Description: "created on first start"}); err != nil && !isConflict(err) {
+	if _, err := svc.CreateProject(ctx, DefaultOrg, admin.ProjectInput{Name: DefaultProject, Description: "created on first start"}); err != nil && !admin.AlreadyExists(err) {
 		return "", fmt.Errorf("bootstrap: default project: %w", err)
 	}
 	key, err := svc.CreateVirtualKey(ctx, DefaultOrg, DefaultProject, admin.VirtualKeyInput{Name: "first key"})
@@ -108,9 +107,4 @@ func firstStart(ctx context.Context, st store.Store, svc *admin.Service, envToke
 	}
 	fmt.Fprintf(&b, "  virtual key:  %s  (org %q, project %q)\n", key.Secret, DefaultOrg, DefaultProject)
 	return b.String(), nil
-}
-
-func isConflict(err error) bool {
-	var ae *admin.Error
-	return errors.As(err, &ae) && ae.Status == http.StatusConflict
 }

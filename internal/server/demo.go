@@ -37,7 +37,7 @@ func (s *Server) mountDemo(ctx context.Context, mux *http.ServeMux, svc *admin.S
 	_, err = svc.CreateProvider(ctx, DefaultOrg, admin.ProviderInput{
 		Name: "rolter demo upstream", Slug: DemoProvider, Kind: "vllm", BaseURL: base, Models: []string{DemoModel},
 		ForwardHeaders: forward})
-	if isConflict(err) {
+	if admin.AlreadyExists(err) {
 		_, err = svc.UpdateProvider(ctx, DefaultOrg, DemoProvider, admin.ProviderPatch{BaseURL: &base, ForwardHeaders: &forward}, false)
 	}
 	if err != nil {
@@ -45,7 +45,7 @@ func (s *Server) mountDemo(ctx context.Context, mux *http.ServeMux, svc *admin.S
 	}
 	_, err = svc.CreateRoute(ctx, DefaultOrg, DefaultProject, admin.RouteInput{
 		Model: DemoRoute, Targets: []admin.TargetInput{{Provider: DemoProvider, UpstreamModel: DemoModel}}})
-	if err != nil && !isConflict(err) {
+	if err != nil && !admin.AlreadyExists(err) {
 		return fmt.Errorf("--demo: register route %q: %w", DemoRoute, err)
 	}
 	return nil
