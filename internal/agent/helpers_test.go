@@ -100,7 +100,7 @@ func fakeVLLM(args []string) int {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"served by fake vllm on %s"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`, served, port)
 	})
-	go http.Serve(ln, mux)
+	go func() { _ = http.Serve(ln, mux) }() // returns when the test closes ln
 	b, _ := json.Marshal(runRecord{PID: os.Getpid(), Argv: args, Env: os.Environ()})
 	tmp := filepath.Join(dir, fmt.Sprintf(".run-%s-%d", port, os.Getpid()))
 	if os.WriteFile(tmp, b, 0o600) != nil || os.Rename(tmp, filepath.Join(dir, "run-"+port+".json")) != nil {

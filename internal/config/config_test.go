@@ -42,7 +42,7 @@ func testEnv(t *testing.T) {
 	t.Setenv("ROLTER_TEST_GLOBEX_KEY", globexEnvSecret)
 	t.Setenv("ROLTER_TEST_EMPTY_KEY", "")
 	t.Setenv("ROLTER_TEST_UNSET_KEY", "") // restores the old value when t ends
-	os.Unsetenv("ROLTER_TEST_UNSET_KEY")
+	_ = os.Unsetenv("ROLTER_TEST_UNSET_KEY")
 }
 
 func assertNoSecrets(t *testing.T, what, s string) {

@@ -281,7 +281,9 @@ func TestRetireRacesRegistration(t *testing.T) {
 			if err := s.DeregisterHost(ctx, h.ID, store.HostRetired); err != nil {
 				t.Fatal(err)
 			}
-			<-done // an error is fine: the host was already retired
+			if err := <-done; err != nil { // fine: the host was already retired
+				t.Logf("register after retirement: %v", err)
+			}
 			got, err := s.GetHost(ctx, o.ID, h.ID)
 			if err != nil {
 				t.Fatal(err)
