@@ -184,7 +184,11 @@ const recipeJSON = `{"vllm":{"model":"Qwen/Qwen3-8B","source":{"kind":"hf"},"vra
 func TestFleetLifecycle(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, d string) {
 		spec, dir := storetest.Spec(t, d)
-		r := start(t, fleetConfig(spec, dir))
+		// The controller sweeps every 40 ms and also when the test ticks it.
+		sweeps := make(chan time.Time)
+		scfg := fleetConfig(spec, dir)
+		scfg.Fleet.Controller.Ticks = sweeps
+		r := start(t, scfg)
 		defer r.srv.Shutdown()
 		const tok = "tok-FLEET-FAKE-0123456789"
 		_, body := r.call(t, "POST", "/admin/v1/orgs/default/projects/default/keys", tok, `{"name":"client"}`)
@@ -300,7 +304,11 @@ func TestFleetLifecycle(t *testing.T) {
 		if ids := r.modelIDs(t, vkey); strings.Contains(ids, ",qwen3,") {
 			t.Fatalf("retired host's route is listed: %s", ids)
 		}
-		time.Sleep(200 * time.Millisecond) // several sweeps: a healthy retired host must stay retired
+		// Several sweeps: a healthy retired host must stay retired. The
+		// fourth tick is taken only after three whole sweeps since retire.
+		for range 4 {
+			tick(t, sweeps)
+		}
 		if hv := r.host(t, tok, h.ID); hv.State != "retired" {
 			t.Fatalf("retired host came back as %s", hv.State)
 		}
