@@ -75,7 +75,7 @@ func agentCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // no child process inherits it.
 func fleetKey(file string) (secret.Secret, error) {
 	env := os.Getenv("ROLTER_FLEET_KEY")
-	os.Unsetenv("ROLTER_FLEET_KEY")
+	_ = os.Unsetenv("ROLTER_FLEET_KEY") // fails only for a malformed name
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {

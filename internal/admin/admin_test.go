@@ -107,9 +107,7 @@ func (e *env) fail(method, path, body string, status int, code string) map[strin
 }
 
 func each(t *testing.T, fn func(t *testing.T, e *env)) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) { fn(t, newEnv(t, d, nil)) })
-	}
+	storetest.EachWith(t, func(t *testing.T, d string) *env { return newEnv(t, d, nil) }, fn)
 }
 
 func TestAuth(t *testing.T) {
@@ -373,54 +371,52 @@ func TestPagination(t *testing.T) {
 // create response of the virtual key only, and nowhere after: not in GET or
 // list responses, not in errors, not in logs, not at rest in plain text.
 func TestSecretsShownOnce(t *testing.T) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) {
-			sealer, _ := secret.NewSealer(secret.New("master-key-FAKE-0002"))
-			e := newEnv(t, d, sealer)
-			const provSecret = "sk-provider-FAKE-0003"
-			const provSecret2 = "sk-provider-FAKE-0004"
-			var responses []string
-			code, body := e.do("POST", "/orgs/default/providers", `{"name":"p","kind":"openai","base_url":"https://api.example/v1","keys":[{"secret":"`+provSecret+`"}]}`)
-			if code != 201 {
-				t.Fatal(body)
-			}
+	storetest.Each(t, func(t *testing.T, d string) {
+		sealer, _ := secret.NewSealer(secret.New("master-key-FAKE-0002"))
+		e := newEnv(t, d, sealer)
+		const provSecret = "sk-provider-FAKE-0003"
+		const provSecret2 = "sk-provider-FAKE-0004"
+		var responses []string
+		code, body := e.do("POST", "/orgs/default/providers", `{"name":"p","kind":"openai","base_url":"https://api.example/v1","keys":[{"secret":"`+provSecret+`"}]}`)
+		if code != 201 {
+			t.Fatal(body)
+		}
+		responses = append(responses, body)
+		_, body = e.do("POST", "/orgs/default/providers/p/keys", `{"secret":"`+provSecret2+`","weight":2}`)
+		responses = append(responses, body)
+		// A failing create that carries a secret must not echo it.
+		_, body = e.do("POST", "/orgs/default/providers", `{"name":"q","kind":"nope","base_url":"x","keys":[{"secret":"`+provSecret+`"}]}`)
+		responses = append(responses, body)
+		_, body = e.do("POST", "/orgs/default/providers", `{"name":"q","kind":"vllm","base_url":"http://h/v1","keys":[{"secret":12}]}`)
+		responses = append(responses, body)
+		k := e.ok("POST", "/orgs/default/projects/default/keys", `{"name":"ci"}`, 201)
+		vk := k["secret"].(string)
+		id := jsonID(k["id"])
+		for _, p := range []string{"/orgs/default/providers", "/orgs/default/providers/p", "/orgs/default/providers/p/keys",
+			"/orgs/default/projects/default/keys", "/orgs/default/projects/default/keys/" + id} {
+			_, body := e.do("GET", p, "")
 			responses = append(responses, body)
-			_, body = e.do("POST", "/orgs/default/providers/p/keys", `{"secret":"`+provSecret2+`","weight":2}`)
-			responses = append(responses, body)
-			// A failing create that carries a secret must not echo it.
-			_, body = e.do("POST", "/orgs/default/providers", `{"name":"q","kind":"nope","base_url":"x","keys":[{"secret":"`+provSecret+`"}]}`)
-			responses = append(responses, body)
-			_, body = e.do("POST", "/orgs/default/providers", `{"name":"q","kind":"vllm","base_url":"http://h/v1","keys":[{"secret":12}]}`)
-			responses = append(responses, body)
-			k := e.ok("POST", "/orgs/default/projects/default/keys", `{"name":"ci"}`, 201)
-			vk := k["secret"].(string)
-			id := jsonID(k["id"])
-			for _, p := range []string{"/orgs/default/providers", "/orgs/default/providers/p", "/orgs/default/providers/p/keys",
-				"/orgs/default/projects/default/keys", "/orgs/default/projects/default/keys/" + id} {
-				_, body := e.do("GET", p, "")
-				responses = append(responses, body)
-			}
-			_, body = e.do("DELETE", "/orgs/default/projects/default/keys/"+id, "")
-			responses = append(responses, body)
-			_, body = e.doAuth("GET", "/orgs", "", "Bearer "+vk) // a virtual key is not an admin token
-			responses = append(responses, body)
-			for _, s := range []string{provSecret, provSecret2, vk, adminToken, "master-key-FAKE-0002"} {
-				for _, r := range responses {
-					if strings.Contains(r, s) {
-						t.Errorf("secret %q in response %s", s, r)
-					}
-				}
-				if strings.Contains(e.logs.String(), s) {
-					t.Errorf("secret %q in logs", s)
+		}
+		_, body = e.do("DELETE", "/orgs/default/projects/default/keys/"+id, "")
+		responses = append(responses, body)
+		_, body = e.doAuth("GET", "/orgs", "", "Bearer "+vk) // a virtual key is not an admin token
+		responses = append(responses, body)
+		for _, s := range []string{provSecret, provSecret2, vk, adminToken, "master-key-FAKE-0002"} {
+			for _, r := range responses {
+				if strings.Contains(r, s) {
+					t.Errorf("secret %q in response %s", s, r)
 				}
 			}
-			// Provider secrets are sealed at rest.
-			st, err := e.st.Load(context.Background())
-			if err != nil || st.Providers[0].Keys[0].Secret.Reveal() != provSecret {
-				t.Fatalf("load: %v", err)
+			if strings.Contains(e.logs.String(), s) {
+				t.Errorf("secret %q in logs", s)
 			}
-		})
-	}
+		}
+		// Provider secrets are sealed at rest.
+		st, err := e.st.Load(context.Background())
+		if err != nil || st.Providers[0].Keys[0].Secret.Reveal() != provSecret {
+			t.Fatalf("load: %v", err)
+		}
+	})
 }
 
 func TestTargetContextLimit(t *testing.T) {

@@ -208,7 +208,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("agent: state directory: %w", err)
 	}
-	if err := os.MkdirAll(a.cfg.ModelsDir, 0o755); err != nil {
+	if err := os.MkdirAll(a.cfg.ModelsDir, 0o755); err != nil { //nolint:gosec // G301: vLLM may run as another user and must read the weights
 		return fmt.Errorf("agent: models directory: %w", err)
 	}
 	defer a.shutdown()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 // The basic cycle: fetch, launch, serve, report (revision, discoveries,
@@ -49,7 +50,7 @@ func TestAgentRunsReportsAndStops(t *testing.T) {
 	}
 
 	rev := fleetapi.Revision(hfAssignment(7, port, "--max-model-len", "4096"))
-	eventually(t, "a report with the revision and the vLLM version", func() bool {
+	testkit.Eventually(t, "a report with the revision and the vLLM version", func() bool {
 		ap, d, ok := fs.applied(7)
 		return ok && ap.Revision == rev && ap.Error == "" && d.VLLMVersion == fakeVersion && d.DiskFreeGB > 0
 	})
@@ -126,7 +127,7 @@ echo "NVIDIA H100 80GB HBM3, 81559"
 
 	e.waitRun(smallPort)
 	const reason = "model needs 160 GB VRAM, this box has 79.6 GB (1x NVIDIA H100 80GB HBM3)"
-	eventually(t, "the refusal in a report", func() bool {
+	testkit.Eventually(t, "the refusal in a report", func() bool {
 		ap, _, ok := fs.applied(1)
 		return ok && ap.Revision == "" && ap.Error == reason
 	})
@@ -158,14 +159,14 @@ func TestAgentOutage(t *testing.T) {
 	fs.set(as)
 	r1 := e.start(e.config(fs.url()))
 	rec := e.waitRun(port)
-	eventually(t, "a first report", func() bool {
+	testkit.Eventually(t, "a first report", func() bool {
 		ap, _, ok := fs.applied(3)
 		return ok && ap.Revision == fleetapi.Revision(as)
 	})
 
 	// (a)
 	fs.stop()
-	eventually(t, "three failed fetches", func() bool {
+	testkit.Eventually(t, "three failed fetches", func() bool {
 		return strings.Count(e.logs.String(), "config fetch failed") >= 3
 	})
 	if !alive(rec.PID) {
@@ -185,7 +186,7 @@ func TestAgentOutage(t *testing.T) {
 	failed := strings.Count(e.logs.String(), "config fetch failed")
 	r2 := e.start(e.config(fs.url()))
 	rec2 := e.waitRun(port, rec.PID)
-	eventually(t, "the new agent failing to fetch", func() bool {
+	testkit.Eventually(t, "the new agent failing to fetch", func() bool {
 		return strings.Count(e.logs.String(), "config fetch failed") > failed
 	})
 	if !slices.Equal(rec2.Argv, rec.Argv) {
@@ -198,7 +199,7 @@ func TestAgentOutage(t *testing.T) {
 	// (c)
 	_, reports := fs.counts()
 	fs.start()
-	eventually(t, "a report after the gateway returns", func() bool {
+	testkit.Eventually(t, "a report after the gateway returns", func() bool {
 		_, n := fs.counts()
 		return n > reports
 	})
@@ -231,11 +232,11 @@ func TestAgentApplySemantics(t *testing.T) {
 	v2 := hfAssignment(4, port, "--max-model-len", "2048")
 	fs.set(v2)
 	fetches, _ := fs.counts()
-	eventually(t, "three more fetches and reports", func() bool {
+	testkit.Eventually(t, "three more fetches and reports", func() bool {
 		n, _ := fs.counts()
 		return n >= fetches+3
 	})
-	eventually(t, "a report after those fetches", func() bool {
+	testkit.Eventually(t, "a report after those fetches", func() bool {
 		ap, _, ok := fs.applied(4)
 		return ok && ap.Revision == fleetapi.Revision(v1)
 	})
@@ -255,7 +256,7 @@ func TestAgentApplySemantics(t *testing.T) {
 	if !e.exitedBySIGTERM(rec1.PID) {
 		t.Error("the old vLLM was not stopped with SIGTERM")
 	}
-	eventually(t, "the new revision reported and apply cleared", func() bool {
+	testkit.Eventually(t, "the new revision reported and apply cleared", func() bool {
 		ap, _, _ := fs.applied(4)
 		fs.mu.Lock()
 		cleared := !fs.cfg.Assignments[0].Apply
@@ -270,7 +271,7 @@ func TestAgentApplySemantics(t *testing.T) {
 	if !slices.Contains(rec3.Argv, "8192") {
 		t.Errorf("auto_apply restarted with %q", rec3.Argv)
 	}
-	eventually(t, "the auto-applied revision reported", func() bool {
+	testkit.Eventually(t, "the auto-applied revision reported", func() bool {
 		ap, _, _ := fs.applied(4)
 		return ap.Revision == fleetapi.Revision(v3)
 	})
@@ -287,11 +288,11 @@ func TestAgentStopsRetiredHost(t *testing.T) {
 	rec1, rec2 := e.waitRun(p1), e.waitRun(p2)
 
 	fs.set(hfAssignment(6, p2))
-	eventually(t, "host 5 stopped", func() bool { return !alive(rec1.PID) })
+	testkit.Eventually(t, "host 5 stopped", func() bool { return !alive(rec1.PID) })
 	if !e.exitedBySIGTERM(rec1.PID) {
 		t.Error("the retired host's vLLM was not stopped with SIGTERM")
 	}
-	eventually(t, "a report without host 5", func() bool {
+	testkit.Eventually(t, "a report without host 5", func() bool {
 		r, _ := fs.lastReport()
 		return len(r.Applied) == 1 && r.Applied[0].HostID == 6
 	})
@@ -356,7 +357,7 @@ func TestAgentRestartsCrashedChild(t *testing.T) {
 			t.Errorf("no restart %s in the log", d)
 		}
 	}
-	eventually(t, "a report of the restarted vLLM", func() bool {
+	testkit.Eventually(t, "a report of the restarted vLLM", func() bool {
 		ap, _, _ := fs.applied(9)
 		return ap.Revision != "" && ap.Error == ""
 	})
@@ -435,7 +436,7 @@ func TestAgentFleetKeyRefused(t *testing.T) {
 	cfg := e.config(fs.url())
 	cfg.FleetKey = wrongKey
 	r := e.start(cfg)
-	eventually(t, "two refusals logged", func() bool {
+	testkit.Eventually(t, "two refusals logged", func() bool {
 		return strings.Count(e.logs.String(), "fleet key refused") >= 2
 	})
 	if err := r.stop(); err != nil {

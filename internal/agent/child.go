@@ -62,7 +62,7 @@ func (c *child) spawn() (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open vLLM log: %w", err)
 	}
-	defer f.Close() // the child has its own descriptor once started
+	defer f.Close() //nolint:errcheck // the child has its own descriptor once started
 	fmt.Fprintf(f, "\n--- rolter agent %s: starting vLLM for host %d, revision %s: %s\n",
 		time.Now().UTC().Format(time.RFC3339), c.a.HostID, c.a.Revision, redactArgs(c.argv))
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
@@ -249,7 +249,7 @@ func redactArgs(argv []string) string {
 	out := make([]string, len(argv))
 	for i, a := range argv {
 		switch {
-		case i > 0 && secretFlag(argv[i-1]) && !strings.HasPrefix(a, "--"):
+		case i > 0 && secretFlag(argv[i-1]) && !strings.HasPrefix(a, "--"): //nolint:gosec // G602: i > 0 guards argv[i-1]
 			out[i] = "[redacted]"
 		case strings.HasPrefix(a, "--") && strings.Contains(a, "=") && secretFlag(a[:strings.IndexByte(a, '=')]):
 			out[i] = a[:strings.IndexByte(a, '=')+1] + "[redacted]"

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 // The test binary doubles as the fake vLLM: with ROLTER_FAKE_VLLM=1 it
@@ -100,7 +101,7 @@ func fakeVLLM(args []string) int {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"served by fake vllm on %s"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`, served, port)
 	})
-	go http.Serve(ln, mux)
+	go func() { _ = http.Serve(ln, mux) }() // returns when the test closes ln
 	b, _ := json.Marshal(runRecord{PID: os.Getpid(), Argv: args, Env: os.Environ()})
 	tmp := filepath.Join(dir, fmt.Sprintf(".run-%s-%d", port, os.Getpid()))
 	if os.WriteFile(tmp, b, 0o600) != nil || os.Rename(tmp, filepath.Join(dir, "run-"+port+".json")) != nil {
@@ -353,18 +354,6 @@ func (r *running) stop() error {
 	return r.err
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // record reads the run record of the fake vLLM on port.
 func (e *env) record(port int) (runRecord, bool) {
 	b, err := os.ReadFile(filepath.Join(e.runDir, "run-"+strconv.Itoa(port)+".json"))
@@ -383,7 +372,7 @@ func (e *env) record(port int) (runRecord, bool) {
 func (e *env) waitRun(port int, not ...int) runRecord {
 	e.t.Helper()
 	var rec runRecord
-	eventually(e.t, fmt.Sprintf("a fake vLLM on port %d (not pid %v)", port, not), func() bool {
+	testkit.Eventually(e.t, fmt.Sprintf("a fake vLLM on port %d (not pid %v)", port, not), func() bool {
 		r, ok := e.record(port)
 		if !ok || r.PID == 0 || !alive(r.PID) {
 			return false

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 // sink is the server a redirect points to; it records what reached it.
@@ -77,7 +78,7 @@ func TestScenario27_AgentFetchDoesNotFollowRedirects(t *testing.T) {
 				cfg.HTTPClient = tc.client()
 			}
 			r := e.start(cfg)
-			eventually(t, "two redirects answered", func() bool { return redirected.Load() >= 2 })
+			testkit.Eventually(t, "two redirects answered", func() bool { return redirected.Load() >= 2 })
 			if err := r.stop(); err != nil {
 				t.Fatal(err)
 			}

@@ -60,15 +60,15 @@ func writeFileAtomic(path string, data []byte) error {
 	tmp := f.Name()
 	defer os.Remove(tmp) // a no-op after the rename
 	if err := f.Chmod(0o600); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one to report
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one to report
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one to report
 		return err
 	}
 	if err := f.Close(); err != nil {
@@ -79,7 +79,7 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
-		d.Close()
+		_ = d.Close()
 	}
 	return nil
 }

@@ -125,13 +125,19 @@ func TestLocateWeights(t *testing.T) {
 	repoDir := filepath.Join(hub, "models--acme--cached")
 	mk(filepath.Join(repoDir, "snapshots", "abc"))
 	mk(filepath.Join(repoDir, "snapshots", "def"))
-	os.MkdirAll(filepath.Join(repoDir, "refs"), 0o755)
-	os.WriteFile(filepath.Join(repoDir, "refs", "main"), []byte("abc\n"), 0o644)
+	if err := os.MkdirAll(filepath.Join(repoDir, "refs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repoDir, "refs", "main"), []byte("abc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// hf cached only at a commit, without refs/main.
 	mk(filepath.Join(hub, "models--acme--pinned-only", "snapshots", "123"))
 	// registry.
 	mk(filepath.Join(models, "registry.internal_models_llama_v1"))
-	os.WriteFile(filepath.Join(models, "registry.internal_models_llama_v1", "model.safetensors"), []byte("w"), 0o644)
+	if err := os.WriteFile(filepath.Join(models, "registry.internal_models_llama_v1", "model.safetensors"), []byte("w"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	local := t.TempDir()
 
 	cases := []struct {

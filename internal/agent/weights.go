@@ -215,22 +215,22 @@ func downloadURL(ctx context.Context, client *http.Client, rawURL, dir string) e
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("download %s: %s", redactURL(u), resp.Status)
 	}
-	f, err := os.OpenFile(filepath.Join(tmp, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(filepath.Join(tmp, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644) //nolint:gosec // G302: weights vLLM must read
 	if err != nil {
 		return fmt.Errorf("download: %w", err)
 	}
 	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one to report
 		return fmt.Errorf("download %s: %w", redactURL(u), err)
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one to report
 		return fmt.Errorf("download: %w", err)
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("download: %w", err)
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	if err := os.Chmod(tmp, 0o755); err != nil { //nolint:gosec // G302: a weights directory vLLM must read
 		return fmt.Errorf("download: %w", err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {

@@ -165,7 +165,7 @@ func publish(tmp, dir, base, ext string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("backup: %w", err)
 		}
-		f.Close()
+		_ = f.Close() // an empty placeholder: nothing was written to it
 		if err := os.Rename(tmp, final); err != nil {
 			os.Remove(final)
 			return "", fmt.Errorf("backup: %w", err)
@@ -182,7 +182,7 @@ func syncFile(path string) error {
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close() // the write error is the one to report
 		return err
 	}
 	return f.Close()
@@ -193,7 +193,7 @@ func syncFile(path string) error {
 func syncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
-		d.Close()
+		_ = d.Close()
 	}
 }
 
@@ -246,7 +246,7 @@ func detect(file string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("backup: %w", err)
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // opened read-only
 	head := make([]byte, len(pgdmpMagic))
 	n, err := io.ReadFull(f, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {

@@ -34,14 +34,12 @@ var when = time.Date(2026, 11, 29, 19, 48, 0, 0, time.FixedZone("MSK", 3*3600))
 
 // each runs fn as a subtest on every dialect.
 func each(t *testing.T, fn func(t *testing.T, dialect string)) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) {
-			if d == dialectPostgres {
-				needTools(t, "pg_dump", "pg_restore", "psql")
-			}
-			fn(t, d)
-		})
-	}
+	storetest.Each(t, func(t *testing.T, d string) {
+		if d == dialectPostgres {
+			needTools(t, "pg_dump", "pg_restore", "psql")
+		}
+		fn(t, d)
+	})
 }
 
 // needTools fails under CI=true, and skips elsewhere, when a PostgreSQL

@@ -339,11 +339,11 @@ func pipeInTransaction(script, apply *exec.Cmd, prelude string) error {
 	var applyErr, scriptErr bytes.Buffer
 	apply.Stdin, apply.Stdout, apply.Stderr = pr, io.Discard, &applyErr
 	if err := apply.Start(); err != nil {
-		pr.Close()
-		pw.Close()
+		_ = pr.Close()
+		_ = pw.Close()
 		return fmt.Errorf("backup: psql: %w", err)
 	}
-	pr.Close()
+	_ = pr.Close()
 
 	_, werr := io.WriteString(pw, prelude)
 	var serr error
@@ -354,7 +354,7 @@ func pipeInTransaction(script, apply *exec.Cmd, prelude string) error {
 	if werr == nil && serr == nil {
 		_, werr = io.WriteString(pw, "COMMIT;\n")
 	}
-	pw.Close()
+	_ = pw.Close()
 	aerr := apply.Wait()
 
 	switch {

@@ -144,7 +144,7 @@ func (r *Report) WriteJSON(path string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	return os.WriteFile(path, append(b, '\n'), 0o644) //nolint:gosec // G306: a benchmark report, meant to be shared
 }
 
 // ReadJSON reads a report written by WriteJSON.

@@ -21,6 +21,7 @@ import (
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/sqlstore"
 	"github.com/rolter/rolter/internal/store/storetest"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 // Provider key secrets of testdata/full.good.yml: the literal one and the
@@ -42,16 +43,12 @@ func testEnv(t *testing.T) {
 	t.Setenv("ROLTER_TEST_GLOBEX_KEY", globexEnvSecret)
 	t.Setenv("ROLTER_TEST_EMPTY_KEY", "")
 	t.Setenv("ROLTER_TEST_UNSET_KEY", "") // restores the old value when t ends
-	os.Unsetenv("ROLTER_TEST_UNSET_KEY")
+	_ = os.Unsetenv("ROLTER_TEST_UNSET_KEY")
 }
 
 func assertNoSecrets(t *testing.T, what, s string) {
 	t.Helper()
-	for _, sec := range providerSecrets {
-		if strings.Contains(s, sec) {
-			t.Errorf("%s contains the provider secret %q:\n%s", what, sec, s)
-		}
-	}
+	testkit.AssertNoSecrets(t, what, s, providerSecrets...)
 }
 
 // TestGolden loads every testdata file: *.good.yml must load, *.bad.yml must
@@ -258,9 +255,7 @@ func newHarness(t *testing.T, dialect string) *harness {
 
 // each runs fn as a subtest on every store dialect.
 func each(t *testing.T, fn func(t *testing.T, h *harness)) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) { fn(t, newHarness(t, d)) })
-	}
+	storetest.EachWith(t, newHarness, fn)
 }
 
 func (h *harness) apply(t *testing.T, f *config.File) (out string, err error) {

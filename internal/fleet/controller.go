@@ -22,6 +22,10 @@ import (
 type ControllerConfig struct {
 	// Interval between probe sweeps (default 10s).
 	Interval time.Duration
+	// Ticks, when set, is received from in addition to the Interval
+	// ticker, each receive starting a sweep. Run receives only between
+	// sweeps, so a test that has sent n+1 times knows n sweeps finished.
+	Ticks <-chan time.Time
 	// Timeout of one host's probe, /health and /v1/models together
 	// (default 5s).
 	Timeout time.Duration
@@ -136,6 +140,7 @@ func (c *Controller) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-c.cfg.Ticks: // a nil channel never delivers
 		}
 	}
 }

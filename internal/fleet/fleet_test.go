@@ -208,90 +208,88 @@ func newBox(t *testing.T, model string) *box {
 // serving; failures under the threshold keep it; at the threshold it is
 // deregistered, never retired; a restarted controller re-asserts.
 func TestControllerTransitions(t *testing.T) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) {
-			ctx := context.Background()
-			st := storetest.Open(t, d, nil)
-			org := &store.Org{Name: "default"}
-			must(t, st.CreateOrg(ctx, org))
-			pj := &store.Project{OrgID: org.ID, Name: "default"}
-			must(t, st.CreateProject(ctx, pj))
-			b := newBox(t, "Qwen/Qwen3-8B")
-			u, _ := url.Parse(b.srv.URL)
-			port, _ := strconv.Atoi(u.Port())
-			h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
-				APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm("--max-model-len", "32768")}}
-			must(t, st.CreateHost(ctx, h, nil))
-			var changes atomic.Int64
-			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			c := NewController(st, ControllerConfig{FailAfter: 3}, log, func(context.Context) { changes.Add(1) })
-			state := func() string {
-				x, err := st.GetHost(ctx, org.ID, h.ID)
-				must(t, err)
-				return x.State
+	storetest.Each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		st := storetest.Open(t, d, nil)
+		org := &store.Org{Name: "default"}
+		must(t, st.CreateOrg(ctx, org))
+		pj := &store.Project{OrgID: org.ID, Name: "default"}
+		must(t, st.CreateProject(ctx, pj))
+		b := newBox(t, "Qwen/Qwen3-8B")
+		u, _ := url.Parse(b.srv.URL)
+		port, _ := strconv.Atoi(u.Port())
+		h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
+			APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm("--max-model-len", "32768")}}
+		must(t, st.CreateHost(ctx, h, nil))
+		var changes atomic.Int64
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		c := NewController(st, ControllerConfig{FailAfter: 3}, log, func(context.Context) { changes.Add(1) })
+		state := func() string {
+			x, err := st.GetHost(ctx, org.ID, h.ID)
+			must(t, err)
+			return x.State
+		}
+		targets := func() int {
+			r, err := st.GetRoute(ctx, pj.ID, "qwen3")
+			if err != nil {
+				return -1 // no route
 			}
-			targets := func() int {
-				r, err := st.GetRoute(ctx, pj.ID, "qwen3")
-				if err != nil {
-					return -1 // no route
-				}
-				return len(r.Targets)
-			}
+			return len(r.Targets)
+		}
 
+		c.Sweep(ctx)
+		if state() != store.HostPending || targets() != -1 || changes.Load() != 0 {
+			t.Fatalf("booting: %s, %d targets, %d changes", state(), targets(), changes.Load())
+		}
+		b.health.Store(true)
+		b.listing.Store(false) // /health OK but the recipe's model is not served
+		c.Sweep(ctx)
+		if state() != store.HostPending {
+			t.Fatalf("wrong model served: %s", state())
+		}
+		b.listing.Store(true)
+		c.Sweep(ctx)
+		if state() != store.HostServing || targets() != 1 || changes.Load() != 1 {
+			t.Fatalf("healthy: %s, %d targets, %d changes", state(), targets(), changes.Load())
+		}
+		c.Sweep(ctx) // steady: no write
+		if changes.Load() != 1 {
+			t.Fatalf("a steady sweep wrote: %d", changes.Load())
+		}
+		b.health.Store(false)
+		c.Sweep(ctx)
+		c.Sweep(ctx)
+		if state() != store.HostServing || targets() != 1 {
+			t.Fatalf("under the threshold: %s, %d targets", state(), targets())
+		}
+		if _, fail, lastErr, _ := c.Health(h.ID); fail != 2 || !strings.Contains(lastErr, "/health") {
+			t.Fatalf("health view: %d %q", fail, lastErr)
+		}
+		c.Sweep(ctx)
+		if state() != store.HostDown || targets() != 0 {
+			t.Fatalf("at the threshold: %s, %d targets", state(), targets())
+		}
+		for i := 0; i < 5; i++ { // down for long: never retired
 			c.Sweep(ctx)
-			if state() != store.HostPending || targets() != -1 || changes.Load() != 0 {
-				t.Fatalf("booting: %s, %d targets, %d changes", state(), targets(), changes.Load())
-			}
-			b.health.Store(true)
-			b.listing.Store(false) // /health OK but the recipe's model is not served
-			c.Sweep(ctx)
-			if state() != store.HostPending {
-				t.Fatalf("wrong model served: %s", state())
-			}
-			b.listing.Store(true)
-			c.Sweep(ctx)
-			if state() != store.HostServing || targets() != 1 || changes.Load() != 1 {
-				t.Fatalf("healthy: %s, %d targets, %d changes", state(), targets(), changes.Load())
-			}
-			c.Sweep(ctx) // steady: no write
-			if changes.Load() != 1 {
-				t.Fatalf("a steady sweep wrote: %d", changes.Load())
-			}
-			b.health.Store(false)
-			c.Sweep(ctx)
-			c.Sweep(ctx)
-			if state() != store.HostServing || targets() != 1 {
-				t.Fatalf("under the threshold: %s, %d targets", state(), targets())
-			}
-			if _, fail, lastErr, _ := c.Health(h.ID); fail != 2 || !strings.Contains(lastErr, "/health") {
-				t.Fatalf("health view: %d %q", fail, lastErr)
-			}
-			c.Sweep(ctx)
-			if state() != store.HostDown || targets() != 0 {
-				t.Fatalf("at the threshold: %s, %d targets", state(), targets())
-			}
-			for i := 0; i < 5; i++ { // down for long: never retired
-				c.Sweep(ctx)
-			}
-			if state() != store.HostDown {
-				t.Fatalf("long down: %s", state())
-			}
-			b.health.Store(true)
-			c.Sweep(ctx)
-			if state() != store.HostServing || targets() != 1 {
-				t.Fatalf("recovered: %s, %d targets", state(), targets())
-			}
-			// A new controller (a restart) re-asserts the registration
-			// once, then stays quiet.
-			c2 := NewController(st, ControllerConfig{FailAfter: 3}, log, func(context.Context) { changes.Add(1) })
-			before := changes.Load()
-			c2.Sweep(ctx)
-			c2.Sweep(ctx)
-			if changes.Load() != before+1 || targets() != 1 {
-				t.Fatalf("restart: %d changes, %d targets", changes.Load()-before, targets())
-			}
-		})
-	}
+		}
+		if state() != store.HostDown {
+			t.Fatalf("long down: %s", state())
+		}
+		b.health.Store(true)
+		c.Sweep(ctx)
+		if state() != store.HostServing || targets() != 1 {
+			t.Fatalf("recovered: %s, %d targets", state(), targets())
+		}
+		// A new controller (a restart) re-asserts the registration
+		// once, then stays quiet.
+		c2 := NewController(st, ControllerConfig{FailAfter: 3}, log, func(context.Context) { changes.Add(1) })
+		before := changes.Load()
+		c2.Sweep(ctx)
+		c2.Sweep(ctx)
+		if changes.Load() != before+1 || targets() != 1 {
+			t.Fatalf("restart: %d changes, %d targets", changes.Load()-before, targets())
+		}
+	})
 }
 
 func must(t *testing.T, err error) {

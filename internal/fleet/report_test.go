@@ -96,76 +96,74 @@ func (f *fleetFixture) host(t *testing.T, id int64) *store.Host {
 // invalid_report naming the field, and no write reaches the store. A good
 // report is written in one store call, for the box's own hosts only.
 func TestScenario32_FleetReport(t *testing.T) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) {
-			f := newFleetFixture(t, d, HandlerConfig{})
-			applied := func(ids ...int64) string {
-				parts := make([]string, len(ids))
-				for i, id := range ids {
-					parts[i] = `{"host_id":` + strconv.FormatInt(id, 10) + `,"revision":"r1","error":"launch failed"}`
-				}
-				return `"applied":[` + strings.Join(parts, ",") + `]`
+	storetest.Each(t, func(t *testing.T, d string) {
+		f := newFleetFixture(t, d, HandlerConfig{})
+		applied := func(ids ...int64) string {
+			parts := make([]string, len(ids))
+			for i, id := range ids {
+				parts[i] = `{"host_id":` + strconv.FormatInt(id, 10) + `,"revision":"r1","error":"launch failed"}`
 			}
-			dup := make([]int64, 3000)
-			for i := range dup {
-				dup[i] = f.h1.ID
+			return `"applied":[` + strings.Join(parts, ",") + `]`
+		}
+		dup := make([]int64, 3000)
+		for i := range dup {
+			dup[i] = f.h1.ID
+		}
+		for _, c := range []struct{ name, body, field string }{
+			{"3000 duplicates", `{` + applied(dup...) + `}`, "applied"},
+			{"one repeat", `{` + applied(f.h1.ID, f.h2.ID, f.h1.ID) + `}`, "applied[2].host_id"},
+			{"negative gpu_count", `{` + applied(f.h1.ID) + `,"discovered":{"gpu_count":-5}}`, "discovered.gpu_count"},
+			{"html", `{` + applied(f.h1.ID) + `,"discovered":{"gpu":"<img src=x onerror=alert(1)>","gpu_count":1}}`, "discovered.gpu"},
+			{"unknown field", `{` + applied(f.h1.ID) + `,"discovered":{"gpu_count":1,"owned":true}}`, "discovered.owned"},
+			{"unknown top field", `{` + applied(f.h1.ID) + `,"state":"serving"}`, "state"},
+			{"oversized error", `{"applied":[{"host_id":` + strconv.FormatInt(f.h1.ID, 10) + `,"error":"` + strings.Repeat("e", 4096) + `"}]}`, "applied[0].error"},
+			{"huge vram", `{` + applied(f.h1.ID) + `,"discovered":{"vram_gb":1e15}}`, "discovered.vram_gb"},
+			{"not json", `applied=1`, ""},
+		} {
+			code, body, _ := f.do(t, "POST", fleetapi.ReportPath, f.key, c.body)
+			var e struct {
+				Error struct {
+					Code   string            `json:"code"`
+					Fields map[string]string `json:"fields"`
+				} `json:"error"`
 			}
-			for _, c := range []struct{ name, body, field string }{
-				{"3000 duplicates", `{` + applied(dup...) + `}`, "applied"},
-				{"one repeat", `{` + applied(f.h1.ID, f.h2.ID, f.h1.ID) + `}`, "applied[2].host_id"},
-				{"negative gpu_count", `{` + applied(f.h1.ID) + `,"discovered":{"gpu_count":-5}}`, "discovered.gpu_count"},
-				{"html", `{` + applied(f.h1.ID) + `,"discovered":{"gpu":"<img src=x onerror=alert(1)>","gpu_count":1}}`, "discovered.gpu"},
-				{"unknown field", `{` + applied(f.h1.ID) + `,"discovered":{"gpu_count":1,"owned":true}}`, "discovered.owned"},
-				{"unknown top field", `{` + applied(f.h1.ID) + `,"state":"serving"}`, "state"},
-				{"oversized error", `{"applied":[{"host_id":` + strconv.FormatInt(f.h1.ID, 10) + `,"error":"` + strings.Repeat("e", 4096) + `"}]}`, "applied[0].error"},
-				{"huge vram", `{` + applied(f.h1.ID) + `,"discovered":{"vram_gb":1e15}}`, "discovered.vram_gb"},
-				{"not json", `applied=1`, ""},
-			} {
-				code, body, _ := f.do(t, "POST", fleetapi.ReportPath, f.key, c.body)
-				var e struct {
-					Error struct {
-						Code   string            `json:"code"`
-						Fields map[string]string `json:"fields"`
-					} `json:"error"`
-				}
-				_ = json.Unmarshal([]byte(body), &e)
-				if _, named := e.Error.Fields[c.field]; code != 400 || e.Error.Code != "invalid_report" || !named {
-					t.Errorf("%s: %d %.300s (want 400 invalid_report naming %q)", c.name, code, body, c.field)
-				}
+			_ = json.Unmarshal([]byte(body), &e)
+			if _, named := e.Error.Fields[c.field]; code != 400 || e.Error.Code != "invalid_report" || !named {
+				t.Errorf("%s: %d %.300s (want 400 invalid_report naming %q)", c.name, code, body, c.field)
 			}
-			if n := f.st.calls.Load(); n != 0 {
-				t.Fatalf("refused reports reached the store: %d writes", n)
+		}
+		if n := f.st.calls.Load(); n != 0 {
+			t.Fatalf("refused reports reached the store: %d writes", n)
+		}
+		for _, h := range []*store.Host{f.h1, f.h2} {
+			if x := f.host(t, h.ID); x.ReportedAt != nil || x.AppliedRevision != "" {
+				t.Fatalf("host %d changed by a refused report: %+v", h.ID, x)
 			}
-			for _, h := range []*store.Host{f.h1, f.h2} {
-				if x := f.host(t, h.ID); x.ReportedAt != nil || x.AppliedRevision != "" {
-					t.Fatalf("host %d changed by a refused report: %+v", h.ID, x)
-				}
-			}
+		}
 
-			// A good report: the box's two hosts in one write; the host at
-			// another address is ignored, as before.
-			cur := Revision(f.h1)
-			good := `{"applied":[{"host_id":` + strconv.FormatInt(f.h1.ID, 10) + `,"revision":"` + cur + `"},` +
-				`{"host_id":` + strconv.FormatInt(f.h2.ID, 10) + `,"revision":"","error":"model needs 80 GB VRAM"},` +
-				`{"host_id":` + strconv.FormatInt(f.h3.ID, 10) + `,"revision":"x"}],` +
-				`"discovered":{"gpu":"1x NVIDIA L4","gpu_count":1,"vram_gb":22.5,"disk_free_gb":300,"vllm_version":"0.11.0"}}`
-			code, body, _ := f.do(t, "POST", fleetapi.ReportPath, f.key, good)
-			if code != 200 || !strings.Contains(body, `"accepted":2`) {
-				t.Fatalf("good report: %d %s", code, body)
-			}
-			if calls, rows := f.st.calls.Load(), f.st.rows.Load(); calls != 1 || rows != 2 {
-				t.Fatalf("good report: %d store writes of %d rows, want 1 of 2", calls, rows)
-			}
-			x1, x2, x3 := f.host(t, f.h1.ID), f.host(t, f.h2.ID), f.host(t, f.h3.ID)
-			if x1.AppliedRevision != cur || x1.Applied == nil || x1.Report.Discovered.GPU != "1x NVIDIA L4" {
-				t.Errorf("host 1 after report: %+v", x1)
-			}
-			if x2.ReportedAt == nil || x2.Report.Error != "model needs 80 GB VRAM" || x2.Applied != nil {
-				t.Errorf("host 2 after report: %+v", x2)
-			}
-			if x3.ReportedAt != nil {
-				t.Errorf("a host at another address was written: %+v", x3)
-			}
-		})
-	}
+		// A good report: the box's two hosts in one write; the host at
+		// another address is ignored, as before.
+		cur := Revision(f.h1)
+		good := `{"applied":[{"host_id":` + strconv.FormatInt(f.h1.ID, 10) + `,"revision":"` + cur + `"},` +
+			`{"host_id":` + strconv.FormatInt(f.h2.ID, 10) + `,"revision":"","error":"model needs 80 GB VRAM"},` +
+			`{"host_id":` + strconv.FormatInt(f.h3.ID, 10) + `,"revision":"x"}],` +
+			`"discovered":{"gpu":"1x NVIDIA L4","gpu_count":1,"vram_gb":22.5,"disk_free_gb":300,"vllm_version":"0.11.0"}}`
+		code, body, _ := f.do(t, "POST", fleetapi.ReportPath, f.key, good)
+		if code != 200 || !strings.Contains(body, `"accepted":2`) {
+			t.Fatalf("good report: %d %s", code, body)
+		}
+		if calls, rows := f.st.calls.Load(), f.st.rows.Load(); calls != 1 || rows != 2 {
+			t.Fatalf("good report: %d store writes of %d rows, want 1 of 2", calls, rows)
+		}
+		x1, x2, x3 := f.host(t, f.h1.ID), f.host(t, f.h2.ID), f.host(t, f.h3.ID)
+		if x1.AppliedRevision != cur || x1.Applied == nil || x1.Report.Discovered.GPU != "1x NVIDIA L4" {
+			t.Errorf("host 1 after report: %+v", x1)
+		}
+		if x2.ReportedAt == nil || x2.Report.Error != "model needs 80 GB VRAM" || x2.Applied != nil {
+			t.Errorf("host 2 after report: %+v", x2)
+		}
+		if x3.ReportedAt != nil {
+			t.Errorf("a host at another address was written: %+v", x3)
+		}
+	})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/rolter/rolter/internal/cooldown"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 // heapAfterGC is the live heap once garbage is collected.
@@ -222,7 +223,7 @@ func TestScenario22_DeclaredBodyLengthIsNotAllocated(t *testing.T) {
 		must(t, err)
 		cs = append(cs, c)
 	}
-	waitFor(t, "all ten requests in the handler", func() bool {
+	testkit.Eventually(t, "all ten requests in the handler", func() bool {
 		return inFlight(h.gw) == conns
 	})
 	growth := int64(heapAfterGC()) - int64(heap0)
@@ -255,18 +256,6 @@ func TestScenario22_DeclaredBodyLengthIsNotAllocated(t *testing.T) {
 	}
 	if up.count() != 0 {
 		t.Fatalf("the upstream was called %d times", up.count())
-	}
-}
-
-// waitFor polls cond until it holds, failing after a generous deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -577,7 +566,7 @@ func TestScenario24_SlowClientIsNotTheUpstreamsFault(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, "three client_slow records", func() bool { return slow() == 3 })
+	testkit.Eventually(t, "three client_slow records", func() bool { return slow() == 3 })
 	// Before the fix the watchdog fired during the blocked writes: each
 	// stream then ended as idle_timeout against the upstream.
 	for _, r := range h.usage.all() {
@@ -732,7 +721,7 @@ func TestScenario22_BodyBytesInFlightAreBounded(t *testing.T) {
 			t.Fatalf("a request within the budget: status %d", st)
 		}
 	}
-	waitFor(t, "the body bytes to be given back", func() bool { return h.gw.bodyBytes.Load() == 0 })
+	testkit.Eventually(t, "the body bytes to be given back", func() bool { return h.gw.bodyBytes.Load() == 0 })
 	inside.Add(1)
 	if resp := h.post("/v1/chat/completions", body); readAll(t, resp) == "" || resp.StatusCode != 200 {
 		t.Fatalf("after the others ended: status %d", resp.StatusCode)

@@ -65,9 +65,7 @@ func newHarness(t *testing.T, cfg Config) *harness { return newHarnessOn(t, "sql
 // onEveryStore runs fn with a harness on each store dialect: the tests
 // whose subject is state read from the store.
 func onEveryStore(t *testing.T, fn func(t *testing.T, h *harness)) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) { fn(t, newHarnessOn(t, d, Config{})) })
-	}
+	storetest.EachWith(t, func(t *testing.T, d string) *harness { return newHarnessOn(t, d, Config{}) }, fn)
 }
 
 func newHarnessOn(t *testing.T, dialect string, cfg Config) *harness {

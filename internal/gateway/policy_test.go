@@ -287,7 +287,9 @@ func TestFleetHostInheritsRoutePolicy(t *testing.T) {
 		hostPort := strings.TrimPrefix(up.URL, "http://")
 		ip, port, _ := strings.Cut(hostPort, ":")
 		var portN int
-		fmt.Sscan(port, &portN)
+		if _, err := fmt.Sscan(port, &portN); err != nil {
+			t.Fatal(err)
+		}
 		host := &store.Host{OrgID: h.org.ID, ProjectID: h.proj.ID, IP: ip, Port: portN, ModelName: "fleet-model",
 			APIKey: secret.New("rh-a_b")}
 		must(t, h.db.CreateHost(ctx, host, nil))

@@ -46,9 +46,7 @@ func newHarness(t *testing.T, dialect string, master string) *harness {
 // each runs fn on every store dialect, once with provider secrets sealed
 // under a master key, since recognising earlier imports reads them back.
 func each(t *testing.T, fn func(t *testing.T, h *harness)) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) { fn(t, newHarness(t, d, "")) })
-	}
+	storetest.EachWith(t, func(t *testing.T, d string) *harness { return newHarness(t, d, "") }, fn)
 	t.Run("sqlite-sealed", func(t *testing.T) { fn(t, newHarness(t, "sqlite", "litellm-test-master-key")) })
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rolter/rolter/internal/litellm"
 	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 // Key secrets of testdata/litellm.yaml: the literal one, and those
@@ -40,11 +41,7 @@ var testVars = map[string]string{
 
 func assertNoSecrets(t *testing.T, what, s string) {
 	t.Helper()
-	for _, sec := range allSecrets {
-		if strings.Contains(s, sec) {
-			t.Errorf("%s contains the secret %q:\n%s", what, sec, s)
-		}
-	}
+	testkit.AssertNoSecrets(t, what, s, allSecrets...)
 }
 
 func parseFile(t *testing.T, path string) *litellm.Config {

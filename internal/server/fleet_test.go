@@ -182,139 +182,145 @@ const recipeJSON = `{"vllm":{"model":"Qwen/Qwen3-8B","source":{"kind":"hf"},"vra
 // registration on the healthy transition, deregistration when it goes
 // down, and retire keeping the record.
 func TestFleetLifecycle(t *testing.T) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) {
-			spec, dir := storetest.Spec(t, d)
-			r := start(t, fleetConfig(spec, dir))
-			defer r.srv.Shutdown()
-			const tok = "tok-FLEET-FAKE-0123456789"
-			_, body := r.call(t, "POST", "/admin/v1/orgs/default/projects/default/keys", tok, `{"name":"client"}`)
-			vkey := decodeJSON[struct{ Secret string }](t, body).Secret
-			code, body := r.call(t, "POST", "/admin/v1/orgs/default/fleet-keys", tok, `{"name":"template-2026"}`)
-			if code != 201 {
-				t.Fatalf("fleet key: %d %s", code, body)
-			}
-			fkey := decodeJSON[struct{ Secret string }](t, body).Secret
-			if !strings.HasPrefix(fkey, "rf-") {
-				t.Fatalf("fleet key %q", fkey)
-			}
+	storetest.Each(t, func(t *testing.T, d string) {
+		spec, dir := storetest.Spec(t, d)
+		// The controller sweeps every 40 ms and also when the test ticks it.
+		sweeps := make(chan time.Time)
+		scfg := fleetConfig(spec, dir)
+		scfg.Fleet.Controller.Ticks = sweeps
+		r := start(t, scfg)
+		defer r.srv.Shutdown()
+		const tok = "tok-FLEET-FAKE-0123456789"
+		_, body := r.call(t, "POST", "/admin/v1/orgs/default/projects/default/keys", tok, `{"name":"client"}`)
+		vkey := decodeJSON[struct{ Secret string }](t, body).Secret
+		code, body := r.call(t, "POST", "/admin/v1/orgs/default/fleet-keys", tok, `{"name":"template-2026"}`)
+		if code != 201 {
+			t.Fatalf("fleet key: %d %s", code, body)
+		}
+		fkey := decodeJSON[struct{ Secret string }](t, body).Secret
+		if !strings.HasPrefix(fkey, "rf-") {
+			t.Fatalf("fleet key %q", fkey)
+		}
 
-			box := newFakeVLLM(t, "Qwen/Qwen3-8B")
-			code, body = r.call(t, "POST", "/admin/v1/orgs/default/hosts", tok, fmt.Sprintf(
-				`{"ip":"127.0.0.1","port":%d,"model_name":"qwen3","notes":"rented for the scan","recipe":`+recipeJSON+`}`, box.port(t), ""))
-			if code != 201 {
-				t.Fatalf("create host: %d %s", code, body)
-			}
-			h := decodeJSON[hostJSON](t, body)
-			if h.State != "pending" || !strings.HasPrefix(h.APIKey, "rh-") || h.Liveness.Class != "never" {
-				t.Fatalf("new host: %s", body)
-			}
-			box.key.Store(h.APIKey)
-			// The key is shown once.
-			if _, again := r.call(t, "GET", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d", h.ID), tok, ""); strings.Contains(again, h.APIKey) {
-				t.Fatal("host api key shown twice")
-			}
+		box := newFakeVLLM(t, "Qwen/Qwen3-8B")
+		code, body = r.call(t, "POST", "/admin/v1/orgs/default/hosts", tok, fmt.Sprintf(
+			`{"ip":"127.0.0.1","port":%d,"model_name":"qwen3","notes":"rented for the scan","recipe":`+recipeJSON+`}`, box.port(t), ""))
+		if code != 201 {
+			t.Fatalf("create host: %d %s", code, body)
+		}
+		h := decodeJSON[hostJSON](t, body)
+		if h.State != "pending" || !strings.HasPrefix(h.APIKey, "rh-") || h.Liveness.Class != "never" {
+			t.Fatalf("new host: %s", body)
+		}
+		box.key.Store(h.APIKey)
+		// The key is shown once.
+		if _, again := r.call(t, "GET", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d", h.ID), tok, ""); strings.Contains(again, h.APIKey) {
+			t.Fatal("host api key shown twice")
+		}
 
-			// The box fetches from its IP: assignment, key and a stable revision.
-			code, body = r.fleet(t, "GET", "/vllm/config", fkey, "")
-			if code != 200 {
-				t.Fatalf("/vllm/config: %d %s", code, body)
-			}
-			cfg := decodeJSON[fleetapi.Config](t, body)
-			if cfg.IP != "127.0.0.1" || len(cfg.Assignments) != 1 {
-				t.Fatalf("config: %s", body)
-			}
-			a := cfg.Assignments[0]
-			if a.HostID != h.ID || a.Port != box.port(t) || a.APIKey != h.APIKey || a.ModelName != "qwen3" ||
-				a.Recipe.VLLM.Model != "Qwen/Qwen3-8B" || a.Revision == "" || a.Revision != h.Revision {
-				t.Fatalf("assignment: %+v (host revision %s)", a, h.Revision)
-			}
-			_, body2 := r.fleet(t, "GET", "/vllm/config", fkey, "")
-			if decodeJSON[fleetapi.Config](t, body2).Assignments[0].Revision != a.Revision {
-				t.Fatal("revision changed between two fetches of one payload")
-			}
-			if hv := r.host(t, tok, h.ID); hv.LastConfigFetch == nil || hv.Liveness.Class != "green" || hv.Liveness.AgeSeconds == nil {
-				t.Fatalf("liveness after fetch: %+v", hv)
-			}
+		// The box fetches from its IP: assignment, key and a stable revision.
+		code, body = r.fleet(t, "GET", "/vllm/config", fkey, "")
+		if code != 200 {
+			t.Fatalf("/vllm/config: %d %s", code, body)
+		}
+		cfg := decodeJSON[fleetapi.Config](t, body)
+		if cfg.IP != "127.0.0.1" || len(cfg.Assignments) != 1 {
+			t.Fatalf("config: %s", body)
+		}
+		a := cfg.Assignments[0]
+		if a.HostID != h.ID || a.Port != box.port(t) || a.APIKey != h.APIKey || a.ModelName != "qwen3" ||
+			a.Recipe.VLLM.Model != "Qwen/Qwen3-8B" || a.Revision == "" || a.Revision != h.Revision {
+			t.Fatalf("assignment: %+v (host revision %s)", a, h.Revision)
+		}
+		_, body2 := r.fleet(t, "GET", "/vllm/config", fkey, "")
+		if decodeJSON[fleetapi.Config](t, body2).Assignments[0].Revision != a.Revision {
+			t.Fatal("revision changed between two fetches of one payload")
+		}
+		if hv := r.host(t, tok, h.ID); hv.LastConfigFetch == nil || hv.Liveness.Class != "green" || hv.Liveness.AgeSeconds == nil {
+			t.Fatalf("liveness after fetch: %+v", hv)
+		}
 
-			// Booting: /health is 503 (while /v1/models already answers).
-			// Several sweeps pass; nothing reaches the box, the route is absent.
-			deadline := time.Now().Add(400 * time.Millisecond)
-			for time.Now().Before(deadline) {
-				if ids := r.modelIDs(t, vkey); strings.Contains(ids, ",qwen3,") {
-					t.Fatalf("booting host's route is listed: %s", ids)
-				}
-				if code, _ := r.call(t, "POST", "/v1/chat/completions", vkey, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`); code == 200 {
-					t.Fatal("a request succeeded against a booting host")
-				}
-				time.Sleep(40 * time.Millisecond)
-			}
-			if n := box.chats.Load(); n != 0 {
-				t.Fatalf("%d requests reached the booting box", n)
-			}
-			if hv := r.host(t, tok, h.ID); hv.State != "pending" {
-				t.Fatalf("booting host state %s", hv.State)
-			}
-			// The host view says why it is not serving yet.
-			_, hostBody := r.call(t, "GET", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d", h.ID), tok, "")
-			if !strings.Contains(hostBody, `"consecutive_failures"`) || !strings.Contains(hostBody, "/health: status 503") {
-				t.Fatalf("a booting host's view does not show the probe error: %s", hostBody)
-			}
-
-			// Serving: registered, listed, requests flow with the host's key.
-			box.healthy.Store(true)
-			r.waitState(t, tok, h.ID, "serving")
-			r.waitListed(t, vkey, "qwen3", true)
-			code, body = r.call(t, "POST", "/v1/chat/completions", vkey, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`)
-			if code != 200 || !strings.Contains(body, `"model":"qwen3"`) || box.chats.Load() != 1 {
-				t.Fatalf("request to serving host: %d %s (box saw %d)", code, body, box.chats.Load())
-			}
-			if _, body := r.call(t, "GET", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d", h.ID), tok, ""); !strings.Contains(body, fmt.Sprintf(`"provider":"host-%d"`, h.ID)) {
-				t.Fatalf("serving host does not name its provider: %s", body)
-			}
-			code, body = r.call(t, "GET", "/admin/v1/orgs/default/projects/default/routes/qwen3", tok, "")
-			if code != 200 || !strings.Contains(body, `"upstream_model":"Qwen/Qwen3-8B"`) {
-				t.Fatalf("registered route: %d %s", code, body)
-			}
-
-			// Down: deregistered after the threshold; the record stays.
-			box.healthy.Store(false)
-			r.waitState(t, tok, h.ID, "down")
-			r.waitListed(t, vkey, "qwen3", false)
-			before := box.chats.Load()
-			if code, body := r.call(t, "POST", "/v1/chat/completions", vkey, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`); code != 404 || !strings.Contains(body, "model_not_found") {
-				t.Fatalf("a request for a route whose only host is down: %d %s", code, body)
-			}
-			if box.chats.Load() != before {
-				t.Fatal("a request reached a down host")
-			}
-
-			// Back up, then retire: deregistered and kept, never probed again.
-			box.healthy.Store(true)
-			r.waitState(t, tok, h.ID, "serving")
-			r.waitListed(t, vkey, "qwen3", true)
-			code, body = r.call(t, "POST", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d/retire", h.ID), tok, "")
-			if code != 200 || decodeJSON[hostJSON](t, body).State != "retired" {
-				t.Fatalf("retire: %d %s", code, body)
-			}
-			// Retire rebuilds the snapshot before it answers.
+		// Booting: /health is 503 (while /v1/models already answers).
+		// Several sweeps pass; nothing reaches the box, the route is absent.
+		deadline := time.Now().Add(400 * time.Millisecond)
+		for time.Now().Before(deadline) {
 			if ids := r.modelIDs(t, vkey); strings.Contains(ids, ",qwen3,") {
-				t.Fatalf("retired host's route is listed: %s", ids)
+				t.Fatalf("booting host's route is listed: %s", ids)
 			}
-			time.Sleep(200 * time.Millisecond) // several sweeps: a healthy retired host must stay retired
-			if hv := r.host(t, tok, h.ID); hv.State != "retired" {
-				t.Fatalf("retired host came back as %s", hv.State)
+			if code, _ := r.call(t, "POST", "/v1/chat/completions", vkey, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`); code == 200 {
+				t.Fatal("a request succeeded against a booting host")
 			}
-			code, body = r.call(t, "GET", "/admin/v1/orgs/default/hosts", tok, "")
-			if code != 200 || !strings.Contains(body, `"state":"retired"`) {
-				t.Fatalf("host list after retire: %d %s", code, body)
-			}
-			_, body = r.fleet(t, "GET", "/vllm/config", fkey, "")
-			if len(decodeJSON[fleetapi.Config](t, body).Assignments) != 0 {
-				t.Fatalf("a retired host is still assigned: %s", body)
-			}
-		})
-	}
+			time.Sleep(40 * time.Millisecond)
+		}
+		if n := box.chats.Load(); n != 0 {
+			t.Fatalf("%d requests reached the booting box", n)
+		}
+		if hv := r.host(t, tok, h.ID); hv.State != "pending" {
+			t.Fatalf("booting host state %s", hv.State)
+		}
+		// The host view says why it is not serving yet.
+		_, hostBody := r.call(t, "GET", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d", h.ID), tok, "")
+		if !strings.Contains(hostBody, `"consecutive_failures"`) || !strings.Contains(hostBody, "/health: status 503") {
+			t.Fatalf("a booting host's view does not show the probe error: %s", hostBody)
+		}
+
+		// Serving: registered, listed, requests flow with the host's key.
+		box.healthy.Store(true)
+		r.waitState(t, tok, h.ID, "serving")
+		r.waitListed(t, vkey, "qwen3", true)
+		code, body = r.call(t, "POST", "/v1/chat/completions", vkey, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`)
+		if code != 200 || !strings.Contains(body, `"model":"qwen3"`) || box.chats.Load() != 1 {
+			t.Fatalf("request to serving host: %d %s (box saw %d)", code, body, box.chats.Load())
+		}
+		if _, body := r.call(t, "GET", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d", h.ID), tok, ""); !strings.Contains(body, fmt.Sprintf(`"provider":"host-%d"`, h.ID)) {
+			t.Fatalf("serving host does not name its provider: %s", body)
+		}
+		code, body = r.call(t, "GET", "/admin/v1/orgs/default/projects/default/routes/qwen3", tok, "")
+		if code != 200 || !strings.Contains(body, `"upstream_model":"Qwen/Qwen3-8B"`) {
+			t.Fatalf("registered route: %d %s", code, body)
+		}
+
+		// Down: deregistered after the threshold; the record stays.
+		box.healthy.Store(false)
+		r.waitState(t, tok, h.ID, "down")
+		r.waitListed(t, vkey, "qwen3", false)
+		before := box.chats.Load()
+		if code, body := r.call(t, "POST", "/v1/chat/completions", vkey, `{"model":"qwen3","messages":[{"role":"user","content":"hi"}]}`); code != 404 || !strings.Contains(body, "model_not_found") {
+			t.Fatalf("a request for a route whose only host is down: %d %s", code, body)
+		}
+		if box.chats.Load() != before {
+			t.Fatal("a request reached a down host")
+		}
+
+		// Back up, then retire: deregistered and kept, never probed again.
+		box.healthy.Store(true)
+		r.waitState(t, tok, h.ID, "serving")
+		r.waitListed(t, vkey, "qwen3", true)
+		code, body = r.call(t, "POST", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d/retire", h.ID), tok, "")
+		if code != 200 || decodeJSON[hostJSON](t, body).State != "retired" {
+			t.Fatalf("retire: %d %s", code, body)
+		}
+		// Retire rebuilds the snapshot before it answers.
+		if ids := r.modelIDs(t, vkey); strings.Contains(ids, ",qwen3,") {
+			t.Fatalf("retired host's route is listed: %s", ids)
+		}
+		// Several sweeps: a healthy retired host must stay retired. The
+		// fourth tick is taken only after three whole sweeps since retire.
+		for range 4 {
+			tick(t, sweeps)
+		}
+		if hv := r.host(t, tok, h.ID); hv.State != "retired" {
+			t.Fatalf("retired host came back as %s", hv.State)
+		}
+		code, body = r.call(t, "GET", "/admin/v1/orgs/default/hosts", tok, "")
+		if code != 200 || !strings.Contains(body, `"state":"retired"`) {
+			t.Fatalf("host list after retire: %d %s", code, body)
+		}
+		_, body = r.fleet(t, "GET", "/vllm/config", fkey, "")
+		if len(decodeJSON[fleetapi.Config](t, body).Assignments) != 0 {
+			t.Fatalf("a retired host is still assigned: %s", body)
+		}
+	})
 }
 
 // TestFleetRevisionAndReport: the revision is stable, changes with the

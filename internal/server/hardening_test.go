@@ -53,7 +53,7 @@ func TestScenario36_MetricsTokenAndOrgLabels(t *testing.T) {
 	}
 	code, body := r.call(t, "GET", "/metrics", "", "")
 	if code != 401 {
-		t.Fatalf("no token: %d", code)
+		t.Fatalf("no token: %d %s", code, body)
 	}
 	code, body = r.callAuth(t, "GET", "/metrics", "bearer "+metricsTok)
 	if code != 200 {

@@ -55,7 +55,11 @@ func TestScenario16_StoreOutage(t *testing.T) {
 	}
 
 	const tok = "ra-outage-FAKE-0016-padded"
-	r := start(t, server.Config{Store: spec, DataDir: dir, Demo: true, AdminToken: secret.New(tok)})
+	// The usage recorder writes when the test ticks it, not every second.
+	usageTicks := make(chan time.Time)
+	cfg := server.Config{Store: spec, DataDir: dir, Demo: true, AdminToken: secret.New(tok)}
+	cfg.Usage.Ticks = usageTicks
+	r := start(t, cfg)
 	defer r.srv.Shutdown()
 	key := keyRe.FindStringSubmatch(r.out.String())[1]
 	chat := func() int {
@@ -100,7 +104,10 @@ func TestScenario16_StoreOutage(t *testing.T) {
 			t.Fatalf("request %d during the outage: %d", n+i, code)
 		}
 	}
-	time.Sleep(1500 * time.Millisecond) // let the recorder's 1s flush drop what it holds
+	// Let the recorder drop what it holds: the second tick is received
+	// only once the write the first one started has returned.
+	tick(t, usageTicks)
+	tick(t, usageTicks)
 	after := heap()
 	growth := int64(after) - int64(before) - (logBytes() - logsBefore)
 	t.Logf("live heap during the outage: %d KiB before, %d KiB after %d more requests (%+d B/request); RSS %s",
@@ -142,6 +149,16 @@ func TestScenario16_StoreOutage(t *testing.T) {
 	}
 	if strings.Contains(r.logs.String(), tok) || strings.Contains(r.logs.String(), key) {
 		t.Fatal("a secret reached the log during the outage")
+	}
+}
+
+// tick sends one tick to a recorder or controller driven by the test.
+func tick(t *testing.T, ticks chan<- time.Time) {
+	t.Helper()
+	select {
+	case ticks <- time.Now():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the ticked loop did not take a tick in 30 s")
 	}
 }
 

@@ -114,55 +114,53 @@ func (r *run) do(t *testing.T, method, path, auth, body string) (int, string) {
 }
 
 func TestFirstStartRestartAndPersistence(t *testing.T) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) {
-			spec, dir := storetest.Spec(t, d)
-			cfg := server.Config{Store: spec, DataDir: dir, Demo: true}
+	storetest.Each(t, func(t *testing.T, d string) {
+		spec, dir := storetest.Spec(t, d)
+		cfg := server.Config{Store: spec, DataDir: dir, Demo: true}
 
-			first := start(t, cfg)
-			m := adminRe.FindStringSubmatch(first.out.String())
-			k := keyRe.FindStringSubmatch(first.out.String())
-			if m == nil || k == nil {
-				t.Fatalf("first start banner: %q", first.out.String())
+		first := start(t, cfg)
+		m := adminRe.FindStringSubmatch(first.out.String())
+		k := keyRe.FindStringSubmatch(first.out.String())
+		if m == nil || k == nil {
+			t.Fatalf("first start banner: %q", first.out.String())
+		}
+		token := m[1]
+		if code, _ := first.call(t, "GET", "/readyz", "", ""); code != 200 {
+			t.Fatalf("readyz %d", code)
+		}
+		if code, body := first.call(t, "POST", "/admin/v1/orgs/default/providers", token,
+			`{"name":"vLLM Moscow","kind":"vllm","base_url":"http://10.0.0.5:8000/v1","keys":[{"secret":"sk-x"}]}`); code != 201 {
+			t.Fatalf("create provider: %d %s", code, body)
+		}
+		// The banner's secrets never reach the log.
+		for _, s := range []string{token, k[1]} {
+			if strings.Contains(first.logs.String(), s) {
+				t.Fatalf("secret in logs")
 			}
-			token := m[1]
-			if code, _ := first.call(t, "GET", "/readyz", "", ""); code != 200 {
-				t.Fatalf("readyz %d", code)
-			}
-			if code, body := first.call(t, "POST", "/admin/v1/orgs/default/providers", token,
-				`{"name":"vLLM Moscow","kind":"vllm","base_url":"http://10.0.0.5:8000/v1","keys":[{"secret":"sk-x"}]}`); code != 201 {
-				t.Fatalf("create provider: %d %s", code, body)
-			}
-			// The banner's secrets never reach the log.
-			for _, s := range []string{token, k[1]} {
-				if strings.Contains(first.logs.String(), s) {
-					t.Fatalf("secret in logs")
-				}
-			}
-			if err := first.srv.Shutdown(); err != nil {
-				t.Fatal(err)
-			}
+		}
+		if err := first.srv.Shutdown(); err != nil {
+			t.Fatal(err)
+		}
 
-			second := start(t, cfg)
-			defer second.srv.Shutdown()
-			if second.out.String() != "" {
-				t.Fatalf("second start printed secrets again: %q", second.out.String())
-			}
-			// The first token still works; everything created is still there.
-			code, body := second.call(t, "GET", "/admin/v1/orgs/default/providers", token, "")
-			if code != 200 || !strings.Contains(body, `"slug":"vllm-moscow"`) || !strings.Contains(body, `"slug":"demo"`) {
-				t.Fatalf("providers after restart: %d %s", code, body)
-			}
-			code, body = second.call(t, "GET", "/admin/v1/orgs/default/projects/default/keys", token, "")
-			if code != 200 || strings.Count(body, `"name":"first key"`) != 1 {
-				t.Fatalf("keys after restart: %d %s", code, body)
-			}
-			code, body = second.call(t, "GET", "/admin/v1/orgs/default/projects/default/routes/demo", token, "")
-			if code != 200 || !strings.Contains(body, `"upstream_model":"demo-model"`) {
-				t.Fatalf("demo route: %d %s", code, body)
-			}
-		})
-	}
+		second := start(t, cfg)
+		defer second.srv.Shutdown()
+		if second.out.String() != "" {
+			t.Fatalf("second start printed secrets again: %q", second.out.String())
+		}
+		// The first token still works; everything created is still there.
+		code, body := second.call(t, "GET", "/admin/v1/orgs/default/providers", token, "")
+		if code != 200 || !strings.Contains(body, `"slug":"vllm-moscow"`) || !strings.Contains(body, `"slug":"demo"`) {
+			t.Fatalf("providers after restart: %d %s", code, body)
+		}
+		code, body = second.call(t, "GET", "/admin/v1/orgs/default/projects/default/keys", token, "")
+		if code != 200 || strings.Count(body, `"name":"first key"`) != 1 {
+			t.Fatalf("keys after restart: %d %s", code, body)
+		}
+		code, body = second.call(t, "GET", "/admin/v1/orgs/default/projects/default/routes/demo", token, "")
+		if code != 200 || !strings.Contains(body, `"upstream_model":"demo-model"`) {
+			t.Fatalf("demo route: %d %s", code, body)
+		}
+	})
 }
 
 func TestGracefulShutdownFinishesInFlight(t *testing.T) {

@@ -105,26 +105,24 @@ func TestBuildDropsDeletedProviders(t *testing.T) {
 // TestStoreOutageKeepsSnapshot: when the store cannot be read, Reload fails
 // and the previous snapshot keeps serving.
 func TestStoreOutageKeepsSnapshot(t *testing.T) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) {
-			db := storetest.Open(t, d, nil)
-			ctx := context.Background()
-			o := &store.Org{Name: "o"}
-			if err := db.CreateOrg(ctx, o); err != nil {
-				t.Fatal(err)
-			}
-			h := snapshot.NewHolder(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err := h.Reload(ctx); err != nil {
-				t.Fatal(err)
-			}
-			before := h.Current()
-			db.Close() // the store goes away
-			if err := h.Reload(ctx); err == nil {
-				t.Fatal("reload from a closed store succeeded")
-			}
-			if h.Current() != before || h.Current().Org("o") == nil {
-				t.Fatal("snapshot lost during store outage")
-			}
-		})
-	}
+	storetest.Each(t, func(t *testing.T, d string) {
+		db := storetest.Open(t, d, nil)
+		ctx := context.Background()
+		o := &store.Org{Name: "o"}
+		if err := db.CreateOrg(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		h := snapshot.NewHolder(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err := h.Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before := h.Current()
+		db.Close() // the store goes away
+		if err := h.Reload(ctx); err == nil {
+			t.Fatal("reload from a closed store succeeded")
+		}
+		if h.Current() != before || h.Current().Org("o") == nil {
+			t.Fatal("snapshot lost during store outage")
+		}
+	})
 }

@@ -78,42 +78,40 @@ func (f *fixture) spent(t *testing.T, cost money.Amount, at time.Time) {
 }
 
 func TestStoreCounter(t *testing.T) {
-	for _, dialect := range storetest.Dialects {
-		t.Run(dialect, func(t *testing.T) {
-			ctx := context.Background()
-			f := newFixture(t, dialect)
-			f.spent(t, 700, f.start.Add(-time.Second)) // the period before: not counted
-			f.spent(t, 300, f.start)
-			c := spend.NewStoreCounter(f.db, time.Hour, nil)
-			for _, sc := range []spend.Scope{f.key, f.proj} {
-				if v, err := c.Spent(ctx, sc, f.start, f.end); err != nil || v != 300 {
-					t.Fatalf("%s first read = %d, %v; want 300", sc, v, err)
-				}
+	storetest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		f := newFixture(t, dialect)
+		f.spent(t, 700, f.start.Add(-time.Second)) // the period before: not counted
+		f.spent(t, 300, f.start)
+		c := spend.NewStoreCounter(f.db, time.Hour, nil)
+		for _, sc := range []spend.Scope{f.key, f.proj} {
+			if v, err := c.Spent(ctx, sc, f.start, f.end); err != nil || v != 300 {
+				t.Fatalf("%s first read = %d, %v; want 300", sc, v, err)
 			}
-			// This replica's costs count at once, before they reach the store.
-			_ = c.Add(ctx, f.key, f.start, f.end, 50)
-			if v, _ := c.Spent(ctx, f.key, f.start, f.end); v != 350 {
-				t.Fatalf("after Add = %d, want 350", v)
-			}
-			// Once the record is flushed, a refresh does not count it twice.
-			f.spent(t, 50, f.start.Add(time.Minute))
-			c.Refresh(ctx)
-			if v, _ := c.Spent(ctx, f.key, f.start, f.end); v != 350 {
-				t.Fatalf("after the flush and a refresh = %d, want 350", v)
-			}
-			// Another replica's spend shows after a refresh.
-			f.spent(t, 1000, f.start.Add(2*time.Minute))
-			c.Refresh(ctx)
-			if v, _ := c.Spent(ctx, f.key, f.start, f.end); v != 1350 {
-				t.Fatalf("after another replica's spend = %d, want 1350", v)
-			}
-			// A new counter (a restart) reads the durable total.
-			c2 := spend.NewStoreCounter(f.db, time.Hour, nil)
-			if v, _ := c2.Spent(ctx, f.key, f.start, f.end); v != 1350 {
-				t.Fatalf("after a restart = %d, want 1350", v)
-			}
-		})
-	}
+		}
+		// This replica's costs count at once, before they reach the store.
+		_ = c.Add(ctx, f.key, f.start, f.end, 50)
+		if v, _ := c.Spent(ctx, f.key, f.start, f.end); v != 350 {
+			t.Fatalf("after Add = %d, want 350", v)
+		}
+		// Once the record is flushed, a refresh does not count it twice.
+		f.spent(t, 50, f.start.Add(time.Minute))
+		c.Refresh(ctx)
+		if v, _ := c.Spent(ctx, f.key, f.start, f.end); v != 350 {
+			t.Fatalf("after the flush and a refresh = %d, want 350", v)
+		}
+		// Another replica's spend shows after a refresh.
+		f.spent(t, 1000, f.start.Add(2*time.Minute))
+		c.Refresh(ctx)
+		if v, _ := c.Spent(ctx, f.key, f.start, f.end); v != 1350 {
+			t.Fatalf("after another replica's spend = %d, want 1350", v)
+		}
+		// A new counter (a restart) reads the durable total.
+		c2 := spend.NewStoreCounter(f.db, time.Hour, nil)
+		if v, _ := c2.Spent(ctx, f.key, f.start, f.end); v != 1350 {
+			t.Fatalf("after a restart = %d, want 1350", v)
+		}
+	})
 }
 
 // TestStoreCounterConcurrent: many first callers share one store read and

@@ -45,6 +45,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// FlushTimeout bounds the final flush when Run stops (default 5s).
 	FlushTimeout time.Duration
+	// Ticks, when set, replaces the Interval ticker: each receive writes
+	// what is buffered. Run receives from it only between writes, so a
+	// test that has sent twice knows the first write has finished.
+	Ticks <-chan time.Time
 }
 
 func (c *Config) setDefaults() {
@@ -163,6 +167,11 @@ func (r *Recorder) Run(ctx context.Context) {
 	batch := make([]store.UsageRecord, 0, r.cfg.Batch)
 	tick := time.NewTicker(r.cfg.Interval)
 	defer tick.Stop()
+	ticks := tick.C
+	if r.cfg.Ticks != nil {
+		tick.Stop()
+		ticks = r.cfg.Ticks
+	}
 	// Writes outlive ctx so that a shutdown in the middle of a write does
 	// not lose the batch; each is bounded by WriteTimeout instead.
 	wctx := context.WithoutCancel(ctx)
@@ -178,7 +187,7 @@ func (r *Recorder) Run(ctx context.Context) {
 				batch = r.write(wctx, batch, r.cfg.WriteTimeout)
 				tick.Reset(r.cfg.Interval)
 			}
-		case <-tick.C:
+		case <-ticks:
 			if len(batch) > 0 {
 				batch = r.write(wctx, batch, r.cfg.WriteTimeout)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/sqlstore"
 	"github.com/rolter/rolter/internal/store/storetest"
+	"github.com/rolter/rolter/internal/testkit"
 	"github.com/rolter/rolter/internal/usage"
 )
 
@@ -57,17 +58,6 @@ func start(t *testing.T, r *usage.Recorder) (stop func()) {
 	return stop
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func countUsage(t *testing.T, s store.Store) int {
 	t.Helper()
 	n := 0
@@ -100,40 +90,38 @@ func (b *batchSizes) InsertUsage(ctx context.Context, recs []store.UsageRecord) 
 }
 
 func TestBatchesReachStore(t *testing.T) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) {
-			st := storetest.Open(t, d, nil)
-			w := &batchSizes{Writer: st}
-			r := usage.New(w, usage.Config{Batch: 50, Interval: 20 * time.Millisecond}, nil)
-			start(t, r)
-			var wg sync.WaitGroup
-			for g := range 4 {
-				wg.Go(func() {
-					for i := range 250 {
-						r.Record(rec(g*250 + i))
-					}
-				})
-			}
-			wg.Wait()
-			eventually(t, "1000 records written", func() bool { return r.Written() == 1000 })
-			if n := countUsage(t, st); n != 1000 || r.Dropped() != 0 {
-				t.Fatalf("stored %d, dropped %d", n, r.Dropped())
-			}
-			w.mu.Lock()
-			for _, n := range w.sizes {
-				if n < 1 || n > 50 {
-					t.Errorf("batch of %d records (limit 50)", n)
+	storetest.Each(t, func(t *testing.T, d string) {
+		st := storetest.Open(t, d, nil)
+		w := &batchSizes{Writer: st}
+		r := usage.New(w, usage.Config{Batch: 50, Interval: 20 * time.Millisecond}, nil)
+		start(t, r)
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 250 {
+					r.Record(rec(g*250 + i))
 				}
+			})
+		}
+		wg.Wait()
+		testkit.Eventually(t, "1000 records written", func() bool { return r.Written() == 1000 })
+		if n := countUsage(t, st); n != 1000 || r.Dropped() != 0 {
+			t.Fatalf("stored %d, dropped %d", n, r.Dropped())
+		}
+		w.mu.Lock()
+		for _, n := range w.sizes {
+			if n < 1 || n > 50 {
+				t.Errorf("batch of %d records (limit 50)", n)
 			}
-			if len(w.sizes) < 20 {
-				t.Errorf("%d batches for 1000 records of at most 50", len(w.sizes))
-			}
-			w.mu.Unlock()
-			// A batch that never fills goes out on the interval.
-			r.Record(rec(0))
-			eventually(t, "a partial batch written", func() bool { return r.Written() == 1001 })
-		})
-	}
+		}
+		if len(w.sizes) < 20 {
+			t.Errorf("%d batches for 1000 records of at most 50", len(w.sizes))
+		}
+		w.mu.Unlock()
+		// A batch that never fills goes out on the interval.
+		r.Record(rec(0))
+		testkit.Eventually(t, "a partial batch written", func() bool { return r.Written() == 1001 })
+	})
 }
 
 // blockingWriter holds every InsertUsage until released (or its context
@@ -186,7 +174,7 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 		t.Fatalf("dropped %d, OnDrop saw %d; want 100 (110 recorded, buffer 10)", r.Dropped(), onDrop.Load())
 	}
 	close(w.release)
-	eventually(t, "the buffered records written", func() bool { return r.Written() == 11 })
+	testkit.Eventually(t, "the buffered records written", func() bool { return r.Written() == 11 })
 	if w.stored.Load() != 11 || r.Dropped() != 100 {
 		t.Fatalf("stored %d, dropped %d", w.stored.Load(), r.Dropped())
 	}
@@ -220,7 +208,7 @@ func TestStoreOutageDropsAndStaysBounded(t *testing.T) {
 	for i := range n {
 		r.Record(rec(i))
 	}
-	eventually(t, "every record accounted for", func() bool { return r.Dropped()+r.Written() == n })
+	testkit.Eventually(t, "every record accounted for", func() bool { return r.Dropped()+r.Written() == n })
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	if r.Written() != 0 || r.Dropped() != n {
@@ -242,7 +230,7 @@ func TestStoreOutageDropsAndStaysBounded(t *testing.T) {
 	for i := range 10 {
 		r.Record(rec(i))
 	}
-	eventually(t, "records written after recovery", func() bool { return r.Written() == 10 })
+	testkit.Eventually(t, "records written after recovery", func() bool { return r.Written() == 10 })
 	if got := countUsage(t, up); got != 10 || r.Dropped() != n {
 		t.Fatalf("after recovery: stored %d, dropped %d", got, r.Dropped())
 	}
@@ -332,12 +320,12 @@ func TestRetriesOnce(t *testing.T) {
 	for i := range 3 {
 		r.Record(rec(i))
 	}
-	eventually(t, "the retried batch", func() bool { return r.Written() == 3 })
+	testkit.Eventually(t, "the retried batch", func() bool { return r.Written() == 3 })
 	f.fail.Store(2)
 	for i := range 3 {
 		r.Record(rec(i))
 	}
-	eventually(t, "the twice-refused batch dropped", func() bool { return r.Dropped() == 3 })
+	testkit.Eventually(t, "the twice-refused batch dropped", func() bool { return r.Dropped() == 3 })
 	if f.calls.Load() != 4 || f.stored.Load() != 3 || r.Written() != 3 {
 		t.Fatalf("calls %d, stored %d, written %d", f.calls.Load(), f.stored.Load(), r.Written())
 	}
@@ -426,82 +414,80 @@ func TestScenario26_UsageBatchSurvivesBadRow(t *testing.T) {
 		for _, x := range recs {
 			r.Record(x)
 		}
-		eventually(t, "every record accounted for", func() bool {
+		testkit.Eventually(t, "every record accounted for", func() bool {
 			return r.Written()+r.Dropped()+r.Rejected() == uint64(len(recs))
 		})
 		return r, &onReject
 	}
 
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) {
-			t.Run("bad bytes stored replaced", func(t *testing.T) {
-				st := storetest.Open(t, d, nil)
-				w := &batchSizes{Writer: st}
-				r, _ := run(t, w, batch(nulModel), nil)
-				if r.Written() != 7 || r.Dropped() != 0 || r.Rejected() != 0 {
-					t.Fatalf("written %d, dropped %d, rejected %d; want 7 written", r.Written(), r.Dropped(), r.Rejected())
-				}
-				if n1, n2 := len(countOrg(t, st, 1)), len(countOrg(t, st, 2)); n1 != 3 || n2 != 3 {
-					t.Fatalf("stored %d records of org 1 and %d of org 2, want 3 and 3", n1, n2)
-				}
-				got := countOrg(t, st, 3)
-				if len(got) != 1 || got[0].Address != "\uFFFD" || got[0].UpstreamModel != "Qwen\uFFFD\uFFFD" || got[0].Status != 403 {
-					t.Fatalf("the bad record: %+v", got)
-				}
-				w.mu.Lock()
-				defer w.mu.Unlock()
-				if len(w.sizes) != 1 {
-					t.Fatalf("batches %v: want one of 7", w.sizes)
-				}
-			})
-
-			t.Run("refused row dropped alone", func(t *testing.T) {
-				st := storetest.Open(t, d, nil)
-				storetest.RefuseUsageStatus(t, st, 1000)
-				refused := tenant(1, 99)
-				refused.Status = 5000
-				w := &batchSizes{Writer: st}
-				logs := &syncBuffer{}
-				r, onReject := run(t, w, batch(refused, nulModel), slog.New(slog.NewTextHandler(logs, nil)))
-				if r.Written() != 7 || r.Rejected() != 1 || onReject.Load() != 1 || r.Dropped() != 0 {
-					t.Fatalf("written %d, rejected %d (OnReject %d), dropped %d; want 7, 1, 0",
-						r.Written(), r.Rejected(), onReject.Load(), r.Dropped())
-				}
-				n1, n2, n3 := len(countOrg(t, st, 1)), len(countOrg(t, st, 2)), len(countOrg(t, st, 3))
-				if n1 != 3 || n2 != 3 || n3 != 1 {
-					t.Fatalf("stored %d, %d, %d records of orgs 1, 2, 3; want 3, 3, 1", n1, n2, n3)
-				}
-				w.mu.Lock()
-				sizes := append([]int(nil), w.sizes...)
-				w.mu.Unlock()
-				// The batch once (not retried whole: it would fail again),
-				// then each of its 8 rows.
-				if want := []int{8, 1, 1, 1, 1, 1, 1, 1, 1}; !slices.Equal(sizes, want) {
-					t.Fatalf("inserts %v, want %v", sizes, want)
-				}
-				if !strings.Contains(logs.String(), "usage records rejected") || !strings.Contains(logs.String(), "rejected=1") {
-					t.Fatalf("no log line for the rejected record:\n%s", logs.String())
-				}
-			})
-
-			t.Run("store gone during the row-by-row retry", func(t *testing.T) {
-				st := storetest.Open(t, d, nil)
-				storetest.RefuseUsageStatus(t, st, 1000)
-				refused := tenant(1, 99)
-				refused.Status = 5000
-				w := &batchSizes{Writer: &closeOnError{DB: st}}
-				r, onReject := run(t, w, batch(refused), nil)
-				if r.Dropped() != 7 || r.Written() != 0 || r.Rejected() != 0 || onReject.Load() != 0 {
-					t.Fatalf("dropped %d, written %d, rejected %d; want all 7 dropped", r.Dropped(), r.Written(), r.Rejected())
-				}
-				w.mu.Lock()
-				defer w.mu.Unlock()
-				if want := []int{7, 1}; !slices.Equal(w.sizes, want) {
-					t.Fatalf("inserts %v, want %v: one row tried, then the rest dropped", w.sizes, want)
-				}
-			})
+	storetest.Each(t, func(t *testing.T, d string) {
+		t.Run("bad bytes stored replaced", func(t *testing.T) {
+			st := storetest.Open(t, d, nil)
+			w := &batchSizes{Writer: st}
+			r, _ := run(t, w, batch(nulModel), nil)
+			if r.Written() != 7 || r.Dropped() != 0 || r.Rejected() != 0 {
+				t.Fatalf("written %d, dropped %d, rejected %d; want 7 written", r.Written(), r.Dropped(), r.Rejected())
+			}
+			if n1, n2 := len(countOrg(t, st, 1)), len(countOrg(t, st, 2)); n1 != 3 || n2 != 3 {
+				t.Fatalf("stored %d records of org 1 and %d of org 2, want 3 and 3", n1, n2)
+			}
+			got := countOrg(t, st, 3)
+			if len(got) != 1 || got[0].Address != "\uFFFD" || got[0].UpstreamModel != "Qwen\uFFFD\uFFFD" || got[0].Status != 403 {
+				t.Fatalf("the bad record: %+v", got)
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if len(w.sizes) != 1 {
+				t.Fatalf("batches %v: want one of 7", w.sizes)
+			}
 		})
-	}
+
+		t.Run("refused row dropped alone", func(t *testing.T) {
+			st := storetest.Open(t, d, nil)
+			storetest.RefuseUsageStatus(t, st, 1000)
+			refused := tenant(1, 99)
+			refused.Status = 5000
+			w := &batchSizes{Writer: st}
+			logs := &syncBuffer{}
+			r, onReject := run(t, w, batch(refused, nulModel), slog.New(slog.NewTextHandler(logs, nil)))
+			if r.Written() != 7 || r.Rejected() != 1 || onReject.Load() != 1 || r.Dropped() != 0 {
+				t.Fatalf("written %d, rejected %d (OnReject %d), dropped %d; want 7, 1, 0",
+					r.Written(), r.Rejected(), onReject.Load(), r.Dropped())
+			}
+			n1, n2, n3 := len(countOrg(t, st, 1)), len(countOrg(t, st, 2)), len(countOrg(t, st, 3))
+			if n1 != 3 || n2 != 3 || n3 != 1 {
+				t.Fatalf("stored %d, %d, %d records of orgs 1, 2, 3; want 3, 3, 1", n1, n2, n3)
+			}
+			w.mu.Lock()
+			sizes := append([]int(nil), w.sizes...)
+			w.mu.Unlock()
+			// The batch once (not retried whole: it would fail again),
+			// then each of its 8 rows.
+			if want := []int{8, 1, 1, 1, 1, 1, 1, 1, 1}; !slices.Equal(sizes, want) {
+				t.Fatalf("inserts %v, want %v", sizes, want)
+			}
+			if !strings.Contains(logs.String(), "usage records rejected") || !strings.Contains(logs.String(), "rejected=1") {
+				t.Fatalf("no log line for the rejected record:\n%s", logs.String())
+			}
+		})
+
+		t.Run("store gone during the row-by-row retry", func(t *testing.T) {
+			st := storetest.Open(t, d, nil)
+			storetest.RefuseUsageStatus(t, st, 1000)
+			refused := tenant(1, 99)
+			refused.Status = 5000
+			w := &batchSizes{Writer: &closeOnError{DB: st}}
+			r, onReject := run(t, w, batch(refused), nil)
+			if r.Dropped() != 7 || r.Written() != 0 || r.Rejected() != 0 || onReject.Load() != 0 {
+				t.Fatalf("dropped %d, written %d, rejected %d; want all 7 dropped", r.Dropped(), r.Written(), r.Rejected())
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if want := []int{7, 1}; !slices.Equal(w.sizes, want) {
+				t.Fatalf("inserts %v, want %v: one row tried, then the rest dropped", w.sizes, want)
+			}
+		})
+	})
 
 	t.Run("store down: no row-by-row", func(t *testing.T) {
 		down := storetest.Open(t, "sqlite", nil)
@@ -514,7 +500,7 @@ func TestScenario26_UsageBatchSurvivesBadRow(t *testing.T) {
 		for i := range 10 {
 			r.Record(rec(i))
 		}
-		eventually(t, "both batches dropped", func() bool { return r.Dropped() == 10 })
+		testkit.Eventually(t, "both batches dropped", func() bool { return r.Dropped() == 10 })
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if want := []int{5, 5, 5, 5}; !slices.Equal(w.sizes, want) || r.Rejected() != 0 {

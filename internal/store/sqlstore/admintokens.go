@@ -12,8 +12,10 @@ import (
 
 // adminTokenCols and adminTokenFrom read a token with its org's name.
 const (
+	//nolint:gosec // G101: a column list, not a credential
 	adminTokenCols = `t.id, t.name, t.hash, COALESCE(t.org_id, 0), COALESCE(o.name, ''), t.lookup, t.source,
 		t.expires_at, t.revoked_at, t.created_at`
+	//nolint:gosec // G101: a table name, not a credential
 	adminTokenFrom = `admin_tokens t LEFT JOIN orgs o ON o.id = t.org_id`
 )
 

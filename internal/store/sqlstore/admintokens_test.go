@@ -29,7 +29,7 @@ func liveTokens(t *testing.T, s store.Store) map[string]bool {
 }
 
 func TestAdminTokenScopesAndEnv(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")
@@ -95,7 +95,7 @@ func TestAdminTokenScopesAndEnv(t *testing.T) {
 // TestRevokeLastGlobalTokenRace: two concurrent revocations of the last
 // two live global tokens never both succeed.
 func TestRevokeLastGlobalTokenRace(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		for round := range 10 {
@@ -143,7 +143,7 @@ func TestRevokeLastGlobalTokenRace(t *testing.T) {
 }
 
 func TestVirtualKeyUpdateAndDelete(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")

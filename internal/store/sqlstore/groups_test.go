@@ -27,7 +27,7 @@ func members(g *store.Group) []member {
 }
 
 func TestGroups(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")
@@ -147,7 +147,7 @@ func TestGroups(t *testing.T) {
 // TestGroupSlugNamespace: providers and groups share one slug namespace per
 // org, both ways.
 func TestGroupSlugNamespace(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")
@@ -192,7 +192,7 @@ func TestGroupSlugNamespace(t *testing.T) {
 }
 
 func TestConcurrentGroupCreates(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")
 		p := mustProvider(t, s, o.ID, "vllm")
@@ -234,7 +234,7 @@ func TestConcurrentGroupCreates(t *testing.T) {
 }
 
 func TestLoadGroupsAndPurge(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")

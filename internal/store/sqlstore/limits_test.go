@@ -11,7 +11,7 @@ import (
 // TestRateLimitFields: projects and routes keep rpm_limit and tpm_limit
 // through create, update, get, list and the snapshot's Load, on both stores.
 func TestRateLimitFields(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")

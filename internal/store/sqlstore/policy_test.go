@@ -14,7 +14,7 @@ import (
 // inherits its route's policy by reference, and a re-registration keeps
 // what an operator set on the host's provider.
 func TestPolicyOnProvidersAndGroups(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")

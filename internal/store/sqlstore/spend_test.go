@@ -16,7 +16,7 @@ func amount(v money.Amount) *money.Amount { return &v }
 
 // TestSpendColumns round-trips prices, budgets and costs on both stores.
 func TestSpendColumns(t *testing.T) {
-	each(t, func(t *testing.T, dialect string) {
+	storetest.Each(t, func(t *testing.T, dialect string) {
 		ctx := context.Background()
 		s := storetest.Open(t, dialect, nil)
 		o := mustOrg(t, s, "acme")
@@ -70,7 +70,7 @@ func TestSpendColumns(t *testing.T) {
 // TestSummarizeUsage checks the SQL aggregation against sums computed here
 // from the same rows, on both stores.
 func TestSummarizeUsage(t *testing.T) {
-	each(t, func(t *testing.T, dialect string) {
+	storetest.Each(t, func(t *testing.T, dialect string) {
 		ctx := context.Background()
 		s := storetest.Open(t, dialect, nil)
 		o := mustOrg(t, s, "acme")

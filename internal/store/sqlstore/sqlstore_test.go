@@ -14,13 +14,6 @@ import (
 	"github.com/rolter/rolter/internal/store/storetest"
 )
 
-// each runs fn as a subtest on every dialect.
-func each(t *testing.T, fn func(t *testing.T, dialect string)) {
-	for _, d := range storetest.Dialects {
-		t.Run(d, func(t *testing.T) { fn(t, d) })
-	}
-}
-
 func mustOrg(t *testing.T, s store.Store, name string) *store.Org {
 	t.Helper()
 	o := &store.Org{Name: name}
@@ -52,7 +45,7 @@ func mustProvider(t *testing.T, s store.Store, org int64, slug string, keys ...s
 }
 
 func TestOrgsAndProjects(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")
@@ -100,7 +93,7 @@ func TestOrgsAndProjects(t *testing.T) {
 }
 
 func TestPagination(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		for _, n := range []string{"a", "b", "c", "d", "e"} {
@@ -128,7 +121,7 @@ func TestPagination(t *testing.T) {
 }
 
 func TestProvidersAndSlugs(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")
@@ -193,7 +186,7 @@ func TestProvidersAndSlugs(t *testing.T) {
 }
 
 func TestConcurrentSlugClaims(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")
 		var (
@@ -228,7 +221,7 @@ func TestConcurrentSlugClaims(t *testing.T) {
 }
 
 func TestRoutes(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")
@@ -276,7 +269,7 @@ func TestRoutes(t *testing.T) {
 }
 
 func TestVirtualKeysAndAdminTokens(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		o := mustOrg(t, s, "acme")
@@ -316,7 +309,7 @@ func TestVirtualKeysAndAdminTokens(t *testing.T) {
 }
 
 func TestSecretsEncryptedAtRest(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		const plain = "sk-FAKE-upstream-key-123"
 		sealer, _ := secret.NewSealer(secret.New("master"))
@@ -353,7 +346,7 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 }
 
 func TestLoadAndReopen(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		spec, dir := storetest.Spec(t, d)
 		s, err := sqlstore.Open(ctx, spec, dir, nil)

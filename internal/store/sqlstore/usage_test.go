@@ -63,7 +63,7 @@ func allUsage(t *testing.T, s store.Store, f store.UsageFilter) []store.UsageRec
 }
 
 func TestUsage(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		base := time.Date(2025, 3, 1, 12, 0, 0, 123456789, time.UTC)
@@ -183,7 +183,7 @@ func BenchmarkInsertUsage(b *testing.B) {
 // every string is stored with them replaced by U+FFFD, alike on both
 // stores, and the batch goes in whole.
 func TestUsageText(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		recs := usageFixture(3, time.Now())
@@ -222,7 +222,7 @@ func TestUsageText(t *testing.T) {
 // batch with store.ErrRejected, which tells it apart from an outage, and
 // stores nothing of the batch.
 func TestUsageRejected(t *testing.T) {
-	each(t, func(t *testing.T, d string) {
+	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		s := storetest.Open(t, d, nil)
 		storetest.RefuseUsageStatus(t, s, 1000)

@@ -27,6 +27,22 @@ const DefaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 // Dialects are the store back ends every store-touching test runs on.
 var Dialects = []string{"sqlite", "postgres"}
 
+// Each runs fn as a subtest, named after the dialect, on every dialect in
+// Dialects.
+func Each(t *testing.T, fn func(t *testing.T, dialect string)) {
+	t.Helper()
+	for _, d := range Dialects {
+		t.Run(d, func(t *testing.T) { fn(t, d) })
+	}
+}
+
+// EachWith runs fn as a subtest on every dialect with what open builds on
+// that dialect's store: a test harness, an environment.
+func EachWith[H any](t *testing.T, open func(t *testing.T, dialect string) H, fn func(t *testing.T, h H)) {
+	t.Helper()
+	Each(t, func(t *testing.T, d string) { fn(t, open(t, d)) })
+}
+
 // Spec returns a --store value for dialect backed by fresh, empty storage
 // that is removed when t ends, and the data dir to pass with it.
 func Spec(t testing.TB, dialect string) (spec, dataDir string) {
