@@ -569,7 +569,7 @@ func (g *Gateway) exchangeWith(w http.ResponseWriter, r *http.Request, x *exchan
 	}
 	if isEventStream(resp.Header) {
 		if cross {
-			return g.relayTranslated(w, r, x, resp, wd)
+			return g.relayTranslated(w, r, x, ctx, resp, wd)
 		}
 		return g.relay(w, r, x, ctx, resp, wd)
 	}
