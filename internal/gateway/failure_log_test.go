@@ -145,21 +145,17 @@ func TestFailedAttemptsAreLogged(t *testing.T) {
 // label).
 func TestUnauthenticatedRequestsAreCounted(t *testing.T) {
 	h := newHarness(t, Config{})
-	for i, hdr := range [][]string{
-		{"Authorization", "Bearer rk-not-a-key"},
-		{"Authorization", ""},
+	for _, c := range []struct{ path, body, header, value string }{
+		{"/v1/chat/completions", `{"model":"m","messages":[]}`, "Authorization", "Bearer rk-not-a-key"},
+		{"/v1/messages", `{"model":"m"}`, "X-Api-Key", "guess-" + strings.Repeat("x", 300)},
 	} {
-		req, _ := http.NewRequest("POST", h.srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
-		req.Header.Set(hdr[0], hdr[1])
-		if i == 1 {
-			req, _ = http.NewRequest("POST", h.srv.URL+"/v1/messages", strings.NewReader(`{"model":"m"}`))
-			req.Header.Set("X-Api-Key", "guess-"+strings.Repeat("x", 300))
-		}
+		req, _ := http.NewRequest("POST", h.srv.URL+c.path, strings.NewReader(c.body))
+		req.Header.Set(c.header, c.value)
 		resp, err := http.DefaultClient.Do(req)
 		must(t, err)
 		readAll(t, resp)
 		if resp.StatusCode != 401 {
-			t.Fatalf("status %d", resp.StatusCode)
+			t.Fatalf("%s: status %d", c.path, resp.StatusCode)
 		}
 	}
 	labels := map[string]string{"org": "", "project": "", "route": "", "provider": "", "status": "401", "class": ""}
