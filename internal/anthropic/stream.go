@@ -66,9 +66,8 @@ type openAIChunk struct {
 		FinishReason *string         `json:"finish_reason"`
 		StopReason   json.RawMessage `json:"stop_reason"`
 	} `json:"choices"`
-	Usage   *openAIUsage    `json:"usage"`
-	Error   json.RawMessage `json:"error"`
-	Message string          `json:"message"`
+	Usage *openAIUsage    `json:"usage"`
+	Error json.RawMessage `json:"error"`
 }
 
 type toAnthropic struct {
@@ -84,12 +83,21 @@ type toAnthropic struct {
 	stopRaw json.RawMessage
 }
 
+// ErrStreamEnded: the upstream stream ended before its terminator ([DONE]
+// or message_stop).
+var ErrStreamEnded = errors.New("anthropic: the upstream stream ended before its terminator")
+
+// ErrUpstreamEvent: the upstream sent an error event in its stream.
+var ErrUpstreamEvent = errors.New("anthropic: the upstream sent an error event")
+
 // StreamToAnthropic reads an OpenAI chat.completion.chunk SSE stream from r
 // and writes the equivalent Anthropic SSE event stream to w, calling flush
-// after each event. It returns the usage and the first error; an upstream
-// error event or a broken stream (no [DONE]) becomes an Anthropic error event
-// ({"type":"error","error":{"type":"api_error","message":...}}) and a
-// non-nil error.
+// after each event. It returns the usage and the first error. On an error
+// (an upstream error event, a broken or early-ended stream, data it cannot
+// translate, a failed write) it writes nothing more: the caller ends the
+// stream in its own error contract (the gateway's endStream, the same for
+// every pairing of APIs). Nothing is written before the upstream's first
+// event. Error texts never hold the upstream's data or messages.
 //
 // Each OpenAI tool_calls[index] becomes its own tool_use block, started on
 // first sight; blocks are consecutive from 0 and only one is open at a time,
@@ -102,15 +110,6 @@ type toAnthropic struct {
 func StreamToAnthropic(w io.Writer, flush func(), r io.Reader, model string) (Usage, error) {
 	t := &toAnthropic{out: sink{w: w, flush: flush}, model: model, tools: map[int]bool{}}
 	err := t.run(r)
-	var we writeErr
-	if err != nil && !errors.As(err, &we) {
-		if e := t.out.event("error", map[string]any{
-			"type":  "error",
-			"error": map[string]any{"type": "api_error", "message": err.Error()},
-		}); e != nil {
-			return t.usage, err
-		}
-	}
 	return t.usage, err
 }
 
@@ -120,9 +119,9 @@ func (t *toAnthropic) run(r io.Reader) error {
 		ev, err := rd.Next()
 		if err != nil {
 			if err == io.EOF {
-				return errors.New("upstream stream ended before [DONE]")
+				return ErrStreamEnded
 			}
-			return fmt.Errorf("upstream stream broken: %v", err)
+			return fmt.Errorf("upstream stream broken: %w", err)
 		}
 		if ev.Data == nil {
 			continue
@@ -169,16 +168,13 @@ func (t *toAnthropic) closeOpen() error {
 func (t *toAnthropic) chunk(data []byte) error {
 	var c openAIChunk
 	if kind(data) != "an object" {
-		return fmt.Errorf("upstream sent a chunk that is not a JSON object: %.200s", data)
+		return errors.New("upstream sent a chunk that is not a JSON object")
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
 		return fmt.Errorf("upstream sent an invalid chunk: %v", err)
 	}
-	if msg := upstreamError(c.Error); msg != "" {
-		return fmt.Errorf("upstream error: %s", msg)
-	}
-	if c.Object == "error" {
-		return fmt.Errorf("upstream error: %s", c.Message)
+	if upstreamError(c.Error) != "" || c.Object == "error" {
+		return ErrUpstreamEvent
 	}
 	if c.Usage != nil {
 		t.usage = Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens}
@@ -299,32 +295,15 @@ type toOpenAI struct {
 // StreamToOpenAI reads an Anthropic SSE stream from r and writes OpenAI
 // chat.completion.chunk events to w, calling flush after each, ending with
 // data: [DONE]. When includeUsage, a final chunk with empty choices carries
-// the usage (and the other chunks "usage": null), as OpenAI does. An
-// upstream error event or a broken stream becomes a data: {"error":{...}}
-// event, no [DONE], and a non-nil error. Thinking blocks are not forwarded.
+// the usage (and the other chunks "usage": null), as OpenAI does. On an
+// error it writes nothing more, no [DONE], and returns it, as
+// StreamToAnthropic does. Thinking blocks are not forwarded.
 func StreamToOpenAI(w io.Writer, flush func(), r io.Reader, model string, includeUsage bool) (Usage, error) {
 	t := &toOpenAI{out: sink{w: w, flush: flush}, model: model, includeUsage: includeUsage,
 		created: now().Unix(), blocks: map[int]int{}}
 	err := t.run(r)
-	var we writeErr
-	if err != nil && !errors.As(err, &we) {
-		typ := "upstream_error"
-		var ue *upstreamErr
-		if errors.As(err, &ue) && ue.typ != "" {
-			typ = ue.typ
-		}
-		if e := t.out.event("", map[string]any{
-			"error": map[string]any{"message": err.Error(), "type": typ, "code": nil, "param": nil},
-		}); e != nil {
-			return t.result(), err
-		}
-	}
 	return t.result(), err
 }
-
-type upstreamErr struct{ typ, msg string }
-
-func (e *upstreamErr) Error() string { return "upstream error: " + e.msg }
 
 func (t *toOpenAI) result() Usage {
 	u := t.usage
@@ -357,10 +336,6 @@ type anthropicEvent struct {
 		CacheCreationInputTokens *int `json:"cache_creation_input_tokens"`
 		CacheReadInputTokens     *int `json:"cache_read_input_tokens"`
 	} `json:"usage"`
-	Error struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
 }
 
 func (t *toOpenAI) run(r io.Reader) error {
@@ -369,16 +344,16 @@ func (t *toOpenAI) run(r io.Reader) error {
 		ev, err := rd.Next()
 		if err != nil {
 			if err == io.EOF {
-				return errors.New("upstream stream ended before message_stop")
+				return ErrStreamEnded
 			}
-			return fmt.Errorf("upstream stream broken: %v", err)
+			return fmt.Errorf("upstream stream broken: %w", err)
 		}
 		if ev.Data == nil {
 			continue
 		}
 		var e anthropicEvent
 		if kind(ev.Data) != "an object" {
-			return fmt.Errorf("upstream sent an event that is not a JSON object: %.200s", ev.Data)
+			return errors.New("upstream sent an event that is not a JSON object")
 		}
 		if err := json.Unmarshal(ev.Data, &e); err != nil {
 			return fmt.Errorf("upstream sent an invalid event: %v", err)
@@ -418,7 +393,7 @@ func (t *toOpenAI) event(e *anthropicEvent) (bool, error) {
 	case "ping":
 		return false, nil
 	case "error":
-		return false, &upstreamErr{typ: e.Error.Type, msg: e.Error.Message}
+		return false, ErrUpstreamEvent
 	case "message_start":
 		t.usage = e.Message.Usage
 		return false, t.start(e.Message.ID)
@@ -453,7 +428,7 @@ func (t *toOpenAI) event(e *anthropicEvent) (bool, error) {
 		case "thinking", "redacted_thinking":
 			t.blocks[*e.Index] = -2
 		default:
-			return false, fmt.Errorf("upstream content block type %q cannot be represented in an OpenAI stream", b.Type)
+			return false, fmt.Errorf("upstream content block type %.64q cannot be represented in an OpenAI stream", b.Type)
 		}
 	case "content_block_delta":
 		if e.Index == nil {
@@ -482,7 +457,7 @@ func (t *toOpenAI) event(e *anthropicEvent) (bool, error) {
 			}
 		case "thinking_delta", "signature_delta", "citations_delta":
 		default:
-			return false, fmt.Errorf("upstream delta type %q cannot be represented in an OpenAI stream", e.Delta.Type)
+			return false, fmt.Errorf("upstream delta type %.64q cannot be represented in an OpenAI stream", e.Delta.Type)
 		}
 	case "content_block_stop":
 	case "message_delta":

@@ -152,9 +152,11 @@ data: [DONE]
 	if err == nil || !strings.Contains(err.Error(), "tool call 0") {
 		t.Fatalf("err = %v", err)
 	}
+	// The stream stops without its terminator; the caller (the gateway's
+	// endStream) writes the error event, the same for every pairing.
 	evs := decodeStream(t, out.Bytes())
-	if last := evs[len(evs)-1]; last.Event != "error" {
-		t.Errorf("last event = %s, want error", last.Event)
+	if last := evs[len(evs)-1]; last.Event == "message_stop" || last.Event == "error" {
+		t.Errorf("last event = %s, want the stream cut before its end", last.Event)
 	}
 }
 

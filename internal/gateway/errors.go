@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 )
@@ -96,6 +97,41 @@ func anthropicError(e *apiError) any {
 		typ = "overloaded_error"
 	}
 	return map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": e.Message, "code": e.Code}}
+}
+
+// midStream is the class of a stream that failed after its first byte
+// reached the client, given how the attempt's read failed: the client's
+// leaving and the idle timeout keep their classes, and everything else (a
+// reset, an early end, an upstream error event, data that cannot be
+// translated) is a broken stream. Nothing mid-stream is retried.
+func midStream(cls Class) Class {
+	switch cls {
+	case ClassClientCancelled, ClassClientSlow, ClassIdleTimeout:
+		return cls
+	}
+	return ClassStreamBroken
+}
+
+// streamMessages are the fixed messages of the stream-ending events: the
+// upstream's own error text never reaches the client.
+var streamMessages = map[Class]string{
+	ClassStreamBroken: "the upstream stream broke before it finished",
+	ClassIdleTimeout:  "the upstream sent no event within the idle timeout",
+}
+
+// endStream is the one way a stream that failed after its first byte ends,
+// whatever the pairing of client API and upstream: a well-formed error
+// event in the client's API shape with the class's stable code and a fixed
+// message, and no terminator ([DONE], message_stop), so clients see a
+// failure rather than a clean end. A client that left gets nothing more.
+func (x *exchange) endStream(w io.Writer, rc *http.ResponseController, cls Class) {
+	msg, ok := streamMessages[cls]
+	if !ok {
+		return
+	}
+	if _, err := w.Write(x.streamError(verdicts[cls].clientCode, msg)); err == nil {
+		_ = rc.Flush()
+	}
 }
 
 // streamError is the final event of a stream that broke after its first

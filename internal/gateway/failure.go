@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -77,6 +77,23 @@ var verdicts = map[Class]verdict{
 	ClassModelGone: {retry: true, stale: true, status: http.StatusServiceUnavailable, clientCode: "model_unavailable"},
 }
 
+// A pool member's 404 means one of two things, and only the upstream's own
+// structured answer tells them apart:
+//
+//   - "no such model", naming the model the gateway sent (modelGone), on a
+//     target whose model is configured (a route target, a group's
+//     model_map, a provider's catalog, discovery): the configuration is
+//     stale. ClassModelGone: fail over, take the target out of routing
+//     until a probe lists the model again, never relay the answer (it
+//     names the upstream's model id).
+//   - anything else (an unknown previous_response_id, file or endpoint; a
+//     model a caller named on a provider without a catalog; free text):
+//     the caller's request. ClassCaller: relayed unchanged, no failover, no
+//     breaker touched, as every other 4xx but 401, 403, 408 and 429.
+//
+// A 404 is never read as the target being down: a caller chooses what it
+// names, and must not be able to take a shared target out of routing.
+
 // modelGoneSniff bounds how much of a 4xx body is read to tell a stale
 // model from a caller error.
 const modelGoneSniff = 8 << 10
@@ -135,6 +152,31 @@ var (
 	errIdleTimeout      = errors.New("no stream event within the idle timeout")
 )
 
+// Causes of failed attempts that have no transport error to wrap.
+var (
+	errNotReady  = errors.New("the provider is not ready (health or metadata) since admission")
+	errModelGone = errors.New("the upstream answered that it does not serve the model sent")
+	errTooLarge  = errors.New("the response is larger than the gateway's response limit")
+	errNotJSON   = errors.New("the response is not JSON")
+	errEmpty     = errors.New("the stream ended before its first event")
+)
+
+// statusErr is the cause of an attempt that ended with a failure status;
+// the upstream's body is never part of it.
+func statusErr(code int) error {
+	return fmt.Errorf("the upstream answered %d %s", code, http.StatusText(code))
+}
+
+// attemptErr is err with the reason our own timers cancelled the attempt,
+// when they did: the transport only says "context canceled".
+func attemptErr(err error, attemptCtx context.Context) error {
+	c := context.Cause(attemptCtx)
+	if c == nil || c == context.Canceled || errors.Is(err, c) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", c, err)
+}
+
 // classifyErr maps a transport or read error of an attempt to a class.
 // attemptCtx carries the cause set by our timers; clientCtx is the client's
 // request context.
@@ -152,13 +194,9 @@ func classifyErr(err error, attemptCtx, clientCtx context.Context) Class {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return ClassTimeout
 	}
-	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
-		return ClassConnect
-	}
-	var op *net.OpError
-	if errors.As(err, &op) {
-		return ClassConnect
-	}
+	// Everything else (refused, reset, DNS, a dial netguard refused, a
+	// connection closed before or while the answer came) means no usable
+	// answer from this target.
 	return ClassConnect
 }
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -23,6 +25,10 @@ type result struct {
 	retryAfter time.Duration // from a 429
 	committed  bool          // bytes reached the client: no more failover
 	model      string        // the model id sent upstream (for a stale mark)
+	// err is why the attempt failed, wrapping the transport or read error
+	// when there was one; nil on success and for a relayed caller error.
+	// It is logged, never sent to the client.
+	err error
 }
 
 // forward runs attempts until one succeeds, the request is the caller's
@@ -92,6 +98,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 		last = res
 		g.metrics.attempts.WithLabelValues(tg.provider.org, tg.provider.slug, attemptLabel(res.class)).Inc()
 		g.judge(tg, key, tgProbe, keyProbe, res)
+		g.logAttempt(x, tg, res)
 
 		v := verdicts[res.class]
 		if res.class == ClassNone || res.committed || !v.retry {
@@ -198,6 +205,41 @@ func (g *Gateway) judge(tg *targetRT, key *keyRT, tgProbe, keyProbe bool, res re
 	if keyProbe && !v.rateLimit {
 		key.breaker.Abandon()
 	}
+}
+
+// logAttempt logs a failed attempt, as httputil.ReverseProxy logs every
+// transport error: at warn for the upstream's failures, at info for the
+// client's doing (it left, or stopped reading). A caller error is the
+// upstream's answer relayed to the caller, not a failure: it is not logged.
+// Every attribute is bounded and free of secrets: the request id (at most
+// 128 visible bytes), org and provider from configuration, class and
+// status from fixed sets, the model sent (capped), and the cause, which
+// never holds an upstream body nor a credential.
+func (g *Gateway) logAttempt(x *exchange, tg *targetRT, res result) {
+	if res.class == ClassNone || res.class == ClassCaller {
+		return
+	}
+	level := slog.LevelWarn
+	if verdicts[res.class].status == 499 {
+		level = slog.LevelInfo
+	}
+	ctx := context.Background()
+	if !g.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("request_id", x.requestID), slog.String("org", tg.provider.org),
+		slog.String("provider", tg.provider.slug), slog.String("class", string(res.class)),
+		slog.Int("attempt", x.attempts), slog.String("upstream_model", capModel(res.model))}
+	if res.status != 0 {
+		attrs = append(attrs, slog.Int("status", res.status))
+	}
+	if res.committed {
+		attrs = append(attrs, slog.Bool("committed", true))
+	}
+	if res.err != nil {
+		attrs = append(attrs, slog.String("err", res.err.Error()))
+	}
+	g.log.LogAttrs(ctx, level, "upstream attempt failed", attrs...)
 }
 
 func attemptLabel(c Class) string {
@@ -331,12 +373,9 @@ func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last result, max
 		msg += " (upstream status " + strconv.Itoa(last.status) + ")"
 	}
 	e := newError(v.status, v.clientCode, msg)
-	if last.class == ClassRateLimited || maxRetryAfter > 0 {
-		if last.class == ClassRateLimited {
-			e = newError(http.StatusTooManyRequests, "rate_limited", msg)
-		}
-		e.retryAfter = int((maxRetryAfter + time.Second - 1) / time.Second)
-	}
+	// The largest Retry-After any key or target asked for, whatever class
+	// ended the request: the client should not come back sooner.
+	e.retryAfter = int((maxRetryAfter + time.Second - 1) / time.Second)
 	x.status = e.status
 	x.writeError(w, e)
 }
@@ -460,7 +499,7 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 		upstreamModel = sendModel(tg, g.status(tg.provider), x.model)
 	}
 	if upstreamModel == "" { // the provider went not ready since admit
-		return result{class: ClassConnect}
+		return result{class: ClassConnect, err: errNotReady}
 	}
 	x.upstreamModel = capModel(upstreamModel)
 	cross := x.crossKind(tg)
@@ -478,7 +517,7 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 	defer cancel(nil)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.provider.base+x.upstreamPath(tg), bytes.NewReader(out))
 	if err != nil {
-		return result{class: ClassConnect}
+		return result{class: ClassConnect, err: fmt.Errorf("build the request: %w", err)}
 	}
 	upstreamHeaders(req.Header, r.Header, tg.provider, x.requestID)
 	setCredential(req.Header, tg, key)
@@ -501,7 +540,7 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 func (g *Gateway) exchangeWith(w http.ResponseWriter, r *http.Request, x *exchange, ctx context.Context, tg *targetRT, req *http.Request, wd *watchdog, cross bool) result {
 	resp, err := g.transport.RoundTrip(req)
 	if err != nil {
-		return result{class: classifyErr(err, ctx, r.Context())}
+		return result{class: classifyErr(err, ctx, r.Context()), err: fmt.Errorf("send: %w", attemptErr(err, ctx))}
 	}
 	defer resp.Body.Close()
 	switch cls := classifyStatus(resp.StatusCode); cls {
@@ -515,7 +554,7 @@ func (g *Gateway) exchangeWith(w http.ResponseWriter, r *http.Request, x *exchan
 			head, _ = io.ReadAll(io.LimitReader(resp.Body, modelGoneSniff))
 			if modelGone(resp.StatusCode, head, x.upstreamModel) {
 				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-				return result{class: ClassModelGone, status: resp.StatusCode}
+				return result{class: ClassModelGone, status: resp.StatusCode, err: errModelGone}
 			}
 		}
 		// The caller's fault: relay unchanged, no retry.
@@ -526,11 +565,11 @@ func (g *Gateway) exchangeWith(w http.ResponseWriter, r *http.Request, x *exchan
 		return result{class: ClassCaller, status: resp.StatusCode, committed: true}
 	default:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keep the connection reusable
-		return result{class: cls, status: resp.StatusCode, retryAfter: retryAfter(resp.Header, g.clock.Now())}
+		return result{class: cls, status: resp.StatusCode, retryAfter: retryAfter(resp.Header, g.clock.Now()), err: statusErr(resp.StatusCode)}
 	}
 	if isEventStream(resp.Header) {
 		if cross {
-			return g.relayTranslated(w, r, x, resp, wd)
+			return g.relayTranslated(w, r, x, ctx, resp, wd)
 		}
 		return g.relay(w, r, x, ctx, resp, wd)
 	}
@@ -565,10 +604,10 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 	_, err := buf.ReadFrom(io.LimitReader(progressReader{resp.Body, wd}, g.cfg.MaxResponse+1))
 	body := buf.Bytes()
 	if err != nil {
-		return result{class: classifyErr(err, ctx, r.Context())}
+		return result{class: classifyErr(err, ctx, r.Context()), err: fmt.Errorf("read the response: %w", attemptErr(err, ctx))}
 	}
 	if int64(len(body)) > g.cfg.MaxResponse {
-		return result{class: ClassServer, status: resp.StatusCode}
+		return result{class: ClassServer, status: resp.StatusCode, err: errTooLarge}
 	}
 	wd.stop()
 	if m, ok, _ := modelfield.Get(body); ok && m != "" {
@@ -576,7 +615,7 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 	}
 	if cross {
 		if !json.Valid(body) {
-			return result{class: ClassServer, status: resp.StatusCode}
+			return result{class: ClassServer, status: resp.StatusCode, err: errNotJSON}
 		}
 		x.promptTokens, x.outputTokens = usageOf(body)
 		return x.respondTranslated(w, body, resp.StatusCode)

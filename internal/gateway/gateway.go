@@ -276,6 +276,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	key, ok := authenticate(t.snap, r, x.start)
 	if !ok {
 		x.writeError(w, errUnauthorized)
+		g.metrics.unauthenticated.Inc()
 		return
 	}
 	x.key = key

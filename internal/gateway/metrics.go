@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/http"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,10 @@ type Metrics struct {
 	// credentialFailures counts upstream 401/403 answers to the
 	// operator's credentials, per provider: a revoked or wrong pool key.
 	credentialFailures *prometheus.CounterVec
+	// unauthenticated is rolter_requests_total's series for a missing or
+	// refused virtual key: no org, project, route nor provider is known,
+	// and the class is empty as for every refusal before an upstream.
+	unauthenticated prometheus.Counter
 }
 
 // NewMetrics registers the data path metrics on reg.
@@ -61,6 +66,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rolter_usage_rejected_total", Help: "Usage records the store refused for their values; the rest of their batch was stored.",
 		}),
 	}
+	m.unauthenticated = m.requests.WithLabelValues("", "", "", "", statusLabel(http.StatusUnauthorized), string(ClassNone))
 	reg.MustRegister(m.requests, m.latency, m.ttft, m.inFlight, m.attempts, m.failovers, m.usageDrops, m.credentialFailures, m.usageRejects)
 	return m
 }

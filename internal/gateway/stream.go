@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -21,9 +22,9 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 	ev, err := rd.Next()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return result{class: ClassServer, status: resp.StatusCode} // 200 with an empty stream
+			return result{class: ClassServer, status: resp.StatusCode, err: errEmpty} // 200 with an empty stream
 		}
-		return result{class: classifyErr(err, ctx, r.Context())}
+		return result{class: classifyErr(err, ctx, r.Context()), err: fmt.Errorf("read the stream: %w", attemptErr(err, ctx))}
 	}
 	wd.progress()
 	x.ttft = time.Since(x.start)
@@ -60,13 +61,13 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 			out = buf
 		}
 		if _, err := w.Write(out); err != nil {
-			return result{class: ClassClientCancelled, status: resp.StatusCode, committed: true}
+			return result{class: ClassClientCancelled, status: resp.StatusCode, committed: true, err: fmt.Errorf("write to the client: %w", err)}
 		}
 		// Flush when no further event is already waiting: events that came
 		// together leave in one write, and none waits for a later one.
 		if !rd.Ready() {
 			if err := rc.Flush(); err != nil {
-				return result{class: ClassClientCancelled, status: resp.StatusCode, committed: true}
+				return result{class: ClassClientCancelled, status: resp.StatusCode, committed: true, err: fmt.Errorf("write to the client: %w", err)}
 			}
 		}
 		if ev.IsDone() {
@@ -81,20 +82,9 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 		if errors.Is(err, io.EOF) && nested != "" {
 			return result{status: resp.StatusCode, committed: true} // these streams end without [DONE]
 		}
-		cls := classifyErr(err, ctx, r.Context())
-		if cls == ClassClientCancelled {
-			return result{class: cls, status: resp.StatusCode, committed: true}
-		}
-		if cls != ClassIdleTimeout {
-			cls = ClassStreamBroken
-		}
-		msg := "the upstream stream broke before it finished"
-		if cls == ClassIdleTimeout {
-			msg = "the upstream sent no event within the idle timeout"
-		}
-		_, _ = w.Write(x.streamError(verdicts[cls].clientCode, msg))
-		_ = rc.Flush()
-		return result{class: cls, status: resp.StatusCode, committed: true}
+		cls := midStream(classifyErr(err, ctx, r.Context()))
+		x.endStream(w, rc, cls)
+		return result{class: cls, status: resp.StatusCode, committed: true, err: fmt.Errorf("read the stream: %w", attemptErr(err, ctx))}
 	}
 }
 

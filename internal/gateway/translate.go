@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -131,16 +133,22 @@ func (x *exchange) respondTranslated(w http.ResponseWriter, body []byte, status 
 }
 
 // relayTranslated streams a cross-kind response, translating event by
-// event. Headers are sent first, so a failure before the first event ends
-// as an error event rather than failing over.
-func (g *Gateway) relayTranslated(w http.ResponseWriter, r *http.Request, x *exchange, resp *http.Response, wd *watchdog) result {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(resp.StatusCode)
+// event. As in relay, nothing reaches the client before the first
+// translated event, which the upstream's first event produces: an upstream
+// that fails before it (a reset, the first-byte timeout, an empty stream,
+// an error event, data that cannot be translated) fails over like a
+// same-API one. After it, a failure ends the stream through endStream, the
+// same contract as relay's.
+func (g *Gateway) relayTranslated(w http.ResponseWriter, r *http.Request, x *exchange, ctx context.Context, resp *http.Response, wd *watchdog) result {
 	rc := http.NewResponseController(w)
+	out := &commitWriter{w: w, commit: func() {
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(resp.StatusCode)
+	}}
 	first := true
 	flush := func() {
 		if first {
@@ -148,22 +156,78 @@ func (g *Gateway) relayTranslated(w http.ResponseWriter, r *http.Request, x *exc
 		}
 		_ = rc.Flush()
 	}
+	in := &readRecorder{r: progressReader{resp.Body, wd}}
 	var (
 		u   anthropic.Usage
 		err error
-		in  io.Reader = progressReader{resp.Body, wd}
 	)
 	if x.anthropic {
-		u, err = anthropic.StreamToAnthropic(w, flush, in, x.model)
+		u, err = anthropic.StreamToAnthropic(out, flush, in, x.model)
 	} else {
-		u, err = anthropic.StreamToOpenAI(w, flush, in, x.model, x.clientUsage)
+		u, err = anthropic.StreamToOpenAI(out, flush, in, x.model, x.clientUsage)
 	}
 	x.promptTokens, x.outputTokens = u.InputTokens, u.OutputTokens
-	switch {
-	case err == nil:
+	if err == nil {
 		return result{status: resp.StatusCode, committed: true}
-	case r.Context().Err() != nil:
-		return result{class: ClassClientCancelled, status: resp.StatusCode, committed: true}
 	}
-	return result{class: ClassStreamBroken, status: resp.StatusCode, committed: true}
+	// The class: the client's leaving, else how reading the upstream
+	// failed, else the upstream's data (an error event, an early end,
+	// something untranslatable) is at fault.
+	cls, cause := ClassServer, err
+	switch {
+	case out.err != nil || r.Context().Err() != nil:
+		cls = ClassClientCancelled
+	case in.err != nil:
+		cls, cause = classifyErr(in.err, ctx, r.Context()), attemptErr(in.err, ctx)
+	}
+	res := result{class: cls, status: resp.StatusCode, err: fmt.Errorf("translate the stream: %w", cause)}
+	if !out.committed {
+		if cls == ClassIdleTimeout {
+			// Bytes came (comments, pings) but no event: nothing was sent,
+			// so it is the first-byte timeout's case, and retried.
+			res.class = ClassTimeout
+		}
+		return res
+	}
+	res.committed = true
+	res.class = midStream(cls)
+	x.endStream(w, rc, res.class)
+	return res
+}
+
+// commitWriter sends the response's headers with its first write, so that
+// an attempt that fails before writing anything can still fail over. It
+// remembers a failed write: the client went away or stopped reading.
+type commitWriter struct {
+	w         io.Writer
+	commit    func()
+	committed bool
+	err       error
+}
+
+func (c *commitWriter) Write(b []byte) (int, error) {
+	if !c.committed {
+		c.committed = true
+		c.commit()
+	}
+	n, err := c.w.Write(b)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// readRecorder remembers the first read error other than io.EOF: a failed
+// read of the upstream, as opposed to data the translation refused.
+type readRecorder struct {
+	r   io.Reader
+	err error
+}
+
+func (rr *readRecorder) Read(b []byte) (int, error) {
+	n, err := rr.r.Read(b)
+	if err != nil && err != io.EOF && rr.err == nil {
+		rr.err = err
+	}
+	return n, err
 }
