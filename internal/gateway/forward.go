@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/balancer"
-	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/jsonscan"
 )
 
 // result is how one attempt ended.
@@ -470,7 +470,7 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 	out := body
 	if upstreamModel != x.model {
 		var err error
-		if out, _, err = modelfield.Set(nil, body, upstreamModel); err != nil {
+		if out, _, err = jsonscan.Set(nil, body, upstreamModel); err != nil {
 			return result{class: ClassCaller, status: http.StatusBadRequest}
 		}
 	}
@@ -571,7 +571,7 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 		return result{class: ClassServer, status: resp.StatusCode}
 	}
 	wd.stop()
-	if m, ok, _ := modelfield.Get(body); ok && m != "" {
+	if m, ok, _ := jsonscan.Get(body); ok && m != "" {
 		x.upstreamModel = capModel(m)
 	}
 	if cross {
@@ -581,7 +581,7 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 		x.promptTokens, x.outputTokens = usageOf(body)
 		return x.respondTranslated(w, body, resp.StatusCode)
 	}
-	out, replaced, err := modelfield.Set(nil, body, x.model)
+	out, replaced, err := jsonscan.Set(nil, body, x.model)
 	if err != nil {
 		// A 2xx that is not a JSON object (a proxy's HTML page, a truncated
 		// body) is an upstream failure, not an answer: fail over or 502.
@@ -603,7 +603,7 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 // usageOf reads token counts from the top-level "usage" member, decoding
 // only that member (chat/completions and responses field names).
 func usageOf(doc []byte) (prompt, completion int) {
-	s, e, found, err := modelfield.LocateKey(doc, "usage")
+	s, e, found, err := jsonscan.LocateKey(doc, "usage")
 	if err != nil || !found || doc[s] != '{' {
 		return 0, 0
 	}

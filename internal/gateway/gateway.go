@@ -27,7 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rolter/rolter/internal/cooldown"
-	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/ratelimit"
 	"github.com/rolter/rolter/internal/snapshot"
@@ -446,14 +446,14 @@ func capModel(m string) string {
 func (x *exchange) parse(body []byte) *apiError {
 	// The whole body is checked so that a second "model" key, which the
 	// upstream's decoder would prefer, cannot slip past the allowlist.
-	if _, _, _, err := modelfield.LocateStrict(body, "model"); errors.Is(err, modelfield.ErrDuplicateKey) {
+	if _, _, _, err := jsonscan.LocateStrict(body, "model"); errors.Is(err, jsonscan.ErrDuplicateKey) {
 		return newError(http.StatusBadRequest, "invalid_request", "\"model\" appears more than once")
 	} else if err != nil {
 		return newError(http.StatusBadRequest, "invalid_request", "the request body must be a JSON object")
 	}
-	model, ok, err := modelfield.Get(body)
+	model, ok, err := jsonscan.Get(body)
 	switch {
-	case errors.Is(err, modelfield.ErrNotString):
+	case errors.Is(err, jsonscan.ErrNotString):
 		return newError(http.StatusBadRequest, "invalid_request", "model must be a string")
 	case err != nil:
 		return newError(http.StatusBadRequest, "invalid_request", "the request body must be a JSON object")

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/resolve"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
@@ -67,7 +67,7 @@ func BenchmarkRequestPath(b *testing.B) {
 			b.Fatal(e.Message)
 		}
 		out, x.addedUsage = requestUsage(out, x.endpoint)
-		sent, _, err := modelfield.Set(nil, out, plan.targets[0].id.model)
+		sent, _, err := jsonscan.Set(nil, out, plan.targets[0].id.model)
 		if err != nil || !x.addedUsage || len(sent) <= len(body) {
 			b.Fatal("request not rewritten", err)
 		}

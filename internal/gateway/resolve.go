@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/resolve"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
@@ -85,7 +85,7 @@ func quoteModel(m string) string {
 
 // streamRequested reports whether the top-level "stream" member is true.
 func streamRequested(body []byte) bool {
-	s, e, found, err := modelfield.LocateKey(body, "stream")
+	s, e, found, err := jsonscan.LocateKey(body, "stream")
 	return err == nil && found && string(body[s:e]) == "true"
 }
 
@@ -103,7 +103,7 @@ func requestUsage(body []byte, endpoint string) ([]byte, bool) {
 	if endpoint != "/chat/completions" && endpoint != "/completions" {
 		return body, false
 	}
-	s, e, found, err := modelfield.LocateKey(body, "stream_options")
+	s, e, found, err := jsonscan.LocateKey(body, "stream_options")
 	if err != nil {
 		return body, false
 	}

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/sse"
 )
 
@@ -28,7 +28,7 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 	wd.progress()
 	x.ttft = time.Since(x.start)
 	if ev.Data != nil {
-		if m, ok, _ := modelfield.Get(ev.Data); ok && m != "" {
+		if m, ok, _ := jsonscan.Get(ev.Data); ok && m != "" {
 			x.upstreamModel = capModel(m)
 		}
 	}
@@ -107,11 +107,11 @@ func (x *exchange) usageChunk(data []byte, nested string) bool {
 		return false // the common chunk: no scan
 	}
 	if nested != "" {
-		if s, e, found, err := modelfield.LocateKey(data, nested); err == nil && found && data[s] == '{' {
+		if s, e, found, err := jsonscan.LocateKey(data, nested); err == nil && found && data[s] == '{' {
 			data = data[s:e]
 		}
 	}
-	s, _, found, err := modelfield.LocateKey(data, "usage")
+	s, _, found, err := jsonscan.LocateKey(data, "usage")
 	if err != nil || !found || data[s] != '{' {
 		return false
 	}
@@ -123,7 +123,7 @@ func (x *exchange) usageChunk(data []byte, nested string) bool {
 	if !x.addedUsage {
 		return false
 	}
-	cs, ce, found, _ := modelfield.LocateKey(data, "choices")
+	cs, ce, found, _ := jsonscan.LocateKey(data, "choices")
 	return found && string(data[cs:ce]) == "[]"
 }
 
@@ -133,18 +133,18 @@ func rewriteEvent(dst []byte, ev sse.Event, model string, nested string) []byte 
 	data := ev.Data
 	base := ev.DataOffset
 	if nested != "" {
-		s, e, found, err := modelfield.LocateKey(data, nested)
+		s, e, found, err := jsonscan.LocateKey(data, nested)
 		if err != nil || !found || data[s] != '{' {
 			return append(dst, ev.Raw...)
 		}
 		base += s
 		data = data[s:e]
 	}
-	s, e, found, err := modelfield.Locate(data)
+	s, e, found, err := jsonscan.Locate(data)
 	if err != nil || !found {
 		return append(dst, ev.Raw...)
 	}
 	dst = append(dst, ev.Raw[:base+s]...)
-	dst = modelfield.AppendString(dst, model)
+	dst = jsonscan.AppendString(dst, model)
 	return append(dst, ev.Raw[base+e:]...)
 }

@@ -3,6 +3,8 @@ package policy
 import (
 	"bytes"
 	"strings"
+
+	"github.com/rolter/rolter/internal/jsonscan"
 )
 
 // Request is what admission needs to know about a client request body, read
@@ -129,6 +131,11 @@ type inspection struct {
 // "invalid_value" for a max-token member that is not null or a non-negative
 // integer, "invalid_json" for a body that is not a JSON object.
 func Inspect(body []byte, endpoint string) (Request, error) {
+	r, err := inspect(body, endpoint)
+	return r, refusal(err)
+}
+
+func inspect(body []byte, endpoint string) (Request, error) {
 	ep := kindOf(endpoint)
 	p := parser{b: body}
 	var in inspection
@@ -689,12 +696,4 @@ func (p *parser) mediaExt(i, end int) bool {
 
 // strVal returns the decoded contents of the string value at b[i:end]: the
 // raw bytes when there is no escape, else decoded into dst.
-func (p *parser) strVal(i, end int, dst []byte) []byte {
-	raw := p.b[i+1 : end-1]
-	for _, c := range raw {
-		if c == '\\' {
-			return unquote(dst, raw)
-		}
-	}
-	return raw
-}
+func (p *parser) strVal(i, end int, dst []byte) []byte { return jsonscan.Unquoted(p.b, i, end, dst) }
