@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/resolve"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
@@ -56,20 +55,19 @@ func BenchmarkRequestPath(b *testing.B) {
 		if e := x.parse(body); e != nil {
 			b.Fatal(e.Message)
 		}
-		out, _, e := g.admit(x, body)
-		if e != nil {
+		if _, e := g.admit(x); e != nil {
 			b.Fatal(e.Message)
 		}
-		if estimateTokens(out, x.endpoint) == 0 {
+		if x.estimateTokens() == 0 {
 			b.Fatal("no estimate")
 		}
-		if e := x.translate(out); e != nil {
+		if e := x.translate(x.translateInput()); e != nil {
 			b.Fatal(e.Message)
 		}
-		out, x.addedUsage = requestUsage(out, x.endpoint)
-		sent, _, err := jsonscan.Set(nil, out, plan.targets[0].id.model)
-		if err != nil || !x.addedUsage || len(sent) <= len(body) {
-			b.Fatal("request not rewritten", err)
+		x.addedUsage = x.body.usageEdit(x.endpoint)
+		sent := x.body.splice(plan.targets[0].id.model, x.clampFor(0))
+		if !x.addedUsage || sent.size() <= int64(len(body)) {
+			b.Fatal("request not rewritten")
 		}
 	}
 }

@@ -189,3 +189,76 @@ func keyIs(raw []byte, escaped bool, key string) bool {
 	var buf [64]byte
 	return string(appendUnquoted(buf[:0], raw)) == key
 }
+
+// LocateAll is LocateKey for several keys in one scan: spans[k] is set to
+// the value span of the first top-level member named keys[k], or to
+// {-1, -1} when there is none. As with LocateKey, the scan stops once every
+// key was found (after the delimiter that follows the last), so bytes after
+// that are not checked. err is non-nil when the document is invalid as far
+// as it was scanned; the spans found before the fault are still set, each
+// one with its delimiter checked. len(spans) must be len(keys).
+func LocateAll(doc []byte, keys []string, spans [][2]int) error {
+	for k := range spans {
+		spans[k] = [2]int{-1, -1}
+	}
+	left := len(keys)
+	i := skipWS(doc, 0)
+	if i >= len(doc) {
+		return errEOF(doc)
+	}
+	if doc[i] != '{' {
+		return errAt(i, "not a JSON object")
+	}
+	i = skipWS(doc, i+1)
+	if i < len(doc) && doc[i] == '}' {
+		return checkTrailer(doc, i+1)
+	}
+	for {
+		if i >= len(doc) {
+			return errEOF(doc)
+		}
+		if doc[i] != '"' {
+			return errAt(i, "expected object key")
+		}
+		kend, esc, err := scanString(doc, i)
+		if err != nil {
+			return err
+		}
+		match := -1
+		for k, key := range keys {
+			if spans[k][0] < 0 && keyIs(doc[i+1:kend-1], esc, key) {
+				match = k
+				break
+			}
+		}
+		i = skipWS(doc, kend)
+		if i >= len(doc) {
+			return errEOF(doc)
+		}
+		if doc[i] != ':' {
+			return errAt(i, "expected ':' after object key")
+		}
+		i = skipWS(doc, i+1)
+		vstart := i
+		vend, err := skipValue(doc, i, 1)
+		if err != nil {
+			return err
+		}
+		if i = skipWS(doc, vend); i >= len(doc) {
+			return errEOF(doc)
+		}
+		if doc[i] != ',' && doc[i] != '}' {
+			return errAt(i, "expected ',' or '}' after object member")
+		}
+		if match >= 0 {
+			spans[match] = [2]int{vstart, vend}
+			if left--; left == 0 {
+				return nil
+			}
+		}
+		if doc[i] == '}' {
+			return checkTrailer(doc, i+1)
+		}
+		i = skipWS(doc, i+1)
+	}
+}

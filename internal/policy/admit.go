@@ -171,16 +171,23 @@ func (l *Limits) member(p *parser, key []byte, v int) (c count, end int, counted
 	return c, end, true, err
 }
 
+// newLimits is the Limits of body before its members are read: where its
+// object opens, and whether it has members at all (an inserted member then
+// needs a comma).
+func newLimits(body []byte, ep endpointKind) Limits {
+	open := jsonscan.SkipWS(body, 0)
+	j := jsonscan.SkipWS(body, open+1)
+	return Limits{ep: ep, open: open, empty: j < len(body) && body[j] == '}'}
+}
+
 // limitsOf walks body for its output-limit members only.
 func limitsOf(body []byte, ep endpointKind) (Limits, error) {
-	l := Limits{ep: ep, empty: true}
+	l := newLimits(body, ep)
 	if keys, _ := outputKeys(ep); keys == nil {
 		return l, nil
 	}
 	p := parser{b: body}
-	l.open = p.ws(0)
 	err := jsonscan.Walk(body, func(key []byte, v int) (int, error) {
-		l.empty = false
 		_, end, counted, err := l.member(&p, key, v)
 		if !counted {
 			return p.skip(v, 1)

@@ -136,27 +136,60 @@ func Inspect(body []byte, endpoint string) (Request, error) {
 }
 
 func inspect(body []byte, endpoint string) (Request, error) {
-	ep := kindOf(endpoint)
-	p := parser{b: body}
-	var in inspection
-	i := p.ws(0)
-	if i >= len(body) {
-		return Request{}, p.eof()
-	}
-	if body[i] != '{' {
-		return Request{}, p.errAt(i, "not a JSON object")
-	}
-	end, err := p.object(i, 0, func(key []byte, v int) (int, error) {
-		return p.topMember(&in, ep, key, v)
-	})
-	if err != nil {
+	var n Inspector
+	n.Reset(body, endpoint)
+	if err := jsonscan.Walk(body, n.Member); err != nil {
 		return Request{}, err
 	}
-	if j := p.ws(end); j < len(body) {
-		return Request{}, p.errAt(j, "data after the JSON object")
-	}
-	return in.result(ep)
+	return n.in.result(n.ep)
 }
+
+// Inspector is Inspect one top-level member at a time, for a caller that
+// walks the body for members of its own (the gateway: model, stream,
+// stream_options) in the same pass: it calls Member for every other
+// top-level member, then Request and Limits. An Inspector must not be
+// copied once Member was called.
+type Inspector struct {
+	p   parser
+	ep  endpointKind
+	in  inspection
+	lim Limits
+}
+
+// Reset starts the inspection of body, a JSON object, for endpoint (as
+// Inspect takes it).
+func (n *Inspector) Reset(body []byte, endpoint string) {
+	ep := kindOf(endpoint)
+	*n = Inspector{p: parser{b: body}, ep: ep, lim: newLimits(body, ep)}
+}
+
+// Member reads the top-level member key whose value starts at body[v] and
+// returns the offset just past the value, as jsonscan.Object's callback.
+func (n *Inspector) Member(key []byte, v int) (int, error) {
+	c, end, counted, err := n.lim.member(&n.p, key, v)
+	if !counted {
+		return n.p.topMember(&n.in, n.ep, key, v)
+	}
+	switch string(key) {
+	case "max_completion_tokens":
+		n.in.mct = c
+	case "max_tokens":
+		n.in.mt = c
+	case "max_output_tokens":
+		n.in.mot = c
+	}
+	return end, err
+}
+
+// Request is what Inspect returns, once Member saw every member.
+func (n *Inspector) Request() (Request, error) {
+	r, err := n.in.result(n.ep)
+	return r, refusal(err)
+}
+
+// Limits is where the body sets its output limit, for Decide. It refers to
+// the Inspector's storage.
+func (n *Inspector) Limits() Limits { return n.lim }
 
 func (p *parser) topMember(in *inspection, ep endpointKind, key []byte, v int) (int, error) {
 	const depth = 1
