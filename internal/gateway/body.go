@@ -32,9 +32,11 @@ type requestBody struct {
 	// usageEdit); nil: none.
 	usage []byte
 	// buf is the attempts' body, rebuilt in place for each one (splice).
-	buf   []byte
-	edits []jsonscan.Edit
-	gate  *bodyGate
+	buf     []byte
+	edits   []jsonscan.Edit
+	gate    *bodyGate
+	editBuf [4]jsonscan.Edit
+	quoted  [96]byte // the upstream model, quoted, when it fits
 }
 
 // scan walks body once. The error is a *jsonscan.SyntaxError for a body
@@ -126,6 +128,9 @@ func (rb *requestBody) usageEdit(endpoint string) bool {
 // good until the next splice.
 func (rb *requestBody) splice(model string, clamp *policy.Clamp) *gatedBody {
 	edits := rb.edits[:0]
+	if edits == nil {
+		edits = rb.editBuf[:0]
+	}
 	if rb.usage != nil {
 		if rb.hasOpts {
 			edits = append(edits, jsonscan.Edit{Start: rb.optsStart, End: rb.optsEnd, Value: rb.usage})
@@ -136,24 +141,22 @@ func (rb *requestBody) splice(model string, clamp *policy.Clamp) *gatedBody {
 	if clamp != nil {
 		edits = clamp.Edits(edits)
 	}
-	var quoted []byte
 	if model != "" && rb.hasModel {
-		// Quoted into the buffer's spare tail is not possible (Splice
-		// fills it), so the quote has its own small slice.
-		quoted = jsonscan.AppendString(make([]byte, 0, len(model)+2), model)
+		quoted := jsonscan.AppendString(rb.quoted[:0], model)
 		edits = append(edits, jsonscan.Edit{Start: rb.modelStart, End: rb.modelEnd, Value: quoted})
 	}
 	rb.edits = edits
 	if rb.gate != nil {
 		rb.gate.retire() // the previous attempt's transport may still hold a reader
 	}
-	if len(edits) == 0 {
-		rb.gate = &bodyGate{b: rb.raw}
-	} else {
+	b := rb.raw
+	if len(edits) > 0 {
 		rb.buf = jsonscan.Splice(rb.buf, rb.raw, edits)
-		rb.gate = &bodyGate{b: rb.buf}
+		b = rb.buf
 	}
-	return &gatedBody{g: rb.gate}
+	rb.gate = &bodyGate{b: b}
+	rb.gate.first.g = rb.gate
+	return &rb.gate.first
 }
 
 // bodyGate guards an attempt's body: the transport may still read a request
@@ -164,6 +167,7 @@ type bodyGate struct {
 	mu      sync.Mutex
 	b       []byte
 	retired bool
+	first   gatedBody // the attempt's reader, allocated with the gate
 }
 
 func (g *bodyGate) retire() {
