@@ -2,10 +2,11 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
 	"io"
-	"sync"
+	"net/http/httptrace"
+	"sync/atomic"
 
 	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/policy"
@@ -34,7 +35,7 @@ type requestBody struct {
 	// buf is the attempts' body, rebuilt in place for each one (splice).
 	buf     []byte
 	edits   []jsonscan.Edit
-	gate    *bodyGate
+	sent    *sentBody // the last attempt's, when it was a splice of buf
 	editBuf [4]jsonscan.Edit
 	quoted  [96]byte // the upstream model, quoted, when it fits
 }
@@ -124,9 +125,15 @@ func (rb *requestBody) usageEdit(endpoint string) bool {
 // splice is the body an attempt sends: the client's with every edit the
 // attempt needs made in one pass, into a buffer reused across attempts:
 // model (when the target's upstream model is not the client's), the
-// target's output clamp, the usage option. The returned reader is only
-// good until the next splice.
-func (rb *requestBody) splice(model string, clamp *policy.Clamp) *gatedBody {
+// target's output clamp, the usage option. The slice is good until the
+// next splice.
+//
+// A transport may still read a request body after RoundTrip returns (an
+// upstream that answered before it read the whole body), so the buffer is
+// rebuilt in place only when the previous attempt's transport finished
+// writing every copy of the body it was handed (sentBody); otherwise the
+// next attempt gets a new buffer and the old one is left to the writer.
+func (rb *requestBody) splice(model string, clamp *policy.Clamp) []byte {
 	edits := rb.edits[:0]
 	if edits == nil {
 		edits = rb.editBuf[:0]
@@ -146,58 +153,42 @@ func (rb *requestBody) splice(model string, clamp *policy.Clamp) *gatedBody {
 		edits = append(edits, jsonscan.Edit{Start: rb.modelStart, End: rb.modelEnd, Value: quoted})
 	}
 	rb.edits = edits
-	if rb.gate != nil {
-		rb.gate.retire() // the previous attempt's transport may still hold a reader
+	if len(edits) == 0 {
+		return rb.raw
 	}
-	b := rb.raw
-	if len(edits) > 0 {
-		rb.buf = jsonscan.Splice(rb.buf, rb.raw, edits)
-		b = rb.buf
+	if rb.sent != nil && !rb.sent.done() {
+		rb.buf = nil
 	}
-	rb.gate = &bodyGate{b: b}
-	rb.gate.first.g = rb.gate
-	return &rb.gate.first
+	rb.buf = jsonscan.Splice(rb.buf, rb.raw, edits)
+	return rb.buf
 }
 
-// bodyGate guards an attempt's body: the transport may still read a request
-// body after RoundTrip returns (http.RoundTripper), so before the buffer is
-// rebuilt for the next attempt, retire waits out a read in progress and
-// makes every later one fail.
-type bodyGate struct {
-	mu      sync.Mutex
-	b       []byte
-	retired bool
-	first   gatedBody // the attempt's reader, allocated with the gate
+// sentBody tracks the copies of an attempt's body handed to the transport
+// (the request's own and any GetBody made for a retry on a new connection)
+// and the writes of it the transport finished (httptrace WroteRequest,
+// called once a write has read all it will read of the body). After
+// RoundTrip returned no new copy is made, so written == handed means no
+// one reads the buffer any more.
+type sentBody struct {
+	handed, written atomic.Int32
+	trace           httptrace.ClientTrace // allocated with the counters
 }
 
-func (g *bodyGate) retire() {
-	g.mu.Lock()
-	g.retired = true
-	g.mu.Unlock()
-}
+func (s *sentBody) wrote(httptrace.WroteRequestInfo) { s.written.Add(1) }
 
-var errBodyRetired = errors.New("gateway: request body read after its attempt ended")
+func (s *sentBody) done() bool { return s.written.Load() >= s.handed.Load() }
 
-// gatedBody reads a bodyGate's bytes from the start (GetBody makes another).
-type gatedBody struct {
-	g   *bodyGate
-	off int
-}
-
-func (r *gatedBody) Read(p []byte) (int, error) {
-	r.g.mu.Lock()
-	defer r.g.mu.Unlock()
-	if r.g.retired {
-		return 0, errBodyRetired
+// send prepares req's body from b and tracks it as the exchange's last
+// sent body; ctx is the attempt's, with the trace that counts the writes.
+func (rb *requestBody) send(ctx context.Context, b []byte) (context.Context, io.ReadCloser, func() (io.ReadCloser, error)) {
+	s := &sentBody{}
+	s.handed.Store(1)
+	rb.sent = s
+	s.trace.WroteRequest = s.wrote
+	ctx = httptrace.WithClientTrace(ctx, &s.trace)
+	getBody := func() (io.ReadCloser, error) {
+		s.handed.Add(1)
+		return io.NopCloser(bytes.NewReader(b)), nil
 	}
-	if r.off >= len(r.g.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.g.b[r.off:])
-	r.off += n
-	return n, nil
+	return ctx, io.NopCloser(bytes.NewReader(b)), getBody
 }
-
-func (r *gatedBody) Close() error { return nil }
-
-func (r *gatedBody) size() int64 { return int64(len(r.g.b)) }

@@ -466,37 +466,39 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 	}
 	x.upstreamModel = capModel(upstreamModel)
 	cross := x.crossKind(tg)
-	var send io.ReadCloser
-	var size int64
-	var getBody func() (io.ReadCloser, error)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	var (
+		out     []byte
+		send    io.ReadCloser
+		getBody func() (io.ReadCloser, error)
+		sendCtx = ctx
+	)
 	if cross {
-		out := body
+		out = body
 		if upstreamModel != x.model {
 			var err error
 			if out, _, err = jsonscan.Set(nil, body, upstreamModel); err != nil {
 				return result{class: ClassCaller, status: http.StatusBadRequest}
 			}
 		}
-		send, size = io.NopCloser(bytes.NewReader(out)), int64(len(out))
+		send = io.NopCloser(bytes.NewReader(out))
 		getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }
 	} else {
 		model := ""
 		if upstreamModel != x.model {
 			model = upstreamModel
 		}
-		gb := x.body.splice(model, clamp)
-		send, size = gb, gb.size()
-		getBody = func() (io.ReadCloser, error) { return &gatedBody{g: gb.g}, nil }
+		out = x.body.splice(model, clamp)
+		sendCtx, send, getBody = x.body.send(ctx, out)
 	}
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.provider.base+x.upstreamPath(tg), send)
+	req, err := http.NewRequestWithContext(sendCtx, http.MethodPost, tg.provider.base+x.upstreamPath(tg), send)
 	if err != nil {
 		return result{class: ClassConnect}
 	}
-	req.ContentLength, req.GetBody = size, getBody
-	if size == 0 {
-		req.Body = http.NoBody
+	req.ContentLength, req.GetBody = int64(len(out)), getBody
+	if len(out) == 0 {
+		req.Body, req.GetBody = http.NoBody, nil
 	}
 	upstreamHeaders(req.Header, r.Header, tg.provider, x.requestID)
 	setCredential(req.Header, tg, key)
@@ -606,24 +608,18 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 		return result{class: ClassServer, status: resp.StatusCode}
 	}
 	x.promptTokens, x.outputTokens = rs.usage(body)
-	// The model is written in place of the upstream's, between the two
-	// halves of the body as read: the body is not copied.
-	head, tail := body, []byte(nil)
-	var quoted []byte
 	if rs.hasModel {
-		head, tail = body[:rs.modelStart], body[rs.modelEnd:]
-		quoted = jsonscan.AppendString(make([]byte, 0, len(x.model)+2), x.model)
+		// One write of the rewritten body: each write to the client sets
+		// its deadline and pauses the watchdog.
+		body = jsonscan.Splice(nil, body, []jsonscan.Edit{{Start: rs.modelStart, End: rs.modelEnd,
+			Value: jsonscan.AppendString(make([]byte, 0, len(x.model)+2), x.model)}})
 	}
 	h := w.Header()
 	copyResponseHeaders(h, resp.Header)
 	h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
-	h.Set("Content-Length", strconv.Itoa(len(head)+len(quoted)+len(tail)))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(resp.StatusCode)
-	if _, err := w.Write(head); err == nil && rs.hasModel {
-		if _, err = w.Write(quoted); err == nil {
-			_, _ = w.Write(tail)
-		}
-	}
+	_, _ = w.Write(body)
 	return result{status: resp.StatusCode, committed: true}
 }
 

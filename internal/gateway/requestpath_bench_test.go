@@ -66,7 +66,7 @@ func BenchmarkRequestPath(b *testing.B) {
 		}
 		x.addedUsage = x.body.usageEdit(x.endpoint)
 		sent := x.body.splice(plan.targets[0].id.model, x.clampFor(0))
-		if !x.addedUsage || sent.size() <= int64(len(body)) {
+		if !x.addedUsage || len(sent) <= len(body) {
 			b.Fatal("request not rewritten")
 		}
 	}
