@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/metadata"
 	"github.com/rolter/rolter/internal/policy"
 	"github.com/rolter/rolter/internal/resolve"
@@ -49,11 +50,11 @@ func contextOf(tg *targetRT, st metadata.Status) int {
 // admission is what admit decided per target; forward reads it to send
 // each attempt the body its own target's policy admits.
 type admission struct {
-	orig []byte // the client's body, before any policy rewrite
 	req  policy.Request
+	lim  policy.Limits
 	pool int // the pool's context; 0: unknown
 	// results are the distinct combined policies of the plan's routable
-	// targets with what policy.Admit made of the body under each.
+	// targets with what policy.Decide made of the body under each.
 	results []admitted
 	of      []int // per target: index into results; -1 for a target not routable
 	base    int   // the result whose body admit returned (serve forwards it)
@@ -61,7 +62,7 @@ type admission struct {
 
 type admitted struct {
 	policy  store.Policy
-	body    []byte
+	clamp   policy.Clamp // the edits the policy's output ceiling makes
 	refusal *policy.Refusal
 }
 
@@ -108,11 +109,10 @@ func sendModel(tg *targetRT, st metadata.Status, client string) string {
 // is governed by the strictest of the address's own policy (route or
 // group) and its provider's; one whose policy refuses the request is
 // skipped, and when every routable target refuses, the first refusal is the
-// answer. It may rewrite the body (max tokens defaulted or clamped); the
-// body returned is the one admitted for the first routable target, and
-// forward sends another target its own (admission). release, when set,
-// must be called when the request ends.
-func (g *Gateway) admit(x *exchange, body []byte) ([]byte, func(), *apiError) {
+// answer. It decides per policy how the body's output limit is clamped or
+// defaulted (x.adm); nothing is copied here: each attempt applies its
+// target's edits (requestBody.splice). release, when set, must be called when the request ends.
+func (g *Gateway) admit(x *exchange) (func(), *apiError) {
 	plan := x.plan
 	x.down = make([]bool, len(plan.targets))
 	pool, ready := 0, 0
@@ -143,26 +143,25 @@ func (g *Gateway) admit(x *exchange, body []byte) ([]byte, func(), *apiError) {
 		}
 	}
 	if ready == 0 {
-		return nil, nil, newError(http.StatusServiceUnavailable, "metadata_unavailable", reason)
+		return nil, newError(http.StatusServiceUnavailable, "metadata_unavailable", reason)
 	}
-	out := body
 	if x.endpoint != "/embeddings" && x.endpoint != countTokens { // these have no output to bound
-		req, err := policy.Inspect(body, x.endpoint)
+		req, err := x.body.inspect.Request()
 		if err != nil {
 			var ref *policy.Refusal
 			if errors.As(err, &ref) { // its own stable code, e.g. invalid_value for max_tokens
-				return nil, nil, newError(ref.Status, ref.Code, ref.Message)
+				return nil, newError(ref.Status, ref.Code, ref.Message)
 			}
-			return nil, nil, newError(http.StatusBadRequest, "invalid_request", "the request body could not be read: "+err.Error())
+			return nil, newError(http.StatusBadRequest, "invalid_request", "the request body could not be read: "+err.Error())
 		}
-		a := &admission{orig: body, req: req, pool: pool, of: make([]int, len(plan.targets)), base: -1}
+		a := &admission{req: req, lim: x.body.inspect.Limits(), pool: pool, of: make([]int, len(plan.targets)), base: -1}
 		var first *policy.Refusal
 		for i, tg := range plan.targets {
 			a.of[i] = -1
 			if x.down[i] {
 				continue
 			}
-			j := a.admit(x.endpoint, policy.Strictest(plan.policy, tg.provider.policy))
+			j := a.admit(policy.Strictest(plan.policy, tg.provider.policy))
 			if r := a.results[j].refusal; r != nil {
 				x.down[i] = true // this provider's policy refuses: another target may serve
 				if first == nil {
@@ -176,9 +175,8 @@ func (g *Gateway) admit(x *exchange, body []byte) ([]byte, func(), *apiError) {
 			}
 		}
 		if a.base < 0 {
-			return nil, nil, newError(first.Status, first.Code, first.Message)
+			return nil, newError(first.Status, first.Code, first.Message)
 		}
-		out = a.results[a.base].body
 		x.adm = a
 	}
 	// max_concurrency of the route or group bounds every endpoint of the
@@ -192,22 +190,59 @@ func (g *Gateway) admit(x *exchange, body []byte) ([]byte, func(), *apiError) {
 			e := newError(http.StatusTooManyRequests, "concurrency_limited",
 				what+" is at its max_concurrency of "+strconv.Itoa(plan.policy.MaxConcurrency)+" requests in flight")
 			e.retryAfter = 1
-			return nil, nil, e
+			return nil, e
 		}
-		return out, plan.limiter.Release, nil
+		return plan.limiter.Release, nil
 	}
-	return out, nil, nil
+	return nil, nil
 }
 
 // admit returns the index of p's result, applying p to the body on first
 // sight: targets that share a combined policy share one body.
-func (a *admission) admit(endpoint string, p store.Policy) int {
+func (a *admission) admit(p store.Policy) int {
 	for j := range a.results {
 		if a.results[j].policy == p {
 			return j
 		}
 	}
-	body, refusal := policy.Admit(a.orig, endpoint, a.req, p, a.pool)
-	a.results = append(a.results, admitted{policy: p, body: body, refusal: refusal})
+	clamp, refusal := policy.Decide(a.req, a.lim, p, a.pool)
+	a.results = append(a.results, admitted{policy: p, clamp: clamp, refusal: refusal})
 	return len(a.results) - 1
+}
+
+// admittedBody is the client's body as target policy j admitted it (the
+// output clamp made), for a translation; the body itself when there is
+// nothing to clamp.
+func (x *exchange) admittedBody(j int) []byte {
+	if x.adm == nil || j < 0 {
+		return x.body.raw
+	}
+	c := &x.adm.results[j].clamp
+	if !c.Changes() {
+		return x.body.raw
+	}
+	return jsonscan.Splice(nil, x.body.raw, c.Edits(nil))
+}
+
+// clampFor is target i's output clamp; nil when none applies.
+func (x *exchange) clampFor(i int) *policy.Clamp {
+	if x.adm == nil || x.adm.of[i] < 0 {
+		return nil
+	}
+	return &x.adm.results[x.adm.of[i]].clamp
+}
+
+// translateInput is what translate reads: the body as the first routable
+// target's policy admitted it, copied only when some target needs a
+// translation and the clamp changes the body.
+func (x *exchange) translateInput() []byte {
+	if x.adm == nil {
+		return x.body.raw
+	}
+	for i, tg := range x.plan.targets {
+		if !x.down[i] && x.crossKind(tg) {
+			return x.admittedBody(x.adm.base)
+		}
+	}
+	return x.body.raw
 }

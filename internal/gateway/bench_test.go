@@ -206,19 +206,20 @@ func BenchmarkRelayEvent(b *testing.B) {
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		if x.usageChunk(ev.Data, "") {
+		var drop bool
+		if buf, drop = x.relayEvent(buf[:0], ev, ""); drop {
 			b.Fatal("not a usage chunk")
 		}
-		buf = rewriteEvent(buf[:0], ev, x.model, "")
 	}
 }
 
-// BenchmarkUsageOf reads token counts from a non-streamed response.
+// BenchmarkUsageOf reads the model span and token counts from a
+// non-streamed response (one scan).
 func BenchmarkUsageOf(b *testing.B) {
 	doc := []byte(vllmChatResponse)
 	b.ReportAllocs()
 	for b.Loop() {
-		if p, _ := usageOf(doc); p != 12 {
+		if rs, _ := scanResponse(doc); func() int { p, _ := rs.usage(doc); return p }() != 12 {
 			b.Fatal("wrong usage")
 		}
 	}

@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/balancer"
-	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/jsonscan"
+	"github.com/rolter/rolter/internal/policy"
 )
 
 // result is how one attempt ended.
@@ -35,7 +36,7 @@ type result struct {
 // fault, the client leaves, or attempts and the retry deadline run out.
 // Before the first byte reaches the client any retryable failure moves on
 // to another target or key; after it, nothing is retried.
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) {
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 	plan := x.plan
 	n := len(plan.targets)
 	cands := make([]balancer.Candidate, n)
@@ -78,7 +79,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 		}
 		x.attempts++
 		x.target = tg
-		out, ok := x.bodyFor(i, tg, body)
+		out, ok := x.bodyFor(i, tg)
 		if !ok { // cannot happen: the same request translated under admit's policy
 			tg.provider.limiter.Release()
 			tried[i] = true
@@ -92,7 +93,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 		}
 		tg.stats.Begin()
 		began := time.Now()
-		res := g.attempt(w, r, x, tg, key, out)
+		res := g.attempt(w, r, x, tg, key, out, x.clampFor(i))
 		tg.provider.limiter.Release()
 		tg.stats.End(time.Since(began), res.class == ClassNone)
 		last = res
@@ -131,23 +132,21 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange, b
 	g.exhausted(w, x, last, maxRetryAfter)
 }
 
-// bodyFor is the body target i is sent: the one admit returned (body),
+// bodyFor is the translated body a target of the other API kind is sent:
+// the one translate made (for the policy admit's body was admitted under),
 // unless the target's combined policy admitted the request differently
-// (another output ceiling), when that target's own admitted body is sent,
-// translated or with a usage request as serve prepares body.
-func (x *exchange) bodyFor(i int, tg *targetRT, body []byte) ([]byte, bool) {
+// (another output ceiling), when that target's own admitted body is
+// translated. A target of the client's kind gets nil: attempt splices the
+// client's body with its edits.
+func (x *exchange) bodyFor(i int, tg *targetRT) ([]byte, bool) {
+	if !x.crossKind(tg) {
+		return nil, true
+	}
 	a := x.adm
 	if a == nil || a.of[i] < 0 || a.of[i] == a.base {
-		return body, true
+		return x.translated, true
 	}
-	out := a.results[a.of[i]].body
-	if x.crossKind(tg) {
-		return x.translateBody(out)
-	}
-	if x.stream {
-		out, _ = requestUsage(out, x.endpoint)
-	}
-	return out, true
+	return x.translateBody(x.admittedBody(a.of[i]))
 }
 
 // markStale takes a deployment whose upstream said it does not serve the
@@ -490,8 +489,11 @@ func (wd *watchdog) resume() {
 	}
 }
 
-// attempt sends the request to one target with one key.
-func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, tg *targetRT, key *keyRT, body []byte) result {
+// attempt sends the request to one target with one key: body when the
+// target speaks the other API (translated), else the client's body with
+// the model, clamp (the target's policy) and usage option edits made in
+// one splice.
+func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, tg *targetRT, key *keyRT, body []byte, clamp *policy.Clamp) result {
 	// design 003: on an upstream-metadata provider the discovered id is
 	// always the one sent (admit took targets naming another out).
 	upstreamModel := x.model
@@ -503,21 +505,39 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 	}
 	x.upstreamModel = capModel(upstreamModel)
 	cross := x.crossKind(tg)
-	if cross {
-		body = x.translated
-	}
-	out := body
-	if upstreamModel != x.model {
-		var err error
-		if out, _, err = modelfield.Set(nil, body, upstreamModel); err != nil {
-			return result{class: ClassCaller, status: http.StatusBadRequest}
-		}
-	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.provider.base+x.upstreamPath(tg), bytes.NewReader(out))
+	var (
+		out     []byte
+		send    io.ReadCloser
+		getBody func() (io.ReadCloser, error)
+		sendCtx = ctx
+	)
+	if cross {
+		out = body
+		if upstreamModel != x.model {
+			var err error
+			if out, _, err = jsonscan.Set(nil, body, upstreamModel); err != nil {
+				return result{class: ClassCaller, status: http.StatusBadRequest}
+			}
+		}
+		send = io.NopCloser(bytes.NewReader(out))
+		getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }
+	} else {
+		model := ""
+		if upstreamModel != x.model {
+			model = upstreamModel
+		}
+		out = x.body.splice(model, clamp)
+		sendCtx, send, getBody = x.body.send(ctx, out)
+	}
+	req, err := http.NewRequestWithContext(sendCtx, http.MethodPost, tg.provider.base+x.upstreamPath(tg), send)
 	if err != nil {
 		return result{class: ClassConnect, err: fmt.Errorf("build the request: %w", err)}
+	}
+	req.ContentLength, req.GetBody = int64(len(out)), getBody
+	if len(out) == 0 {
+		req.Body, req.GetBody = http.NoBody, nil
 	}
 	upstreamHeaders(req.Header, r.Header, tg.provider, x.requestID)
 	setCredential(req.Header, tg, key)
@@ -610,26 +630,29 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 		return result{class: ClassServer, status: resp.StatusCode, err: errTooLarge}
 	}
 	wd.stop()
-	if m, ok, _ := modelfield.Get(body); ok && m != "" {
+	rs, err := scanResponse(body)
+	if m, ok := rs.model(body); ok && m != "" {
 		x.upstreamModel = capModel(m)
 	}
 	if cross {
 		if !json.Valid(body) {
 			return result{class: ClassServer, status: resp.StatusCode, err: errNotJSON}
 		}
-		x.promptTokens, x.outputTokens = usageOf(body)
+		x.promptTokens, x.outputTokens = rs.usage(body)
 		return x.respondTranslated(w, body, resp.StatusCode)
 	}
-	out, replaced, err := modelfield.Set(nil, body, x.model)
 	if err != nil {
 		// A 2xx that is not a JSON object (a proxy's HTML page, a truncated
 		// body) is an upstream failure, not an answer: fail over or 502.
 		return result{class: ClassServer, status: resp.StatusCode}
 	}
-	if replaced {
-		body = out
+	x.promptTokens, x.outputTokens = rs.usage(body)
+	if rs.hasModel {
+		// One write of the rewritten body: each write to the client sets
+		// its deadline and pauses the watchdog.
+		body = jsonscan.Splice(nil, body, []jsonscan.Edit{{Start: rs.modelStart, End: rs.modelEnd,
+			Value: jsonscan.AppendString(make([]byte, 0, len(x.model)+2), x.model)}})
 	}
-	x.promptTokens, x.outputTokens = usageOf(body)
 	h := w.Header()
 	copyResponseHeaders(h, resp.Header)
 	h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
@@ -639,11 +662,9 @@ func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, c
 	return result{status: resp.StatusCode, committed: true}
 }
 
-// usageOf reads token counts from the top-level "usage" member, decoding
-// only that member (chat/completions and responses field names).
-func usageOf(doc []byte) (prompt, completion int) {
-	s, e, found, err := modelfield.LocateKey(doc, "usage")
-	if err != nil || !found || doc[s] != '{' {
+// usageIn decodes a "usage" value.
+func usageIn(v []byte) (prompt, completion int) {
+	if len(v) == 0 || v[0] != '{' {
 		return 0, 0
 	}
 	var u struct {
@@ -652,8 +673,49 @@ func usageOf(doc []byte) (prompt, completion int) {
 		InputTokens      int `json:"input_tokens"`
 		OutputTokens     int `json:"output_tokens"`
 	}
-	if json.Unmarshal(doc[s:e], &u) != nil {
+	if json.Unmarshal(v, &u) != nil {
 		return 0, 0
 	}
 	return u.PromptTokens + u.InputTokens, u.CompletionTokens + u.OutputTokens
+}
+
+// responseSpans is what one scan of a response body finds: the first
+// top-level "model" and "usage" members.
+type responseSpans struct {
+	modelStart, modelEnd int
+	usageStart, usageEnd int
+	hasModel, hasUsage   bool
+}
+
+var responseKeys = []string{"model", "usage"}
+
+// scanResponse scans a response body once (jsonscan.LocateAll). err is
+// non-nil when the body is not a JSON object as far as the model: a fault
+// after a well-formed model member does not stop its rewrite.
+func scanResponse(doc []byte) (responseSpans, error) {
+	var sp [2][2]int
+	err := jsonscan.LocateAll(doc, responseKeys, sp[:])
+	rs := responseSpans{modelStart: sp[0][0], modelEnd: sp[0][1], hasModel: sp[0][0] >= 0,
+		usageStart: sp[1][0], usageEnd: sp[1][1], hasUsage: sp[1][0] >= 0}
+	if rs.hasModel {
+		err = nil
+	}
+	return rs, err
+}
+
+// model is the response's model string; ok is false when absent or not a
+// string.
+func (rs *responseSpans) model(doc []byte) (string, bool) {
+	if !rs.hasModel || doc[rs.modelStart] != '"' {
+		return "", false
+	}
+	var buf [64]byte
+	return string(jsonscan.Unquoted(doc, rs.modelStart, rs.modelEnd, buf[:0])), true
+}
+
+func (rs *responseSpans) usage(doc []byte) (prompt, completion int) {
+	if !rs.hasUsage {
+		return 0, 0
+	}
+	return usageIn(doc[rs.usageStart:rs.usageEnd])
 }

@@ -27,7 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rolter/rolter/internal/cooldown"
-	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/ratelimit"
 	"github.com/rolter/rolter/internal/snapshot"
@@ -252,6 +252,8 @@ type exchange struct {
 	client *clientWriter
 	// rate holds the token limits to correct when the request ends.
 	rate rateTicket
+	// body is the one walk of the client's body and the attempts' buffer.
+	body requestBody
 
 	// outcome
 	status        int
@@ -309,7 +311,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, x, aerr)
 		return
 	}
-	body, release, aerr := g.admit(x, body)
+	release, aerr := g.admit(x)
 	if aerr != nil {
 		g.fail(w, x, aerr)
 		return
@@ -317,19 +319,19 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	if release != nil {
 		defer release()
 	}
-	if aerr := g.limit(r.Context(), w, x, body); aerr != nil {
+	if aerr := g.limit(r.Context(), w, x); aerr != nil {
 		g.fail(w, x, aerr)
 		return
 	}
-	if aerr := x.translate(body); aerr != nil {
+	if aerr := x.translate(x.translateInput()); aerr != nil {
 		g.fail(w, x, aerr)
 		return
 	}
 	if x.stream {
-		body, x.addedUsage = requestUsage(body, x.endpoint)
+		x.addedUsage = x.body.usageEdit(x.endpoint)
 	}
 	x.client = newClientWriter(w, g.cfg.ClientWriteTimeout)
-	g.forward(w, r, x, body)
+	g.forward(w, r, x)
 	x.client.done()
 	g.account(x)
 }
@@ -443,21 +445,21 @@ func capModel(m string) string {
 	return strings.Clone(m[:cut]) // do not pin the upstream's whole body
 }
 
-// parse finds the model and the stream flag without decoding the body.
+// parse walks the body once (requestBody.scan) for the model, the stream
+// flag and everything later steps read, without decoding it.
 func (x *exchange) parse(body []byte) *apiError {
 	// The whole body is checked so that a second "model" key, which the
 	// upstream's decoder would prefer, cannot slip past the allowlist.
-	if _, _, _, err := modelfield.LocateStrict(body, "model"); errors.Is(err, modelfield.ErrDuplicateKey) {
-		return newError(http.StatusBadRequest, "invalid_request", "\"model\" appears more than once")
-	} else if err != nil {
+	if err := x.body.scan(body, x.endpoint); err != nil {
 		return newError(http.StatusBadRequest, "invalid_request", "the request body must be a JSON object")
 	}
-	model, ok, err := modelfield.Get(body)
+	if x.body.dupModel {
+		return newError(http.StatusBadRequest, "invalid_request", "\"model\" appears more than once")
+	}
+	model, ok, err := x.body.model()
 	switch {
-	case errors.Is(err, modelfield.ErrNotString):
+	case errors.Is(err, jsonscan.ErrNotString):
 		return newError(http.StatusBadRequest, "invalid_request", "model must be a string")
-	case err != nil:
-		return newError(http.StatusBadRequest, "invalid_request", "the request body must be a JSON object")
 	case !ok || model == "":
 		return newError(http.StatusBadRequest, "invalid_request", "\"model\" is required")
 	case len(model) > MaxModelLen:
@@ -468,7 +470,7 @@ func (x *exchange) parse(body []byte) *apiError {
 			"model is "+strconv.Itoa(len(model))+" bytes; the limit is "+strconv.Itoa(MaxModelLen))
 	}
 	x.model = model
-	x.stream = streamRequested(body)
+	x.stream = x.body.stream
 	return nil
 }
 

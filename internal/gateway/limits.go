@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rolter/rolter/internal/policy"
 	"github.com/rolter/rolter/internal/ratelimit"
 	"github.com/rolter/rolter/internal/resolve"
 )
@@ -30,7 +29,7 @@ type rateTicket struct {
 // and before forwarding. It writes the rate limit headers of the tightest
 // limits on w, for the answer whatever it is, and refuses with 429
 // rate_limited when a limit is reached.
-func (g *Gateway) limit(ctx context.Context, w http.ResponseWriter, x *exchange, body []byte) *apiError {
+func (g *Gateway) limit(ctx context.Context, w http.ResponseWriter, x *exchange) *apiError {
 	k := x.key
 	var buf [6]ratelimit.Limit
 	lims := buf[:0]
@@ -58,7 +57,7 @@ func (g *Gateway) limit(ctx context.Context, w http.ResponseWriter, x *exchange,
 	for i := range lims {
 		if lims[i].Unit == ratelimit.Tokens {
 			if t.n == 0 {
-				t.estimate = estimateTokens(body, x.endpoint)
+				t.estimate = x.estimateTokens()
 			}
 			lims[i].Cost = t.estimate
 			t.tokens[t.n] = lims[i]
@@ -81,15 +80,19 @@ func (g *Gateway) limit(ctx context.Context, w http.ResponseWriter, x *exchange,
 // upstream will apply (the client's max tokens, defaulted or clamped by
 // the route's max_output_tokens in admit). A request without an output
 // limit is admitted on its prompt alone; settle corrects either way.
-func estimateTokens(body []byte, endpoint string) int64 {
-	if endpoint == countTokens {
+func (x *exchange) estimateTokens() int64 {
+	if x.endpoint == countTokens {
 		return 0 // counting generates nothing
 	}
-	req, err := policy.Inspect(body, endpoint)
+	req, err := x.body.inspect.Request()
 	if err != nil {
 		return 0
 	}
-	return int64(max(req.PromptLowerBound, 0)) + int64(max(req.MaxTokens, 0))
+	output := req.MaxTokens
+	if x.adm != nil {
+		output = x.adm.results[x.adm.base].clamp.Limit // as admitted, clamped or defaulted
+	}
+	return int64(max(req.PromptLowerBound, 0)) + int64(max(output, 0))
 }
 
 // settle corrects the token limits with the usage the upstream reported.

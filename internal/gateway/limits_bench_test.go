@@ -26,7 +26,8 @@ func BenchmarkLimitCheck(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		x := &exchange{key: key, endpoint: "/chat/completions", plan: &routePlan{kind: resolve.KindProvider}}
-		if e := g.limit(b.Context(), w, x, body); e != nil {
+		_ = x.body.scan(body, x.endpoint)
+		if e := g.limit(b.Context(), w, x); e != nil {
 			b.Fatal(e.Message)
 		}
 		x.promptTokens, x.outputTokens, x.status = 20, 10, 200

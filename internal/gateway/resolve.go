@@ -1,13 +1,10 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/rolter/rolter/internal/modelfield"
 	"github.com/rolter/rolter/internal/resolve"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
@@ -81,58 +78,4 @@ func quoteModel(m string) string {
 		m = m[:120] + "…"
 	}
 	return `"` + m + `"`
-}
-
-// streamRequested reports whether the top-level "stream" member is true.
-func streamRequested(body []byte) bool {
-	s, e, found, err := modelfield.LocateKey(body, "stream")
-	return err == nil && found && string(body[s:e]) == "true"
-}
-
-// usageOption is inserted into streamed chat and completion requests whose
-// client did not set stream_options, so the upstream reports token counts
-// in a final chunk (which the relay then strips).
-var usageOption = []byte(`"stream_options":{"include_usage":true},`)
-
-// requestUsage makes a streamed chat or completion request ask the
-// upstream for a usage chunk, so that tokens are counted (usage, limits,
-// budgets) whatever the client set: a client that sends no stream_options,
-// or include_usage false, must not stream for free. It reports whether the
-// usage chunk is the gateway's own (the relay then strips it).
-func requestUsage(body []byte, endpoint string) ([]byte, bool) {
-	if endpoint != "/chat/completions" && endpoint != "/completions" {
-		return body, false
-	}
-	s, e, found, err := modelfield.LocateKey(body, "stream_options")
-	if err != nil {
-		return body, false
-	}
-	if !found {
-		i := bytes.IndexByte(body, '{')
-		if i < 0 {
-			return body, false
-		}
-		out := make([]byte, 0, len(body)+len(usageOption))
-		out = append(out, body[:i+1]...)
-		out = append(out, usageOption...)
-		return append(out, body[i+1:]...), true
-	}
-	// The client's own options, with include_usage set: its other options
-	// (vLLM's continuous_usage_stats) are kept.
-	opts := map[string]json.RawMessage{}
-	if v := bytes.TrimSpace(body[s:e]); string(v) != "null" && (json.Unmarshal(v, &opts) != nil || opts == nil) {
-		return body, false // not an object: the upstream will refuse it
-	}
-	if string(bytes.TrimSpace(opts["include_usage"])) == "true" {
-		return body, false // the client asked: it gets the chunk
-	}
-	opts["include_usage"] = json.RawMessage("true")
-	merged, err := json.Marshal(opts)
-	if err != nil {
-		return body, false
-	}
-	out := make([]byte, 0, len(body)+len(merged))
-	out = append(out, body[:s]...)
-	out = append(out, merged...)
-	return append(out, body[e:]...), true
 }

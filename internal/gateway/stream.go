@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/rolter/rolter/internal/modelfield"
+	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/sse"
 )
 
@@ -29,7 +29,7 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 	wd.progress()
 	x.ttft = time.Since(x.start)
 	if ev.Data != nil {
-		if m, ok, _ := modelfield.Get(ev.Data); ok && m != "" {
+		if m, ok, _ := jsonscan.Get(ev.Data); ok && m != "" {
 			x.upstreamModel = capModel(m)
 		}
 	}
@@ -54,10 +54,10 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 		switch {
 		case ev.IsDone():
 		case ev.Data != nil && ev.DataOffset >= 0:
-			if x.usageChunk(ev.Data, nested) {
+			var drop bool
+			if buf, drop = x.relayEvent(buf[:0], ev, nested); drop {
 				goto next // asked for by us, not by the client
 			}
-			buf = rewriteEvent(buf[:0], ev, x.model, nested)
 			out = buf
 		}
 		if _, err := w.Write(out); err != nil {
@@ -88,33 +88,83 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 	}
 }
 
-// usageChunk records token counts from a chunk carrying usage and reports
-// whether the chunk exists only because the gateway asked for it (no
-// choices, usage added by us), in which case it is not relayed. Responses
-// API events carry usage inside "response".
-func (x *exchange) usageChunk(data []byte, nested string) bool {
-	if !bytes.Contains(data, []byte(`"usage"`)) {
-		return false // the common chunk: no scan
+// relayEvent appends ev.Raw to dst with the model value of its data line
+// replaced by the client's; drop reports a usage chunk that exists only
+// because the gateway asked for it (no choices, usage added by us), which
+// is not relayed. Token counts are recorded from any chunk carrying usage.
+// Responses and Messages events carry model and usage inside nested
+// ("response", "message"). A chunk without usage is scanned only up to its
+// model; one with usage once for model, usage and choices.
+func (x *exchange) relayEvent(dst []byte, ev sse.Event, nested string) (out []byte, drop bool) {
+	if !bytes.Contains(ev.Data, []byte(`"usage"`)) {
+		return rewriteEvent(dst, ev, x.model, nested), false // the common chunk
 	}
+	sp := scanEvent(ev.Data, nested)
+	if sp.usageChunk(x) {
+		return dst, true
+	}
+	return sp.rewrite(dst, ev, x.model), false
+}
+
+// eventSpans is one scan of an event's data: the spans, within data, of the
+// first "model", "usage" and "choices" members of the object the relay
+// reads (data, or its nested member).
+type eventSpans struct {
+	data                  []byte
+	nestedMissing         bool // nested was asked for and is not an object
+	model, usage, choices [2]int
+}
+
+var eventKeys = []string{"model", "usage", "choices"}
+
+func scanEvent(data []byte, nested string) eventSpans {
+	e := eventSpans{data: data}
+	base, obj := 0, data
 	if nested != "" {
-		if s, e, found, err := modelfield.LocateKey(data, nested); err == nil && found && data[s] == '{' {
-			data = data[s:e]
+		s, end, found, err := jsonscan.LocateKey(data, nested)
+		if err == nil && found && data[s] == '{' {
+			base, obj = s, data[s:end]
+		} else {
+			e.nestedMissing = true // usage is still looked for at the top
 		}
 	}
-	s, _, found, err := modelfield.LocateKey(data, "usage")
-	if err != nil || !found || data[s] != '{' {
+	var sp [3][2]int
+	_ = jsonscan.LocateAll(obj, eventKeys, sp[:]) // a span is set only where it was well-formed
+	for k := range sp {
+		if sp[k][0] >= 0 {
+			sp[k][0] += base
+			sp[k][1] += base
+		}
+	}
+	e.model, e.usage, e.choices = sp[0], sp[1], sp[2]
+	return e
+}
+
+// usageChunk records token counts from a chunk carrying usage and reports
+// whether the chunk is the gateway's own.
+func (e *eventSpans) usageChunk(x *exchange) bool {
+	if e.usage[0] < 0 || e.data[e.usage[0]] != '{' {
 		return false
 	}
 	// Messages streams report input tokens first and output tokens last.
-	if p, c := usageOf(data); p > 0 || c > 0 {
+	if p, c := usageIn(e.data[e.usage[0]:e.usage[1]]); p > 0 || c > 0 {
 		x.promptTokens = max(x.promptTokens, p)
 		x.outputTokens = max(x.outputTokens, c)
 	}
 	if !x.addedUsage {
 		return false
 	}
-	cs, ce, found, _ := modelfield.LocateKey(data, "choices")
-	return found && string(data[cs:ce]) == "[]"
+	return e.choices[0] >= 0 && string(e.data[e.choices[0]:e.choices[1]]) == "[]"
+}
+
+// rewrite appends ev.Raw to dst with the model value replaced by model.
+func (e *eventSpans) rewrite(dst []byte, ev sse.Event, model string) []byte {
+	if e.nestedMissing || e.model[0] < 0 {
+		return append(dst, ev.Raw...)
+	}
+	dst = append(dst, ev.Raw[:ev.DataOffset+e.model[0]]...)
+	dst = jsonscan.AppendString(dst, model)
+	return append(dst, ev.Raw[ev.DataOffset+e.model[1]:]...)
 }
 
 // rewriteEvent appends ev.Raw to dst with the model value of its data line
@@ -123,18 +173,18 @@ func rewriteEvent(dst []byte, ev sse.Event, model string, nested string) []byte 
 	data := ev.Data
 	base := ev.DataOffset
 	if nested != "" {
-		s, e, found, err := modelfield.LocateKey(data, nested)
+		s, e, found, err := jsonscan.LocateKey(data, nested)
 		if err != nil || !found || data[s] != '{' {
 			return append(dst, ev.Raw...)
 		}
 		base += s
 		data = data[s:e]
 	}
-	s, e, found, err := modelfield.Locate(data)
+	s, e, found, err := jsonscan.Locate(data)
 	if err != nil || !found {
 		return append(dst, ev.Raw...)
 	}
 	dst = append(dst, ev.Raw[:base+s]...)
-	dst = modelfield.AppendString(dst, model)
+	dst = jsonscan.AppendString(dst, model)
 	return append(dst, ev.Raw[base+e:]...)
 }

@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"slices"
 	"strconv"
 
+	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -67,29 +69,48 @@ const nPredict = "n_predict"
 //
 // Admit reads the output-limit members from body itself, since it must know
 // where they are to rewrite them; req.MaxTokens is used only when there is
-// no ceiling.
+// no ceiling. A caller that has walked the body with an Inspector already
+// uses Decide, which does not walk it again.
 func Admit(body []byte, endpoint string, req Request, p store.Policy, context int) ([]byte, *Refusal) {
-	if p.Tools == "deny" && req.HasTools {
-		return nil, &Refusal{Status: 400, Code: CodeToolsDenied,
-			Message: "tools are not allowed on this model: remove \"tools\" and \"functions\" from the request"}
-	}
-	if p.Media == "deny" && req.HasMedia {
-		return nil, &Refusal{Status: 400, Code: CodeMediaDenied,
-			Message: "image, audio and video input is not allowed on this model: send text only"}
-	}
-	out, output := body, max(req.MaxTokens, 0)
+	var lim Limits
 	if p.MaxOutputTokens > 0 {
 		var err error
-		out, output, err = clamp(body, kindOf(endpoint), p.MaxOutputTokens, output)
-		if err != nil {
-			r, ok := err.(*Refusal)
+		if lim, err = limitsOf(body, kindOf(endpoint)); err != nil {
+			r, ok := refusal(err).(*Refusal)
 			if !ok {
 				r = &Refusal{Status: 400, Code: "invalid_json", Message: err.Error()}
 			}
 			return nil, r
 		}
 	}
+	c, r := Decide(req, lim, p, context)
+	if r != nil {
+		return nil, r
+	}
+	if !c.Changes() {
+		return body, nil
+	}
+	return jsonscan.Splice(make([]byte, 0, len(body)+c.Grow()), body, c.Edits(nil)), nil
+}
+
+// Decide is Admit without the body: lim is where the body sets its output
+// limit (Inspector.Limits; read only when p has a ceiling), and the Clamp
+// returned holds the edits that apply the ceiling.
+func Decide(req Request, lim Limits, p store.Policy, context int) (Clamp, *Refusal) {
+	if p.Tools == "deny" && req.HasTools {
+		return Clamp{}, &Refusal{Status: 400, Code: CodeToolsDenied,
+			Message: "tools are not allowed on this model: remove \"tools\" and \"functions\" from the request"}
+	}
+	if p.Media == "deny" && req.HasMedia {
+		return Clamp{}, &Refusal{Status: 400, Code: CodeMediaDenied,
+			Message: "image, audio and video input is not allowed on this model: send text only"}
+	}
+	c := Clamp{Limit: max(req.MaxTokens, 0)}
+	if p.MaxOutputTokens > 0 {
+		c = lim.clamp(p.MaxOutputTokens, c.Limit)
+	}
 	if context > 0 {
+		output := c.Limit
 		prompt := max(req.PromptLowerBound, 0)
 		if output > context || prompt > context-output {
 			msg := "at least " + strconv.Itoa(prompt) + " prompt tokens exceeds the context of " +
@@ -97,10 +118,10 @@ func Admit(body []byte, endpoint string, req Request, p store.Policy, context in
 			if output > 0 {
 				msg = "max output " + strconv.Itoa(output) + " + " + msg
 			}
-			return nil, &Refusal{Status: 400, Code: CodeContextLengthExceeded, Message: msg}
+			return Clamp{}, &Refusal{Status: 400, Code: CodeContextLengthExceeded, Message: msg}
 		}
 	}
-	return out, nil
+	return c, nil
 }
 
 // occurrence is one top-level output-limit member of a body.
@@ -110,49 +131,125 @@ type occurrence struct {
 	c          count
 }
 
-// clamp applies the ceiling to body. output is the client's limit as
-// Inspect read it, returned unchanged for an endpoint without one.
-func clamp(body []byte, ep endpointKind, ceiling, output int) ([]byte, int, error) {
-	keys, insert := outputKeys(ep)
+// Limits is where a body sets its output limit: its top-level output-limit
+// members (and llama.cpp's n_predict) with their values, found by
+// Inspector.Member as it walks the body.
+type Limits struct {
+	ep    endpointKind
+	open  int  // the offset of the object's '{'
+	empty bool // the object has no members
+	occs  []occurrence
+	buf   [4]occurrence
+}
+
+// member records an output-limit member, when key is one for the
+// endpoint; counted is false for any other key.
+func (l *Limits) member(p *parser, key []byte, v int) (c count, end int, counted bool, err error) {
+	keys, _ := outputKeys(l.ep)
 	if keys == nil {
-		return body, output, nil
+		return count{}, 0, false, nil
+	}
+	k := -2
+	if string(key) == nPredict {
+		k = -1
+	}
+	for j, name := range keys {
+		if string(key) == name {
+			k = j
+		}
+	}
+	if k == -2 {
+		return count{}, 0, false, nil
+	}
+	c, end, err = p.count(v, 1)
+	if err == nil {
+		if l.occs == nil {
+			l.occs = l.buf[:0]
+		}
+		l.occs = append(l.occs, occurrence{key: k, start: v, end: end, c: c})
+	}
+	return c, end, true, err
+}
+
+// newLimits is the Limits of body before its members are read: where its
+// object opens, and whether it has members at all (an inserted member then
+// needs a comma).
+func newLimits(body []byte, ep endpointKind) Limits {
+	open := jsonscan.SkipWS(body, 0)
+	j := jsonscan.SkipWS(body, open+1)
+	return Limits{ep: ep, open: open, empty: j < len(body) && body[j] == '}'}
+}
+
+// limitsOf walks body for its output-limit members only.
+func limitsOf(body []byte, ep endpointKind) (Limits, error) {
+	l := newLimits(body, ep)
+	if keys, _ := outputKeys(ep); keys == nil {
+		return l, nil
 	}
 	p := parser{b: body}
-	var occBuf [4]occurrence
-	occs := occBuf[:0]
-	i := p.ws(0)
-	if i >= len(body) {
-		return nil, 0, p.eof()
-	}
-	if body[i] != '{' {
-		return nil, 0, p.errAt(i, "not a JSON object")
-	}
-	open := i
-	end, err := p.object(i, 0, func(key []byte, v int) (int, error) {
-		k := -2
-		if string(key) == nPredict {
-			k = -1
-		}
-		for j, name := range keys {
-			if string(key) == name {
-				k = j
-			}
-		}
-		if k == -2 {
+	err := jsonscan.Walk(body, func(key []byte, v int) (int, error) {
+		_, end, counted, err := l.member(&p, key, v)
+		if !counted {
 			return p.skip(v, 1)
-		}
-		c, end, err := p.count(v, 1)
-		if err == nil {
-			occs = append(occs, occurrence{key: k, start: v, end: end, c: c})
 		}
 		return end, err
 	})
 	if err != nil {
-		return nil, 0, err
+		return Limits{}, err
 	}
-	if j := p.ws(end); j < len(body) {
-		return nil, 0, p.errAt(j, "data after the JSON object")
+	l.occs = slices.Clone(l.occs) // not into l.buf: l is returned by value
+	return l, nil
+}
+
+// Clamp is what an output ceiling makes of a body: the ceiling written over
+// the value of each limit member it rewrites, and, when the body sets none,
+// a member inserted first in the object. The zero Clamp changes nothing.
+type Clamp struct {
+	// Limit is the output limit the upstream applies once the edits are
+	// made: the client's, or the ceiling (0 when neither is known).
+	Limit int
+	spans []span
+	// insert is the member inserted after the object's '{' (with its
+	// comma when the object has other members); at is that offset.
+	insert []byte
+	at     int
+	num    []byte // the ceiling's digits
+}
+
+type span struct{ start, end int }
+
+// Changes reports whether the clamp edits the body at all.
+func (c *Clamp) Changes() bool { return len(c.spans) > 0 || c.insert != nil }
+
+// Grow is how many bytes the edits add to the body, at most.
+func (c *Clamp) Grow() int {
+	n := len(c.insert)
+	for _, s := range c.spans {
+		n += max(len(c.num)-(s.end-s.start), 0)
 	}
+	return n
+}
+
+// Edits appends the clamp's edits, in body order, to dst.
+func (c *Clamp) Edits(dst []jsonscan.Edit) []jsonscan.Edit {
+	if c.insert != nil {
+		dst = append(dst, jsonscan.Edit{Start: c.at, End: c.at, Value: c.insert})
+	}
+	for _, s := range c.spans {
+		dst = append(dst, jsonscan.Edit{Start: s.start, End: s.end, Value: c.num})
+	}
+	return dst
+}
+
+// clamp applies the ceiling to the limits. output is the client's limit as
+// Inspect read it, returned unchanged for an endpoint without one.
+func (l *Limits) clamp(ceiling, output int) Clamp {
+	ep := l.ep
+	keys, insert := outputKeys(ep)
+	if keys == nil {
+		return Clamp{Limit: output}
+	}
+	occs := l.occs
 
 	// What the upstream reads (the last of repeated keys, as Python does):
 	// the first key in precedence order that sets a limit. A 0 sets one
@@ -208,39 +305,25 @@ func clamp(body []byte, ep endpointKind, ceiling, output int) ([]byte, int, erro
 		present = present || o.key >= 0
 	}
 	if !changed && present {
-		return body, limit, nil
+		return Clamp{Limit: limit}
 	}
-	num := strconv.AppendInt(make([]byte, 0, 20), int64(ceiling), 10)
-	grow := 0
-	for k, o := range occs {
-		if rw[k] {
-			grow += len(num) - (o.end - o.start)
-		}
-	}
-	if !present {
-		grow += len(insert) + len(num) + 4
-	}
-	out := make([]byte, 0, len(body)+max(grow, 0))
-	prev := 0
+	c := Clamp{Limit: limit, num: strconv.AppendInt(nil, int64(ceiling), 10)}
 	if !present {
 		// No limit member at all: insert one first in the object.
-		out = append(out, body[:open+1]...)
-		out = append(out, '"')
-		out = append(out, insert...)
-		out = append(out, '"', ':')
-		out = append(out, num...)
-		if j := p.ws(open + 1); body[j] != '}' {
-			out = append(out, ',')
+		c.at = l.open + 1
+		c.insert = make([]byte, 0, len(insert)+len(c.num)+4)
+		c.insert = append(c.insert, '"')
+		c.insert = append(c.insert, insert...)
+		c.insert = append(c.insert, '"', ':')
+		c.insert = append(c.insert, c.num...)
+		if !l.empty {
+			c.insert = append(c.insert, ',')
 		}
-		prev = open + 1
 	}
 	for k, o := range occs {
 		if rw[k] {
-			out = append(out, body[prev:o.start]...)
-			out = append(out, num...)
-			prev = o.end
+			c.spans = append(c.spans, span{o.start, o.end})
 		}
 	}
-	out = append(out, body[prev:]...)
-	return out, limit, nil
+	return c
 }

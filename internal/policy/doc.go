@@ -8,8 +8,11 @@
 // counted where it lies, never copied or decoded into Go values. Admit then
 // applies the policy and, when a ceiling applies, rewrites only the value
 // bytes of the output-limit member (or inserts one); every other byte of the
-// body reaches the upstream as the client wrote it. Limiter counts requests
-// in flight.
+// body reaches the upstream as the client wrote it. The gateway, which walks
+// the body once for its own members too, uses the parts: an Inspector fed
+// each top-level member of that walk, and Decide, which returns the clamp's
+// edits for the gateway's one splice instead of a new body. Limiter counts
+// requests in flight.
 //
 // # The prompt lower bound
 //

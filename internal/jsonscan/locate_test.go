@@ -1,4 +1,4 @@
-package modelfield
+package jsonscan
 
 import (
 	"bytes"
