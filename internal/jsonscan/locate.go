@@ -198,6 +198,9 @@ func keyIs(raw []byte, escaped bool, key string) bool {
 // as it was scanned; the spans found before the fault are still set, each
 // one with its delimiter checked. len(spans) must be len(keys).
 func LocateAll(doc []byte, keys []string, spans [][2]int) error {
+	if len(spans) != len(keys) {
+		panic("jsonscan: LocateAll needs one span per key") // a caller's bug, not input
+	}
 	for k := range spans {
 		spans[k] = [2]int{-1, -1}
 	}
@@ -251,7 +254,7 @@ func LocateAll(doc []byte, keys []string, spans [][2]int) error {
 			return errAt(i, "expected ',' or '}' after object member")
 		}
 		if match >= 0 {
-			spans[match] = [2]int{vstart, vend}
+			spans[match] = [2]int{vstart, vend} //nolint:gosec // G602: match indexes keys, and len(spans) == len(keys)
 			if left--; left == 0 {
 				return nil
 			}
