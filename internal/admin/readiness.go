@@ -3,12 +3,12 @@ package admin
 import (
 	"time"
 
-	"github.com/rolter/rolter/internal/metadata"
+	"github.com/rolter/rolter/internal/readiness"
 )
 
-// Readiness is the live state of providers (package metadata).
+// Readiness is the live state of providers (package readiness).
 type Readiness interface {
-	Status(providerID int64) (metadata.Status, bool)
+	Status(providerID int64) (readiness.Status, bool)
 }
 
 // SetReadiness lets provider views show live readiness and discovered

@@ -54,44 +54,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rolter/rolter/internal/clock"
 )
-
-// Clock is the time source; tests use a ManualClock.
-//
-// Now must be safe for concurrent use and should not go backwards (a clock
-// that does only delays the end of a cooldown).
-type Clock interface{ Now() time.Time }
-
-// SystemClock uses time.Now.
-var SystemClock Clock = systemClock{}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-// ManualClock is a Clock for tests: Now returns the set time and Advance
-// moves it. Safe for concurrent use.
-type ManualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// NewManualClock returns a ManualClock that reads t.
-func NewManualClock(t time.Time) *ManualClock { return &ManualClock{t: t} }
-
-// Advance moves the clock forward by d.
-func (c *ManualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// Now returns the clock's current time.
-func (c *ManualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
 
 // Config tunes a Breaker. Zero fields take their defaults.
 type Config struct {
@@ -147,16 +112,16 @@ type Breaker struct {
 	mu    sync.Mutex
 	level int // guarded by mu; doublings applied to the next failure cooldown
 
-	cfg   Config
-	clock Clock
-	// epoch anchors until. With SystemClock it carries a monotonic reading,
+	cfg Config
+	clk clock.Clock
+	// epoch anchors until. With clock.System it carries a monotonic reading,
 	// so a wall-clock step does not stretch or cut a cooldown.
 	epoch time.Time
 }
 
 // New returns a closed Breaker. Zero fields of cfg take their defaults; a nil
-// clock is SystemClock.
-func New(cfg Config, clock Clock) *Breaker {
+// clk is clock.System.
+func New(cfg Config, clk clock.Clock) *Breaker {
 	if cfg.Threshold <= 0 {
 		cfg.Threshold = DefaultThreshold
 	}
@@ -169,13 +134,13 @@ func New(cfg Config, clock Clock) *Breaker {
 	if cfg.Max < cfg.Base {
 		cfg.Max = cfg.Base
 	}
-	if clock == nil {
-		clock = SystemClock
+	if clk == nil {
+		clk = clock.System
 	}
-	return &Breaker{cfg: cfg, clock: clock, epoch: clock.Now()}
+	return &Breaker{cfg: cfg, clk: clk, epoch: clk.Now()}
 }
 
-func (b *Breaker) now() int64 { return int64(b.clock.Now().Sub(b.epoch)) }
+func (b *Breaker) now() int64 { return int64(b.clk.Now().Sub(b.epoch)) }
 
 // Allow reports whether a request may be sent now. probe is true for the one
 // caller admitted in half-open state; that caller must report the request's

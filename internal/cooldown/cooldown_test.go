@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/cooldown"
 )
 
@@ -17,15 +18,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// A step acts on, or checks, a breaker driven by a ManualClock that starts
+// A step acts on, or checks, a breaker driven by a clock.Manual that starts
 // at t0. Cases read as scripts of the state machine.
 type step struct {
 	name string
-	run  func(b *cooldown.Breaker, c *cooldown.ManualClock) error
+	run  func(b *cooldown.Breaker, c *clock.Manual) error
 }
 
 func do(name string, f func(*cooldown.Breaker)) step {
-	return step{name, func(b *cooldown.Breaker, _ *cooldown.ManualClock) error { f(b); return nil }}
+	return step{name, func(b *cooldown.Breaker, _ *clock.Manual) error { f(b); return nil }}
 }
 
 func fail() step    { return do("Failure", (*cooldown.Breaker).Failure) }
@@ -37,11 +38,11 @@ func limited(d time.Duration) step {
 }
 
 func wait(d time.Duration) step {
-	return step{"wait " + d.String(), func(_ *cooldown.Breaker, c *cooldown.ManualClock) error { c.Advance(d); return nil }}
+	return step{"wait " + d.String(), func(_ *cooldown.Breaker, c *clock.Manual) error { c.Advance(d); return nil }}
 }
 
 func allow(ok, probe bool) step {
-	return step{"Allow", func(b *cooldown.Breaker, _ *cooldown.ManualClock) error {
+	return step{"Allow", func(b *cooldown.Breaker, _ *clock.Manual) error {
 		if gotOK, gotProbe := b.Allow(); gotOK != ok || gotProbe != probe {
 			return fmt.Errorf("got %v, %v; want %v, %v", gotOK, gotProbe, ok, probe)
 		}
@@ -52,7 +53,7 @@ func allow(ok, probe bool) step {
 // expect checks State and Until; until is relative to t0 and ignored when
 // closed (Until must then be the zero time).
 func expect(state string, until time.Duration) step {
-	return step{"expect " + state, func(b *cooldown.Breaker, _ *cooldown.ManualClock) error {
+	return step{"expect " + state, func(b *cooldown.Breaker, _ *clock.Manual) error {
 		if got := b.State(); got != state {
 			return fmt.Errorf("State() = %q", got)
 		}
@@ -184,7 +185,7 @@ func TestBreaker(t *testing.T) {
 		)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := cooldown.NewManualClock(t0)
+			c := clock.NewManual(t0)
 			b := cooldown.New(tc.cfg, c)
 			for i, s := range tc.steps {
 				if err := s.run(b, c); err != nil {
@@ -192,17 +193,6 @@ func TestBreaker(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestManualClock(t *testing.T) {
-	c := cooldown.NewManualClock(t0)
-	if !c.Now().Equal(t0) {
-		t.Fatalf("Now() = %v, want %v", c.Now(), t0)
-	}
-	c.Advance(time.Minute)
-	if got := c.Now().Sub(t0); got != time.Minute {
-		t.Fatalf("after Advance(1m) Now() = t0+%v", got)
 	}
 }
 
@@ -221,7 +211,7 @@ func TestSystemClock(t *testing.T) {
 // TestSingleProbe: many callers race for an elapsed cooldown; exactly one
 // becomes the probe and nobody else is admitted.
 func TestSingleProbe(t *testing.T) {
-	c := cooldown.NewManualClock(t0)
+	c := clock.NewManual(t0)
 	b := cooldown.New(cooldown.Config{}, c)
 	for range 3 {
 		b.Failure()
@@ -254,7 +244,7 @@ func TestSingleProbe(t *testing.T) {
 // verdicts while the clock moves, and checks that no two probes are ever out
 // at once. Run it under -race.
 func TestConcurrentInvariant(t *testing.T) {
-	c := cooldown.NewManualClock(t0)
+	c := clock.NewManual(t0)
 	b := cooldown.New(cooldown.Config{Threshold: 2, Base: time.Millisecond, Max: 8 * time.Millisecond}, c)
 	var out atomic.Int64 // probes currently held
 	var wg sync.WaitGroup
@@ -294,7 +284,7 @@ func TestConcurrentInvariant(t *testing.T) {
 }
 
 func BenchmarkAllowClosed(b *testing.B) {
-	br := cooldown.New(cooldown.Config{}, cooldown.SystemClock)
+	br := cooldown.New(cooldown.Config{}, clock.System)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -306,7 +296,7 @@ func BenchmarkAllowClosed(b *testing.B) {
 }
 
 func BenchmarkSuccessClosed(b *testing.B) {
-	br := cooldown.New(cooldown.Config{}, cooldown.SystemClock)
+	br := cooldown.New(cooldown.Config{}, clock.System)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -316,7 +306,7 @@ func BenchmarkSuccessClosed(b *testing.B) {
 }
 
 func BenchmarkAllowCooling(b *testing.B) {
-	br := cooldown.New(cooldown.Config{Threshold: 1, Base: time.Hour}, cooldown.SystemClock)
+	br := cooldown.New(cooldown.Config{Threshold: 1, Base: time.Hour}, clock.System)
 	br.Failure()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

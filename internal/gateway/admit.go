@@ -6,38 +6,38 @@ import (
 	"strconv"
 
 	"github.com/rolter/rolter/internal/jsonscan"
-	"github.com/rolter/rolter/internal/metadata"
 	"github.com/rolter/rolter/internal/policy"
+	"github.com/rolter/rolter/internal/readiness"
 	"github.com/rolter/rolter/internal/resolve"
 	"github.com/rolter/rolter/internal/store"
 )
 
-// Readiness reports providers' live state (package metadata implements
+// Readiness reports providers' live state (package readiness implements
 // it). Status must be cheap: it is read per request.
 type Readiness interface {
-	Status(providerID int64) (metadata.Status, bool)
+	Status(providerID int64) (readiness.Status, bool)
 }
 
 // status is a provider's readiness. Without a readiness source everything
 // is ready. A provider the source does not know yet is ready when it is
 // configured (passive health covers it) and not ready when its metadata
 // must come from upstream: never a guessed model or context.
-func (g *Gateway) status(p *providerRT) metadata.Status {
+func (g *Gateway) status(p *providerRT) readiness.Status {
 	if g.ready != nil {
 		if st, ok := g.ready.Status(p.id); ok {
 			return st
 		}
 	}
 	if p.upstream {
-		return metadata.Status{Reason: metadata.ReasonNoProbe, Class: metadata.ClassNotProbed}
+		return readiness.Status{Reason: readiness.ReasonNoProbe, Class: readiness.ClassNotProbed}
 	}
-	return metadata.Status{Ready: true}
+	return readiness.Status{Ready: true}
 }
 
 // contextOf is a ready target's context: discovered for upstream-metadata
 // providers, else the target's or the provider's configured limit; 0 when
 // unknown.
-func contextOf(tg *targetRT, st metadata.Status) int {
+func contextOf(tg *targetRT, st readiness.Status) int {
 	if tg.provider.upstream {
 		return st.Facts.Context
 	}
@@ -72,7 +72,7 @@ type admitted struct {
 // discovered one, so a target configured with another model is never
 // forwarded on a guess. A target whose upstream said it does not serve its
 // model is stale until a probe shows the model again.
-func (g *Gateway) unroutable(tg *targetRT, st metadata.Status, model string) string {
+func (g *Gateway) unroutable(tg *targetRT, st readiness.Status, model string) string {
 	if tg.provider.upstream && tg.id.model != "" && tg.id.model != st.Facts.ModelID {
 		return "a target of provider " + quoteModel(tg.provider.slug) + " names a model the provider does not serve (" + reasonModelMismatch + ")"
 	}
@@ -94,7 +94,7 @@ const (
 // sendModel is the model id an attempt sends to tg: the discovered id on an
 // upstream-metadata provider (design 003: always, whatever a target says),
 // else the target's upstream model, else the client's string.
-func sendModel(tg *targetRT, st metadata.Status, client string) string {
+func sendModel(tg *targetRT, st readiness.Status, client string) string {
 	switch {
 	case tg.provider.upstream:
 		return st.Facts.ModelID

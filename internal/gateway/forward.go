@@ -150,7 +150,7 @@ func (x *exchange) bodyFor(i int, tg *targetRT) ([]byte, bool) {
 }
 
 // markStale takes a deployment whose upstream said it does not serve the
-// model out of routing until a probe lists it again (package metadata);
+// model out of routing until a probe lists it again (package readiness);
 // without a readiness cache the request still fails over.
 func (g *Gateway) markStale(tg *targetRT, model string) {
 	if m, ok := g.ready.(interface {

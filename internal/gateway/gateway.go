@@ -26,6 +26,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/cooldown"
 	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/netguard"
@@ -105,7 +106,7 @@ type UsageSink interface{ Record(store.UsageRecord) }
 type Gateway struct {
 	cfg    Config
 	log    *slog.Logger
-	clock  cooldown.Clock
+	clock  clock.Clock
 	client *http.Client
 	// transport sends upstream requests directly: the client's redirect
 	// and header-copying machinery is not needed (redirects are never
@@ -135,7 +136,7 @@ type Gateway struct {
 // Options are the collaborators of a Gateway.
 type Options struct {
 	Log      *slog.Logger
-	Clock    cooldown.Clock        // default: the system clock
+	Clock    clock.Clock           // default: the system clock
 	Usage    UsageSink             // default: discard
 	Registry prometheus.Registerer // default: a private registry
 	// Transport for upstream requests (default: a tuned http.Transport).
@@ -160,7 +161,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if o.Clock == nil {
-		o.Clock = cooldown.SystemClock
+		o.Clock = clock.System
 	}
 	if o.Usage == nil {
 		o.Usage = discardUsage{}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rolter/rolter/internal/cooldown"
-	"github.com/rolter/rolter/internal/metadata"
+	"github.com/rolter/rolter/internal/clock"
+	"github.com/rolter/rolter/internal/readiness"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
@@ -50,14 +50,14 @@ type harness struct {
 	snap  *snapshot.Holder
 	gw    *Gateway
 	srv   *httptest.Server
-	clock *cooldown.ManualClock
+	clock *clock.Manual
 	usage *usageLog
 	reg   *prometheus.Registry
 	org   *store.Org
 	proj  *store.Project
 	key   string
 	// probes, in a probed harness, gate providers on readiness.
-	probes *metadata.Cache
+	probes *readiness.Cache
 }
 
 func newHarness(t *testing.T, cfg Config) *harness { return newHarnessOn(t, "sqlite", cfg) }
@@ -84,7 +84,7 @@ func (h *harness) probe() { h.probes.ProbeAll(context.Background()) }
 func newHarnessWith(t *testing.T, dialect string, cfg Config, probed bool) *harness {
 	t.Helper()
 	ctx := context.Background()
-	h := &harness{t: t, db: storetest.Open(t, dialect, nil), clock: cooldown.NewManualClock(time.Unix(1_800_000_000, 0)),
+	h := &harness{t: t, db: storetest.Open(t, dialect, nil), clock: clock.NewManual(time.Unix(1_800_000_000, 0)),
 		usage: &usageLog{}, reg: prometheus.NewRegistry()}
 	h.org = &store.Org{Name: "default"}
 	must(t, h.db.CreateOrg(ctx, h.org))
@@ -96,12 +96,12 @@ func newHarnessWith(t *testing.T, dialect string, cfg Config, probed bool) *harn
 	must(t, h.snap.Reload(ctx))
 	opts := Options{Log: log, Clock: h.clock, Usage: h.usage, Registry: h.reg}
 	if probed {
-		h.probes = metadata.New(metadata.Config{FailAfter: 1}, h.clock, &http.Client{}, log)
+		h.probes = readiness.New(readiness.Config{FailAfter: 1}, h.clock, &http.Client{}, log)
 		h.snap.OnSwap(func(s *snapshot.Snapshot) {
-			var ps []metadata.Provider
+			var ps []readiness.Provider
 			s.EachOrg(func(o *snapshot.Org) {
 				for _, p := range o.Providers {
-					ps = append(ps, metadata.Provider{ID: p.ID, Kind: p.Kind, BaseURL: p.BaseURL, Upstream: p.MetadataSource == "upstream"})
+					ps = append(ps, readiness.Provider{ID: p.ID, Kind: p.Kind, BaseURL: p.BaseURL, Upstream: p.MetadataSource == "upstream"})
 				}
 			})
 			h.probes.Sync(ps)

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/clock"
 )
 
 // shards spreads limits over independently locked maps.
@@ -24,7 +24,7 @@ const DefaultMaxTracked = 1 << 20
 // are held; beyond that a tracked limit is dropped to make room, and that
 // limit starts over with a full minute (counted in Evicted).
 type Local struct {
-	clock      cooldown.Clock
+	clock      clock.Clock
 	perShard   int
 	shard      [shards]localShard
 	evicted    atomic.Int64
@@ -45,14 +45,14 @@ type localShard struct {
 
 // NewLocal returns an in-memory limiter; maxTracked <= 0 takes
 // DefaultMaxTracked.
-func NewLocal(clock cooldown.Clock, maxTracked int) *Local {
-	if clock == nil {
-		clock = cooldown.SystemClock
+func NewLocal(clk clock.Clock, maxTracked int) *Local {
+	if clk == nil {
+		clk = clock.System
 	}
 	if maxTracked <= 0 {
 		maxTracked = DefaultMaxTracked
 	}
-	l := &Local{clock: clock, perShard: max(maxTracked/shards, 1), sweepEvery: time.Minute}
+	l := &Local{clock: clk, perShard: max(maxTracked/shards, 1), sweepEvery: time.Minute}
 	for i := range l.shard {
 		l.shard[i].tat = map[cellKey]int64{}
 	}

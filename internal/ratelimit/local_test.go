@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/clock"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -17,7 +17,7 @@ func rpm(id, perMinute int64) Limit {
 }
 
 func TestGCRARequestsPerMinute(t *testing.T) {
-	clk := cooldown.NewManualClock(t0)
+	clk := clock.NewManual(t0)
 	l := NewLocal(clk, 0)
 	ctx := context.Background()
 	r := l.Take(ctx, []Limit{rpm(1, 1)})
@@ -55,7 +55,7 @@ func TestGCRARequestsPerMinute(t *testing.T) {
 // TestTakeIsAllOrNothing: a request refused by one limit takes nothing
 // from the others, and the verdict names the limit that admits last.
 func TestTakeIsAllOrNothing(t *testing.T) {
-	clk := cooldown.NewManualClock(t0)
+	clk := clock.NewManual(t0)
 	l := NewLocal(clk, 0)
 	ctx := context.Background()
 	key := rpm(1, 10)
@@ -85,7 +85,7 @@ func TestTakeIsAllOrNothing(t *testing.T) {
 }
 
 func TestAdjustCorrectsTokens(t *testing.T) {
-	clk := cooldown.NewManualClock(t0)
+	clk := clock.NewManual(t0)
 	l := NewLocal(clk, 0)
 	ctx := context.Background()
 	tok := Limit{Scope: ScopeKey, ID: 1, Unit: Tokens, PerMinute: 1000, Cost: 900}
@@ -119,7 +119,7 @@ func TestAdjustCorrectsTokens(t *testing.T) {
 // TestMemoryIsBounded: full buckets are forgotten, and past the bound a
 // tracked limit makes room.
 func TestMemoryIsBounded(t *testing.T) {
-	clk := cooldown.NewManualClock(t0)
+	clk := clock.NewManual(t0)
 	l := NewLocal(clk, shards*4)
 	ctx := context.Background()
 	for id := range int64(10000) {
@@ -145,7 +145,7 @@ func TestMemoryIsBounded(t *testing.T) {
 // race, exactly the limit is admitted, on every limit of the request.
 func TestConcurrentTakesAdmitExactly(t *testing.T) {
 	for range 20 {
-		clk := cooldown.NewManualClock(t0)
+		clk := clock.NewManual(t0)
 		l := NewLocal(clk, 0)
 		var admitted atomic.Int64
 		var wg sync.WaitGroup
@@ -189,7 +189,7 @@ func TestIncrementIsExact(t *testing.T) {
 // maxDebt), so a key cannot outrun its tokens per minute with requests
 // that set no max_tokens.
 func TestOveruseIsADebt(t *testing.T) {
-	clk := cooldown.NewManualClock(t0)
+	clk := clock.NewManual(t0)
 	l := NewLocal(clk, 0)
 	ctx := context.Background()
 	tok := Limit{Scope: ScopeKey, ID: 1, Unit: Tokens, PerMinute: 1000, Cost: 5}

@@ -17,8 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/clock"
 )
 
 // RedisAddr is the test Redis (ROLTER_TEST_REDIS overrides).
@@ -74,7 +73,7 @@ func newRedis(t *testing.T, url, prefix string, reg prometheus.Registerer, logs 
 	}
 	t.Cleanup(func() { c.Close() })
 	return NewRedis(context.Background(), RedisConfig{Client: c, Prefix: prefix, ProbeEvery: 20 * time.Millisecond, Registry: reg},
-		NewLocal(cooldown.SystemClock, 0), slog.New(slog.NewTextHandler(logs, nil)))
+		NewLocal(clock.System, 0), slog.New(slog.NewTextHandler(logs, nil)))
 }
 
 // TestRedisSharesLimits: two limiters on one Redis share every limit, take

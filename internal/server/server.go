@@ -21,13 +21,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rolter/rolter/internal/admin"
+	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/config"
-	"github.com/rolter/rolter/internal/cooldown"
 	"github.com/rolter/rolter/internal/fleet"
 	"github.com/rolter/rolter/internal/gateway"
-	"github.com/rolter/rolter/internal/metadata"
 	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/ratelimit"
+	"github.com/rolter/rolter/internal/readiness"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/spend"
@@ -58,7 +58,7 @@ type Config struct {
 	AllowLinkLocalUpstreams bool
 	Gateway                 gateway.Config
 	Usage                   usage.Config
-	Metadata                metadata.Config // active health probes and upstream discovery
+	Metadata                readiness.Config // active health probes and upstream discovery
 	// Fleet configures the vLLM fleet control plane: /vllm/config and
 	// /vllm/report, and the controller that registers serving hosts.
 	Fleet FleetConfig
@@ -224,7 +224,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	probeTransport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, DialContext: dialer.DialContext}
 	s.cfg.Gateway.AllowLinkLocal = s.cfg.AllowLinkLocalUpstreams
 	s.closeIdle = append(s.closeIdle, probeTransport.CloseIdleConnections)
-	probes := metadata.New(s.cfg.Metadata, cooldown.SystemClock, &http.Client{Transport: probeTransport}, s.log)
+	probes := readiness.New(s.cfg.Metadata, clock.System, &http.Client{Transport: probeTransport}, s.log)
 	// Sync before the gateway builds its first table, so it sees every
 	// provider's initial readiness.
 	snap.OnSwap(func(sn *snapshot.Snapshot) { probes.Sync(probeTargets(sn)) })
@@ -313,7 +313,7 @@ func (s *Server) prepare(ctx context.Context) error {
 // that falls back to it; run, when set, must run in the background. rdb
 // is the Redis client (nil without --redis), which budgets share.
 func (s *Server) rateLimiter(ctx context.Context, reg prometheus.Registerer) (_ ratelimit.Limiter, run func(context.Context), rdb *redis.Client, _ error) {
-	local := ratelimit.NewLocal(cooldown.SystemClock, 0)
+	local := ratelimit.NewLocal(clock.System, 0)
 	if s.cfg.Redis == "" {
 		return local, nil, nil, nil
 	}
@@ -355,11 +355,11 @@ func routed(sn *snapshot.Snapshot, h *store.Host) bool {
 
 // probeTargets lists every live provider for the readiness cache; the
 // first pool key is the probe's credential.
-func probeTargets(sn *snapshot.Snapshot) []metadata.Provider {
-	var out []metadata.Provider
+func probeTargets(sn *snapshot.Snapshot) []readiness.Provider {
+	var out []readiness.Provider
 	sn.EachOrg(func(o *snapshot.Org) {
 		for _, p := range o.Providers {
-			mp := metadata.Provider{ID: p.ID, Kind: p.Kind, BaseURL: p.BaseURL, Upstream: p.MetadataSource == "upstream"}
+			mp := readiness.Provider{ID: p.ID, Kind: p.Kind, BaseURL: p.BaseURL, Upstream: p.MetadataSource == "upstream"}
 			if len(p.Keys) > 0 {
 				mp.Credential = p.Keys[0].Secret
 			}

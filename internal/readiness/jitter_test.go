@@ -1,4 +1,4 @@
-package metadata
+package readiness
 
 import (
 	"testing"

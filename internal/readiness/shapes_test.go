@@ -1,4 +1,4 @@
-package metadata
+package readiness
 
 // What the engines actually answer, read from their source (fixtures below
 // copy these shapes field for field; the tests in this file drive the cache

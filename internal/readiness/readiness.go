@@ -1,4 +1,4 @@
-// Package metadata is the gateway's readiness cache: it probes every
+// Package readiness is the gateway's readiness cache: it probes every
 // provider in the background and keeps, per provider, whether it is ready
 // and what an upstream-metadata provider says it serves (design 003).
 //
@@ -49,7 +49,7 @@
 // A provider that has never been ready becomes ready on its first success
 // whatever RecoverAfter says: RecoverAfter damps flapping, and a provider
 // that was never up cannot flap.
-package metadata
+package readiness
 
 import (
 	"context"
@@ -62,7 +62,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/secret"
 )
 
@@ -175,7 +175,7 @@ func (c Config) withDefaults() Config {
 // Cache is the readiness cache. Create it with New; safe for concurrent use.
 type Cache struct {
 	cfg    Config
-	clock  cooldown.Clock
+	clock  clock.Clock
 	client *http.Client
 	log    *slog.Logger
 
@@ -242,9 +242,9 @@ func newEntry(p Provider) *entry {
 // client that never follows a redirect, whatever client's CheckRedirect
 // says: a probe carries the provider's key, and a redirect would hand it to
 // wherever the Location points. A 3xx answer is a failed probe.
-func New(cfg Config, clock cooldown.Clock, client *http.Client, log *slog.Logger) *Cache {
-	if clock == nil {
-		clock = cooldown.SystemClock
+func New(cfg Config, clk clock.Clock, client *http.Client, log *slog.Logger) *Cache {
+	if clk == nil {
+		clk = clock.System
 	}
 	var cl http.Client
 	if client != nil {
@@ -255,7 +255,7 @@ func New(cfg Config, clock cooldown.Clock, client *http.Client, log *slog.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Cache{cfg: cfg.withDefaults(), clock: clock, client: client, log: log, synced: make(chan struct{}),
+	c := &Cache{cfg: cfg.withDefaults(), clock: clk, client: client, log: log, synced: make(chan struct{}),
 		sem: make(chan struct{}, maxProbesInFlight)}
 	c.entries.Store(&map[int64]*entry{})
 	return c

@@ -1,4 +1,4 @@
-package metadata
+package readiness
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/clock"
 )
 
 func TestConfiguredProviderThresholds(t *testing.T) {
@@ -287,7 +287,7 @@ func TestSyncKeepsUnchangedAndResetsChanged(t *testing.T) {
 	eng.set("/v1/models", 200, vllmModels(vllmCard("m", 8192)))
 	other := newEngine(t)
 	other.set("/health", 500, "")
-	clock := cooldown.NewManualClock(testEpoch)
+	clock := clock.NewManual(testEpoch)
 	c := New(Config{FailAfter: 1}, clock, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, nil)
 
 	up := Provider{ID: 1, Kind: KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}

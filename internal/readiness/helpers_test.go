@@ -1,4 +1,4 @@
-package metadata
+package readiness
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/secret"
 )
 
@@ -125,7 +125,7 @@ func newTestCache(t *testing.T, cfg Config) (*Cache, *lockedBuffer) {
 	t.Cleanup(tr.CloseIdleConnections)
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return New(cfg, cooldown.NewManualClock(testEpoch), &http.Client{Transport: tr}, log), logs
+	return New(cfg, clock.NewManual(testEpoch), &http.Client{Transport: tr}, log), logs
 }
 
 func mustStatus(t *testing.T, c *Cache, id int64) Status {
