@@ -16,22 +16,22 @@ import (
 // GroupInput creates a provider group (design 000, addendum): one address,
 // "group-slug/model", for a set of providers of the org.
 type GroupInput struct {
-	Slug     string             `json:"slug,omitempty" yaml:"slug"`
-	Name     string             `json:"name,omitempty" yaml:"name"`
-	Strategy string             `json:"strategy,omitempty" yaml:"strategy"`
-	Members  []GroupMemberInput `json:"members" yaml:"members"`
+	Slug     string             `json:"slug,omitempty"`
+	Name     string             `json:"name,omitempty"`
+	Strategy string             `json:"strategy,omitempty"`
+	Members  []GroupMemberInput `json:"members"`
 	// Policy governs every group-slug/model request, combined with the
 	// serving member's own policy.
-	Policy store.Policy `json:"policy" yaml:"policy"`
+	Policy store.Policy `json:"policy"`
 }
 
 // GroupMemberInput is one provider of a group, named by slug. ModelMap
 // rewrites the model a client asks for before it is sent to this member;
 // models not in it pass through unchanged.
 type GroupMemberInput struct {
-	Provider string            `json:"provider" yaml:"provider"`
-	Weight   *int              `json:"weight,omitempty" yaml:"weight"`
-	ModelMap map[string]string `json:"model_map,omitempty" yaml:"model_map"`
+	Provider string            `json:"provider"`
+	Weight   *int              `json:"weight,omitempty"`
+	ModelMap map[string]string `json:"model_map,omitempty"`
 }
 
 // GroupPatch changes a group; absent fields stay, and Members, when

@@ -15,13 +15,13 @@ import (
 
 // VirtualKeyInput creates a virtual key. The secret is generated.
 type VirtualKeyInput struct {
-	Name      string     `json:"name" yaml:"name"`
-	Models    []string   `json:"models,omitempty" yaml:"models"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty" yaml:"expires_at"`
-	RPMLimit  int        `json:"rpm_limit,omitempty" yaml:"rpm_limit"`
-	TPMLimit  int        `json:"tpm_limit,omitempty" yaml:"tpm_limit"`
+	Name      string     `json:"name"`
+	Models    []string   `json:"models,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	RPMLimit  int        `json:"rpm_limit,omitempty"`
+	TPMLimit  int        `json:"tpm_limit,omitempty"`
 	// Budget caps the key's spend per period; absent: none.
-	Budget *BudgetInput `json:"budget,omitempty" yaml:"budget"`
+	Budget *BudgetInput `json:"budget,omitempty"`
 }
 
 // VirtualKeyView is a virtual key as the API shows it. Secret is set only

@@ -17,21 +17,21 @@ const nameRule = "must be 1-63 characters of letters, digits, '.', '_' or '-', s
 
 // OrgInput creates an org.
 type OrgInput struct {
-	Name        string `json:"name" yaml:"name"`
-	Description string `json:"description,omitempty" yaml:"description"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
 }
 
 // ProjectInput creates a project.
 type ProjectInput struct {
-	Name        string `json:"name" yaml:"name"`
-	Description string `json:"description,omitempty" yaml:"description"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
 	// Budget caps the spend of all the project's keys together per
 	// period; absent: none.
-	Budget *BudgetInput `json:"budget,omitempty" yaml:"budget"`
+	Budget *BudgetInput `json:"budget,omitempty"`
 	// RPMLimit and TPMLimit bound all of the project's keys together (0:
 	// no limit).
-	RPMLimit int `json:"rpm_limit,omitempty" yaml:"rpm_limit"`
-	TPMLimit int `json:"tpm_limit,omitempty" yaml:"tpm_limit"`
+	RPMLimit int `json:"rpm_limit,omitempty"`
+	TPMLimit int `json:"tpm_limit,omitempty"`
 }
 
 // ProjectPatch changes a project; absent fields stay, a null budget

@@ -27,31 +27,28 @@ const MaxWeight = 1_000_000
 
 // ProviderInput creates a provider.
 type ProviderInput struct {
-	Name             string         `json:"name" yaml:"name"`
-	Slug             string         `json:"slug,omitempty" yaml:"slug"`
-	Kind             string         `json:"kind" yaml:"kind"`
-	BaseURL          string         `json:"base_url" yaml:"base_url"`
-	MetadataSource   string         `json:"metadata_source,omitempty" yaml:"metadata_source"`
-	ContextLimit     int            `json:"context_limit,omitempty" yaml:"context_limit"`
-	Models           []string       `json:"models,omitempty" yaml:"models"`
-	FirstByteTimeout store.Duration `json:"first_byte_timeout,omitempty" yaml:"first_byte_timeout"`
-	IdleTimeout      store.Duration `json:"idle_timeout,omitempty" yaml:"idle_timeout"`
-	ForwardHeaders   []string       `json:"forward_headers,omitempty" yaml:"forward_headers"`
+	Name             string         `json:"name"`
+	Slug             string         `json:"slug,omitempty"`
+	Kind             string         `json:"kind"`
+	BaseURL          string         `json:"base_url"`
+	MetadataSource   string         `json:"metadata_source,omitempty"`
+	ContextLimit     int            `json:"context_limit,omitempty"`
+	Models           []string       `json:"models,omitempty"`
+	FirstByteTimeout store.Duration `json:"first_byte_timeout,omitempty"`
+	IdleTimeout      store.Duration `json:"idle_timeout,omitempty"`
+	ForwardHeaders   []string       `json:"forward_headers,omitempty"`
 	// Policy governs every request the provider serves, on any address
 	// (the strictest of it and the address's policy applies).
-	Policy store.Policy `json:"policy" yaml:"policy"`
-	Keys   []KeyInput   `json:"keys,omitempty" yaml:"keys"`
+	Policy store.Policy `json:"policy"`
+	Keys   []KeyInput   `json:"keys,omitempty"`
 	// Prices are what the provider's tokens cost; absent: unpriced.
-	Prices *PricesInput `json:"prices,omitempty" yaml:"prices"`
+	Prices *PricesInput `json:"prices,omitempty"`
 }
 
 // KeyInput is one upstream credential for a provider's key pool.
 type KeyInput struct {
-	Secret secret.Secret `json:"secret" yaml:"secret"`
-	// SecretEnv names an environment variable holding the secret; config
-	// files only, so credentials need not live in YAML.
-	SecretEnv string `json:"-" yaml:"secret_env"`
-	Weight    *int   `json:"weight,omitempty" yaml:"weight"`
+	Secret secret.Secret `json:"secret"`
+	Weight *int          `json:"weight,omitempty"`
 }
 
 // ProviderPatch changes a provider; absent fields stay. Keys are managed

@@ -16,27 +16,27 @@ var strategies = []string{"weighted", "round_robin", "least_busy", "latency"}
 
 // RouteInput creates a route.
 type RouteInput struct {
-	Model    string        `json:"model" yaml:"model"`
-	Strategy string        `json:"strategy,omitempty" yaml:"strategy"`
-	Targets  []TargetInput `json:"targets" yaml:"targets"`
-	Policy   store.Policy  `json:"policy" yaml:"policy"`
+	Model    string        `json:"model"`
+	Strategy string        `json:"strategy,omitempty"`
+	Targets  []TargetInput `json:"targets"`
+	Policy   store.Policy  `json:"policy"`
 	// RPMLimit and TPMLimit bound the route for every key together (0: no
 	// limit); they apply to requests addressed by the route's name.
-	RPMLimit int `json:"rpm_limit,omitempty" yaml:"rpm_limit"`
-	TPMLimit int `json:"tpm_limit,omitempty" yaml:"tpm_limit"`
+	RPMLimit int `json:"rpm_limit,omitempty"`
+	TPMLimit int `json:"tpm_limit,omitempty"`
 }
 
 // TargetInput is one route target, naming its provider by slug.
 type TargetInput struct {
-	Provider      string `json:"provider" yaml:"provider"`
-	UpstreamModel string `json:"upstream_model,omitempty" yaml:"upstream_model"`
-	Weight        *int   `json:"weight,omitempty" yaml:"weight"`
+	Provider      string `json:"provider"`
+	UpstreamModel string `json:"upstream_model,omitempty"`
+	Weight        *int   `json:"weight,omitempty"`
 	// ContextLimit overrides the provider's context for this target;
 	// configured providers only.
-	ContextLimit int `json:"context_limit,omitempty" yaml:"context_limit"`
+	ContextLimit int `json:"context_limit,omitempty"`
 	// Prices override the provider's for this target; absent: the
 	// provider's.
-	Prices *PricesInput `json:"prices,omitempty" yaml:"prices"`
+	Prices *PricesInput `json:"prices,omitempty"`
 }
 
 // RoutePatch changes a route; Targets, when present, replaces them all.
