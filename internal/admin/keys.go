@@ -112,16 +112,8 @@ func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, limit, err := pageOf(r)
-	if err != nil {
-		return err
-	}
-	rows, err := h.svc.st.ListVirtualKeys(r.Context(), pj.ID, page)
-	if err != nil {
-		return fromStore(err, "virtual keys")
-	}
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(k store.VirtualKey) int64 { return k.ID }, keyView))
-	return nil
+	return listUnder(w, r, "virtual keys", pj.ID, h.svc.st.ListVirtualKeys, func(k store.VirtualKey) int64 { return k.ID },
+		keyView)
 }
 
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) error {
@@ -175,6 +167,11 @@ func (s *Service) RevokeVirtualKey(ctx context.Context, org, project, id string)
 		return VirtualKeyView{}, fromStore(err, "virtual key")
 	}
 	s.changed(ctx)
+	return s.freshKeyView(ctx, k)
+}
+
+// freshKeyView reads k back after a write, for the answer.
+func (s *Service) freshKeyView(ctx context.Context, k *store.VirtualKey) (VirtualKeyView, error) {
 	fresh, err := s.st.GetVirtualKey(ctx, k.ProjectID, k.ID)
 	if err != nil {
 		return VirtualKeyView{}, fromStore(err, "virtual key")
