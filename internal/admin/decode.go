@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding"
 	"encoding/json"
 	"errors"
@@ -137,9 +138,34 @@ func paginate[S, T any](rows []S, limit int, id func(S) int64, view func(S) T) l
 	return out
 }
 
+// listUnder answers one page of the rows under parent (an org's or a
+// project's id), read by rows and shown by view: the shape of every list.
+func listUnder[S, T any](w http.ResponseWriter, r *http.Request, what string, parent int64,
+	rows func(context.Context, int64, store.Page) ([]S, error), id func(S) int64, view func(S) T) error {
+	page, limit, err := pageOf(r)
+	if err != nil {
+		return err
+	}
+	got, err := rows(r.Context(), parent, page)
+	if err != nil {
+		return fromStore(err, what)
+	}
+	writeJSON(w, http.StatusOK, paginate(got, limit, id, view))
+	return nil
+}
+
 // create decodes the body into an In, runs fn with it and answers 201 with
 // fn's view: the shape of every POST that creates a resource.
 func create[In any](w http.ResponseWriter, r *http.Request, fn func(In) (any, error)) error {
+	return call(w, r, http.StatusCreated, fn)
+}
+
+// update is create for a PATCH: it answers 200.
+func update[In any](w http.ResponseWriter, r *http.Request, fn func(In) (any, error)) error {
+	return call(w, r, http.StatusOK, fn)
+}
+
+func call[In any](w http.ResponseWriter, r *http.Request, status int, fn func(In) (any, error)) error {
 	var in In
 	if err := decode(w, r, &in); err != nil {
 		return err
@@ -148,6 +174,15 @@ func create[In any](w http.ResponseWriter, r *http.Request, fn func(In) (any, er
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, v)
+	writeJSON(w, status, v)
+	return nil
+}
+
+// noContent answers 204 for a write that returns nothing, or err.
+func noContent(w http.ResponseWriter, err error) error {
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

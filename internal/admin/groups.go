@@ -16,22 +16,22 @@ import (
 // GroupInput creates a provider group (design 000, addendum): one address,
 // "group-slug/model", for a set of providers of the org.
 type GroupInput struct {
-	Slug     string             `json:"slug,omitempty" yaml:"slug"`
-	Name     string             `json:"name,omitempty" yaml:"name"`
-	Strategy string             `json:"strategy,omitempty" yaml:"strategy"`
-	Members  []GroupMemberInput `json:"members" yaml:"members"`
+	Slug     string             `json:"slug,omitempty"`
+	Name     string             `json:"name,omitempty"`
+	Strategy string             `json:"strategy,omitempty"`
+	Members  []GroupMemberInput `json:"members"`
 	// Policy governs every group-slug/model request, combined with the
 	// serving member's own policy.
-	Policy store.Policy `json:"policy" yaml:"policy"`
+	Policy store.Policy `json:"policy"`
 }
 
 // GroupMemberInput is one provider of a group, named by slug. ModelMap
 // rewrites the model a client asks for before it is sent to this member;
 // models not in it pass through unchanged.
 type GroupMemberInput struct {
-	Provider string            `json:"provider" yaml:"provider"`
-	Weight   *int              `json:"weight,omitempty" yaml:"weight"`
-	ModelMap map[string]string `json:"model_map,omitempty" yaml:"model_map"`
+	Provider string            `json:"provider"`
+	Weight   *int              `json:"weight,omitempty"`
+	ModelMap map[string]string `json:"model_map,omitempty"`
 }
 
 // GroupPatch changes a group; absent fields stay, and Members, when
@@ -123,15 +123,12 @@ func (s *Service) resolveMembers(ctx context.Context, orgID int64, fe fieldError
 			continue
 		}
 		seen[m.Provider] = i
-		pv, err := s.st.GetProvider(ctx, orgID, m.Provider)
-		switch {
-		case err == nil && pv.DeletedAt == nil:
+		pv, err := s.liveProviderBySlug(ctx, orgID, m.Provider)
+		if err != nil {
+			return nil, err
+		}
+		if pv != nil {
 			out = append(out, store.GroupMember{ProviderID: pv.ID, ProviderSlug: pv.Slug, Weight: w, ModelMap: m.ModelMap})
-			continue
-		case err != nil && !errors.Is(err, store.ErrNotFound):
-			return nil, fromStore(err, "provider")
-		case err == nil: // soft-deleted
-			unknown = append(unknown, field+".provider")
 			continue
 		}
 		switch _, err := s.st.GetGroup(ctx, orgID, m.Provider); {
@@ -171,14 +168,7 @@ func (s *Service) CreateGroup(ctx context.Context, org string, in GroupInput) (G
 	}
 	fe := fieldErrors{}
 	g := &store.Group{OrgID: o.ID, Slug: in.Slug, Name: in.Name, Strategy: in.Strategy, Policy: in.Policy}
-	if g.Name == "" && g.Slug != "" {
-		g.Name = g.Slug
-	}
-	if g.Slug == "" {
-		if g.Slug = DeriveSlug(g.Name); g.Slug == "" && g.Name != "" {
-			fe.add("slug", "is required: the name has no ASCII letter or digit to derive one from")
-		}
-	}
+	nameAndSlug(fe, &g.Name, &g.Slug)
 	checkGroup(fe, g)
 	if g.Members, err = s.resolveMembers(ctx, o.ID, fe, in.Members); err != nil {
 		return GroupView{}, err
@@ -191,15 +181,7 @@ func (s *Service) CreateGroup(ctx context.Context, org string, in GroupInput) (G
 }
 
 func (s *Service) group(ctx context.Context, org, slug string) (*store.Org, *store.Group, error) {
-	o, err := s.org(ctx, org)
-	if err != nil {
-		return nil, nil, err
-	}
-	g, err := s.st.GetGroup(ctx, o.ID, slug)
-	if err != nil {
-		return nil, nil, fromStore(err, "group "+quote(slug)+" in org "+quote(org))
-	}
-	return o, g, nil
+	return inOrg(ctx, s, org, "group", slug, s.st.GetGroup)
 }
 
 // UpdateGroup applies a patch. As for providers, changing the slug changes
@@ -220,16 +202,9 @@ func (s *Service) UpdateGroup(ctx context.Context, org, slug string, in GroupPat
 	if in.Policy != nil {
 		g.Policy = *in.Policy
 	}
-	var warnings []string
-	if in.Slug != nil && *in.Slug != g.Slug {
-		if !allowSlugChange {
-			return GroupView{}, &Error{Kind: ErrInvalid, Code: CodeSlugImmutable,
-				Message: "slugs are immutable because callers address models as slug/model; repeat with ?allow_slug_change=true to change it anyway",
-				Fields:  map[string]string{"slug": "immutable"}}
-		}
-		warnings = append(warnings, fmt.Sprintf("slug changed from %q to %q: addresses %q/<model> no longer resolve; callers must use %q/<model>",
-			g.Slug, *in.Slug, g.Slug, *in.Slug))
-		g.Slug = *in.Slug
+	warnings, err := changeSlug(&g.Slug, in.Slug, allowSlugChange)
+	if err != nil {
+		return GroupView{}, err
 	}
 	fe := fieldErrors{}
 	checkGroup(fe, g)
@@ -268,16 +243,8 @@ func (h *Handler) listGroups(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, limit, err := pageOf(r)
-	if err != nil {
-		return err
-	}
-	rows, err := h.svc.st.ListGroups(r.Context(), o.ID, page)
-	if err != nil {
-		return fromStore(err, "groups")
-	}
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(g store.Group) int64 { return g.ID }, groupView))
-	return nil
+	return listUnder(w, r, "groups", o.ID, h.svc.st.ListGroups, func(g store.Group) int64 { return g.ID },
+		groupView)
 }
 
 func (h *Handler) createGroup(w http.ResponseWriter, r *http.Request) error {
@@ -294,26 +261,15 @@ func (h *Handler) getGroup(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) patchGroup(w http.ResponseWriter, r *http.Request) error {
-	var in GroupPatch
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	allow, err := boolQuery(r, "allow_slug_change")
-	if err != nil {
-		return err
-	}
-	v, err := h.svc.UpdateGroup(r.Context(), r.PathValue("org"), r.PathValue("slug"), in, allow)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return update(w, r, func(in GroupPatch) (any, error) {
+		allow, err := boolQuery(r, "allow_slug_change")
+		if err != nil {
+			return nil, err
+		}
+		return h.svc.UpdateGroup(r.Context(), r.PathValue("org"), r.PathValue("slug"), in, allow)
+	})
 }
 
 func (h *Handler) deleteGroup(w http.ResponseWriter, r *http.Request) error {
-	if err := h.svc.DeleteGroup(r.Context(), r.PathValue("org"), r.PathValue("slug")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, h.svc.DeleteGroup(r.Context(), r.PathValue("org"), r.PathValue("slug")))
 }

@@ -365,18 +365,10 @@ func (h *Handler) listHosts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, limit, err := pageOf(r)
-	if err != nil {
-		return err
-	}
-	rows, err := h.svc.st.ListHosts(r.Context(), o.ID, page)
-	if err != nil {
-		return fromStore(err, "hosts")
-	}
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(x store.Host) int64 { return x.ID }, func(x store.Host) HostView {
-		return h.svc.hostView(&x, h.svc.projectName(r.PathValue("org"), x.ProjectID))
-	}))
-	return nil
+	return listUnder(w, r, "hosts", o.ID, h.svc.st.ListHosts, func(x store.Host) int64 { return x.ID },
+		func(x store.Host) HostView {
+			return h.svc.hostView(&x, h.svc.projectName(r.PathValue("org"), x.ProjectID))
+		})
 }
 
 func (h *Handler) createHost(w http.ResponseWriter, r *http.Request) error {
@@ -395,16 +387,9 @@ func (h *Handler) getHost(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) patchHost(w http.ResponseWriter, r *http.Request) error {
-	var in HostPatch
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	v, err := h.svc.PatchHost(r.Context(), r.PathValue("org"), r.PathValue("id"), in)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return update(w, r, func(in HostPatch) (any, error) {
+		return h.svc.PatchHost(r.Context(), r.PathValue("org"), r.PathValue("id"), in)
+	})
 }
 
 // deleteHost retires: a host record is never deleted, so "did this host
@@ -484,16 +469,8 @@ func (h *Handler) listFleetKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, limit, err := pageOf(r)
-	if err != nil {
-		return err
-	}
-	rows, err := h.svc.st.ListFleetKeys(r.Context(), o.ID, page)
-	if err != nil {
-		return fromStore(err, "fleet keys")
-	}
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(k store.FleetKey) int64 { return k.ID }, fleetKeyView))
-	return nil
+	return listUnder(w, r, "fleet keys", o.ID, h.svc.st.ListFleetKeys, func(k store.FleetKey) int64 { return k.ID },
+		fleetKeyView)
 }
 
 func (h *Handler) createFleetKey(w http.ResponseWriter, r *http.Request) error {
@@ -504,11 +481,7 @@ func (h *Handler) createFleetKey(w http.ResponseWriter, r *http.Request) error {
 
 // revokeFleetKey revokes; the record stays with revoked_at.
 func (h *Handler) revokeFleetKey(w http.ResponseWriter, r *http.Request) error {
-	if err := h.svc.RevokeFleetKey(r.Context(), r.PathValue("org"), r.PathValue("id")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, h.svc.RevokeFleetKey(r.Context(), r.PathValue("org"), r.PathValue("id")))
 }
 
 // RevokeFleetKey revokes a fleet key; the record stays with revoked_at.

@@ -101,11 +101,7 @@ func (s *Service) PatchVirtualKey(ctx context.Context, org, project, id string, 
 		return VirtualKeyView{}, fromStore(err, "virtual key")
 	}
 	s.changed(ctx)
-	fresh, err := s.st.GetVirtualKey(ctx, k.ProjectID, k.ID)
-	if err != nil {
-		return VirtualKeyView{}, fromStore(err, "virtual key")
-	}
-	return keyView(*fresh), nil
+	return s.freshKeyView(ctx, k)
 }
 
 var errKeyRevoked = &Error{Kind: ErrConflict, Code: CodeKeyRevoked,

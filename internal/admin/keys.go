@@ -15,13 +15,13 @@ import (
 
 // VirtualKeyInput creates a virtual key. The secret is generated.
 type VirtualKeyInput struct {
-	Name      string     `json:"name" yaml:"name"`
-	Models    []string   `json:"models,omitempty" yaml:"models"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty" yaml:"expires_at"`
-	RPMLimit  int        `json:"rpm_limit,omitempty" yaml:"rpm_limit"`
-	TPMLimit  int        `json:"tpm_limit,omitempty" yaml:"tpm_limit"`
+	Name      string     `json:"name"`
+	Models    []string   `json:"models,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	RPMLimit  int        `json:"rpm_limit,omitempty"`
+	TPMLimit  int        `json:"tpm_limit,omitempty"`
 	// Budget caps the key's spend per period; absent: none.
-	Budget *BudgetInput `json:"budget,omitempty" yaml:"budget"`
+	Budget *BudgetInput `json:"budget,omitempty"`
 }
 
 // VirtualKeyView is a virtual key as the API shows it. Secret is set only
@@ -112,16 +112,8 @@ func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, limit, err := pageOf(r)
-	if err != nil {
-		return err
-	}
-	rows, err := h.svc.st.ListVirtualKeys(r.Context(), pj.ID, page)
-	if err != nil {
-		return fromStore(err, "virtual keys")
-	}
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(k store.VirtualKey) int64 { return k.ID }, keyView))
-	return nil
+	return listUnder(w, r, "virtual keys", pj.ID, h.svc.st.ListVirtualKeys, func(k store.VirtualKey) int64 { return k.ID },
+		keyView)
 }
 
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) error {
@@ -175,6 +167,11 @@ func (s *Service) RevokeVirtualKey(ctx context.Context, org, project, id string)
 		return VirtualKeyView{}, fromStore(err, "virtual key")
 	}
 	s.changed(ctx)
+	return s.freshKeyView(ctx, k)
+}
+
+// freshKeyView reads k back after a write, for the answer.
+func (s *Service) freshKeyView(ctx context.Context, k *store.VirtualKey) (VirtualKeyView, error) {
 	fresh, err := s.st.GetVirtualKey(ctx, k.ProjectID, k.ID)
 	if err != nil {
 		return VirtualKeyView{}, fromStore(err, "virtual key")

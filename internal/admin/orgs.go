@@ -17,21 +17,21 @@ const nameRule = "must be 1-63 characters of letters, digits, '.', '_' or '-', s
 
 // OrgInput creates an org.
 type OrgInput struct {
-	Name        string `json:"name" yaml:"name"`
-	Description string `json:"description,omitempty" yaml:"description"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
 }
 
 // ProjectInput creates a project.
 type ProjectInput struct {
-	Name        string `json:"name" yaml:"name"`
-	Description string `json:"description,omitempty" yaml:"description"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
 	// Budget caps the spend of all the project's keys together per
 	// period; absent: none.
-	Budget *BudgetInput `json:"budget,omitempty" yaml:"budget"`
+	Budget *BudgetInput `json:"budget,omitempty"`
 	// RPMLimit and TPMLimit bound all of the project's keys together (0:
 	// no limit).
-	RPMLimit int `json:"rpm_limit,omitempty" yaml:"rpm_limit"`
-	TPMLimit int `json:"tpm_limit,omitempty" yaml:"tpm_limit"`
+	RPMLimit int `json:"rpm_limit,omitempty"`
+	TPMLimit int `json:"tpm_limit,omitempty"`
 }
 
 // ProjectPatch changes a project; absent fields stay, a null budget
@@ -93,15 +93,7 @@ func (s *Service) org(ctx context.Context, name string) (*store.Org, error) {
 }
 
 func (s *Service) project(ctx context.Context, org, name string) (*store.Org, *store.Project, error) {
-	o, err := s.org(ctx, org)
-	if err != nil {
-		return nil, nil, err
-	}
-	p, err := s.st.GetProject(ctx, o.ID, name)
-	if err != nil {
-		return nil, nil, fromStore(err, "project "+quote(name)+" in org "+quote(org))
-	}
-	return o, p, nil
+	return inOrg(ctx, s, org, "project", name, s.st.GetProject)
 }
 
 func quote(s string) string {
@@ -274,24 +266,11 @@ func (h *Handler) getOrg(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) patchOrg(w http.ResponseWriter, r *http.Request) error {
-	var in OrgPatch
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	v, err := h.svc.PatchOrg(r.Context(), r.PathValue("org"), in)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return update(w, r, func(in OrgPatch) (any, error) { return h.svc.PatchOrg(r.Context(), r.PathValue("org"), in) })
 }
 
 func (h *Handler) deleteOrg(w http.ResponseWriter, r *http.Request) error {
-	if err := h.svc.DeleteOrg(r.Context(), r.PathValue("org")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, h.svc.DeleteOrg(r.Context(), r.PathValue("org")))
 }
 
 func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request) error {
@@ -299,17 +278,8 @@ func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, limit, err := pageOf(r)
-	if err != nil {
-		return err
-	}
-	rows, err := h.svc.st.ListProjects(r.Context(), o.ID, page)
-	if err != nil {
-		return fromStore(err, "projects")
-	}
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(p store.Project) int64 { return p.ID },
-		func(p store.Project) ProjectView { return projectView(*o, p) }))
-	return nil
+	return listUnder(w, r, "projects", o.ID, h.svc.st.ListProjects, func(p store.Project) int64 { return p.ID },
+		func(p store.Project) ProjectView { return projectView(*o, p) })
 }
 
 func (h *Handler) createProject(w http.ResponseWriter, r *http.Request) error {
@@ -326,22 +296,11 @@ func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) patchProject(w http.ResponseWriter, r *http.Request) error {
-	var in ProjectPatch
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	v, err := h.svc.PatchProject(r.Context(), r.PathValue("org"), r.PathValue("project"), in)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return update(w, r, func(in ProjectPatch) (any, error) {
+		return h.svc.PatchProject(r.Context(), r.PathValue("org"), r.PathValue("project"), in)
+	})
 }
 
 func (h *Handler) deleteProject(w http.ResponseWriter, r *http.Request) error {
-	if err := h.svc.DeleteProject(r.Context(), r.PathValue("org"), r.PathValue("project")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, h.svc.DeleteProject(r.Context(), r.PathValue("org"), r.PathValue("project")))
 }

@@ -27,31 +27,28 @@ const MaxWeight = 1_000_000
 
 // ProviderInput creates a provider.
 type ProviderInput struct {
-	Name             string         `json:"name" yaml:"name"`
-	Slug             string         `json:"slug,omitempty" yaml:"slug"`
-	Kind             string         `json:"kind" yaml:"kind"`
-	BaseURL          string         `json:"base_url" yaml:"base_url"`
-	MetadataSource   string         `json:"metadata_source,omitempty" yaml:"metadata_source"`
-	ContextLimit     int            `json:"context_limit,omitempty" yaml:"context_limit"`
-	Models           []string       `json:"models,omitempty" yaml:"models"`
-	FirstByteTimeout store.Duration `json:"first_byte_timeout,omitempty" yaml:"first_byte_timeout"`
-	IdleTimeout      store.Duration `json:"idle_timeout,omitempty" yaml:"idle_timeout"`
-	ForwardHeaders   []string       `json:"forward_headers,omitempty" yaml:"forward_headers"`
+	Name             string         `json:"name"`
+	Slug             string         `json:"slug,omitempty"`
+	Kind             string         `json:"kind"`
+	BaseURL          string         `json:"base_url"`
+	MetadataSource   string         `json:"metadata_source,omitempty"`
+	ContextLimit     int            `json:"context_limit,omitempty"`
+	Models           []string       `json:"models,omitempty"`
+	FirstByteTimeout store.Duration `json:"first_byte_timeout,omitempty"`
+	IdleTimeout      store.Duration `json:"idle_timeout,omitempty"`
+	ForwardHeaders   []string       `json:"forward_headers,omitempty"`
 	// Policy governs every request the provider serves, on any address
 	// (the strictest of it and the address's policy applies).
-	Policy store.Policy `json:"policy" yaml:"policy"`
-	Keys   []KeyInput   `json:"keys,omitempty" yaml:"keys"`
+	Policy store.Policy `json:"policy"`
+	Keys   []KeyInput   `json:"keys,omitempty"`
 	// Prices are what the provider's tokens cost; absent: unpriced.
-	Prices *PricesInput `json:"prices,omitempty" yaml:"prices"`
+	Prices *PricesInput `json:"prices,omitempty"`
 }
 
 // KeyInput is one upstream credential for a provider's key pool.
 type KeyInput struct {
-	Secret secret.Secret `json:"secret" yaml:"secret"`
-	// SecretEnv names an environment variable holding the secret; config
-	// files only, so credentials need not live in YAML.
-	SecretEnv string `json:"-" yaml:"secret_env"`
-	Weight    *int   `json:"weight,omitempty" yaml:"weight"`
+	Secret secret.Secret `json:"secret"`
+	Weight *int          `json:"weight,omitempty"`
 }
 
 // ProviderPatch changes a provider; absent fields stay. Keys are managed
@@ -279,14 +276,7 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 	if p.MetadataSource == "" {
 		p.MetadataSource = MetadataConfigured
 	}
-	if p.Name == "" && p.Slug != "" {
-		p.Name = p.Slug
-	}
-	if p.Slug == "" {
-		if p.Slug = DeriveSlug(p.Name); p.Slug == "" && p.Name != "" {
-			fe.add("slug", "is required: the name has no ASCII letter or digit to derive one from")
-		}
-	}
+	nameAndSlug(fe, &p.Name, &p.Slug)
 	for i, k := range in.Keys {
 		if k.Secret.IsZero() {
 			fe.add(fmt.Sprintf("keys[%d].secret", i), "is required")
@@ -306,15 +296,7 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 
 // provider finds a provider by slug, soft-deleted included.
 func (s *Service) provider(ctx context.Context, org, slug string) (*store.Org, *store.Provider, error) {
-	o, err := s.org(ctx, org)
-	if err != nil {
-		return nil, nil, err
-	}
-	p, err := s.st.GetProvider(ctx, o.ID, slug)
-	if err != nil {
-		return nil, nil, fromStore(err, "provider "+quote(slug)+" in org "+quote(org))
-	}
-	return o, p, nil
+	return inOrg(ctx, s, org, "provider", slug, s.st.GetProvider)
 }
 
 // liveProvider is provider, but a soft-deleted one is a 404 for writes.
@@ -365,16 +347,9 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 	if in.Prices.Set {
 		p.Settings.Prices = checkPrices(fe, "prices", in.Prices.Value)
 	}
-	var warnings []string
-	if in.Slug != nil && *in.Slug != p.Slug {
-		if !allowSlugChange {
-			return ProviderView{}, &Error{Kind: ErrInvalid, Code: CodeSlugImmutable,
-				Message: "slugs are immutable because callers address models as slug/model; repeat with ?allow_slug_change=true to change it anyway",
-				Fields:  map[string]string{"slug": "immutable"}}
-		}
-		warnings = append(warnings, fmt.Sprintf("slug changed from %q to %q: addresses %q/<model> no longer resolve; callers must use %q/<model>",
-			p.Slug, *in.Slug, p.Slug, *in.Slug))
-		p.Slug = *in.Slug
+	warnings, err := changeSlug(&p.Slug, in.Slug, allowSlugChange)
+	if err != nil {
+		return ProviderView{}, err
 	}
 	checkProvider(fe, p, s.allowLinkLocal)
 	if err := fe.err(); err != nil {
@@ -398,16 +373,8 @@ func (h *Handler) listProviders(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, limit, err := pageOf(r)
-	if err != nil {
-		return err
-	}
-	rows, err := h.svc.st.ListProviders(r.Context(), o.ID, page)
-	if err != nil {
-		return fromStore(err, "providers")
-	}
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(p store.Provider) int64 { return p.ID }, h.svc.providerView))
-	return nil
+	return listUnder(w, r, "providers", o.ID, h.svc.st.ListProviders, func(p store.Provider) int64 { return p.ID },
+		h.svc.providerView)
 }
 
 func (h *Handler) createProvider(w http.ResponseWriter, r *http.Request) error {
@@ -436,20 +403,13 @@ func boolQuery(r *http.Request, name string) (bool, error) {
 }
 
 func (h *Handler) patchProvider(w http.ResponseWriter, r *http.Request) error {
-	var in ProviderPatch
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	allow, err := boolQuery(r, "allow_slug_change")
-	if err != nil {
-		return err
-	}
-	v, err := h.svc.UpdateProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"), in, allow)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return update(w, r, func(in ProviderPatch) (any, error) {
+		allow, err := boolQuery(r, "allow_slug_change")
+		if err != nil {
+			return nil, err
+		}
+		return h.svc.UpdateProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"), in, allow)
+	})
 }
 
 // deleteProvider soft-deletes (the slug stays reserved, the provider leaves
@@ -459,11 +419,7 @@ func (h *Handler) deleteProvider(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.svc.DeleteProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"), purge); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, h.svc.DeleteProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"), purge))
 }
 
 func (h *Handler) listProviderKeys(w http.ResponseWriter, r *http.Request) error {
@@ -476,24 +432,13 @@ func (h *Handler) listProviderKeys(w http.ResponseWriter, r *http.Request) error
 }
 
 func (h *Handler) addProviderKey(w http.ResponseWriter, r *http.Request) error {
-	var in KeyInput
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	v, err := h.svc.AddProviderKey(r.Context(), r.PathValue("org"), r.PathValue("slug"), in)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, v)
-	return nil
+	return create(w, r, func(in KeyInput) (any, error) {
+		return h.svc.AddProviderKey(r.Context(), r.PathValue("org"), r.PathValue("slug"), in)
+	})
 }
 
 func (h *Handler) deleteProviderKey(w http.ResponseWriter, r *http.Request) error {
-	if err := h.svc.DeleteProviderKey(r.Context(), r.PathValue("org"), r.PathValue("slug"), r.PathValue("id")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, h.svc.DeleteProviderKey(r.Context(), r.PathValue("org"), r.PathValue("slug"), r.PathValue("id")))
 }
 
 // DeleteProvider soft-deletes a provider: the slug stays reserved and the

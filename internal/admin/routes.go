@@ -16,27 +16,27 @@ var strategies = []string{"weighted", "round_robin", "least_busy", "latency"}
 
 // RouteInput creates a route.
 type RouteInput struct {
-	Model    string        `json:"model" yaml:"model"`
-	Strategy string        `json:"strategy,omitempty" yaml:"strategy"`
-	Targets  []TargetInput `json:"targets" yaml:"targets"`
-	Policy   store.Policy  `json:"policy" yaml:"policy"`
+	Model    string        `json:"model"`
+	Strategy string        `json:"strategy,omitempty"`
+	Targets  []TargetInput `json:"targets"`
+	Policy   store.Policy  `json:"policy"`
 	// RPMLimit and TPMLimit bound the route for every key together (0: no
 	// limit); they apply to requests addressed by the route's name.
-	RPMLimit int `json:"rpm_limit,omitempty" yaml:"rpm_limit"`
-	TPMLimit int `json:"tpm_limit,omitempty" yaml:"tpm_limit"`
+	RPMLimit int `json:"rpm_limit,omitempty"`
+	TPMLimit int `json:"tpm_limit,omitempty"`
 }
 
 // TargetInput is one route target, naming its provider by slug.
 type TargetInput struct {
-	Provider      string `json:"provider" yaml:"provider"`
-	UpstreamModel string `json:"upstream_model,omitempty" yaml:"upstream_model"`
-	Weight        *int   `json:"weight,omitempty" yaml:"weight"`
+	Provider      string `json:"provider"`
+	UpstreamModel string `json:"upstream_model,omitempty"`
+	Weight        *int   `json:"weight,omitempty"`
 	// ContextLimit overrides the provider's context for this target;
 	// configured providers only.
-	ContextLimit int `json:"context_limit,omitempty" yaml:"context_limit"`
+	ContextLimit int `json:"context_limit,omitempty"`
 	// Prices override the provider's for this target; absent: the
 	// provider's.
-	Prices *PricesInput `json:"prices,omitempty" yaml:"prices"`
+	Prices *PricesInput `json:"prices,omitempty"`
 }
 
 // RoutePatch changes a route; Targets, when present, replaces them all.
@@ -196,9 +196,11 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 			fe.add(field+".provider", "is required")
 			continue
 		}
-		pv, err := s.st.GetProvider(ctx, orgID, t.Provider)
+		pv, err := s.liveProviderBySlug(ctx, orgID, t.Provider)
 		switch {
-		case err == nil && pv.DeletedAt == nil:
+		case err != nil:
+			return err
+		case pv != nil:
 			if t.ContextLimit < 0 {
 				fe.add(field+".context_limit", "must be positive")
 			} else if t.ContextLimit > 0 && pv.MetadataSource == MetadataUpstream {
@@ -206,10 +208,8 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 			}
 			r.Targets = append(r.Targets, store.Target{ProviderID: pv.ID, ProviderSlug: pv.Slug, UpstreamModel: t.UpstreamModel, Weight: w, ContextLimit: t.ContextLimit,
 				Prices: checkPrices(fe, field+".prices", t.Prices)})
-		case err == nil || err == store.ErrNotFound:
-			unknown = append(unknown, field+".provider")
 		default:
-			return fromStore(err, "provider")
+			unknown = append(unknown, field+".provider")
 		}
 	}
 	if err := fe.err(); err != nil {
@@ -261,18 +261,9 @@ func (h *Handler) listRoutes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, limit, err := pageOf(r)
-	if err != nil {
-		return err
-	}
-	rows, err := h.svc.st.ListRoutes(r.Context(), pj.ID, page)
-	if err != nil {
-		return fromStore(err, "routes")
-	}
 	org := r.PathValue("org")
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(r store.Route) int64 { return r.ID },
-		func(rt store.Route) RouteView { return h.svc.targetReadiness(org, routeView(rt)) }))
-	return nil
+	return listUnder(w, r, "routes", pj.ID, h.svc.st.ListRoutes, func(r store.Route) int64 { return r.ID },
+		func(rt store.Route) RouteView { return h.svc.targetReadiness(org, routeView(rt)) })
 }
 
 func (h *Handler) createRoute(w http.ResponseWriter, r *http.Request) error {
@@ -291,24 +282,13 @@ func (h *Handler) getRoute(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) patchRoute(w http.ResponseWriter, r *http.Request) error {
-	var in RoutePatch
-	if err := decode(w, r, &in); err != nil {
-		return err
-	}
-	v, err := h.svc.PatchRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model"), in)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return update(w, r, func(in RoutePatch) (any, error) {
+		return h.svc.PatchRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model"), in)
+	})
 }
 
 func (h *Handler) deleteRoute(w http.ResponseWriter, r *http.Request) error {
-	if err := h.svc.DeleteRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, h.svc.DeleteRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model")))
 }
 
 // PatchRoute changes a route; absent fields stay, and targets, when given,

@@ -12,34 +12,35 @@ import (
 // numbers (JSON numbers or strings, exact to six decimals): a provider's,
 // or a route target's override of its provider's. Both are required.
 type PricesInput struct {
-	Input  decimalText `json:"input" yaml:"input"`
-	Output decimalText `json:"output" yaml:"output"`
+	Input  Decimal `json:"input"`
+	Output Decimal `json:"output"`
 }
 
 // BudgetInput caps what a key or a project may spend per UTC calendar
 // period: amount in USD (exact to nine decimals), period "day", "week"
 // (from Monday) or "month".
 type BudgetInput struct {
-	Amount decimalText `json:"amount" yaml:"amount"`
-	Period string      `json:"period" yaml:"period"`
+	Amount Decimal `json:"amount"`
+	Period string  `json:"period"`
 }
 
-// decimalText is a money figure as written: a JSON number or a string,
-// kept as text so that it is parsed exactly (package money) and so that a
-// bad value is reported under its field name by the checks below.
-type decimalText string
+// Decimal is a money figure as written: a JSON number or a string (or a
+// config file's scalar), kept as text so that it is parsed exactly (package
+// money) and so that a bad value is reported under its field name by the
+// checks below.
+type Decimal string
 
-func (d *decimalText) UnmarshalJSON(b []byte) error {
+func (d *Decimal) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		*d = decimalText(s)
+		*d = Decimal(s)
 		return nil
 	}
 	if len(b) > 0 && (b[0] == '-' || b[0] >= '0' && b[0] <= '9') {
-		*d = decimalText(b)
+		*d = Decimal(b)
 		return nil
 	}
 	*d = "?" // not a number: the check names the field
@@ -73,7 +74,7 @@ func checkPrices(fe fieldErrors, field string, in *PricesInput) *store.Prices {
 	var p store.Prices
 	for _, c := range []struct {
 		name string
-		v    decimalText
+		v    Decimal
 		dst  *money.Price
 	}{{"input", in.Input, &p.Input}, {"output", in.Output, &p.Output}} {
 		if c.v == "" {
@@ -119,7 +120,7 @@ func budgetInput(b store.Budget) *BudgetInput {
 	if b.Period == "" {
 		return nil
 	}
-	return &BudgetInput{Amount: decimalText(b.Amount.USD()), Period: b.Period}
+	return &BudgetInput{Amount: Decimal(b.Amount.USD()), Period: b.Period}
 }
 
 // budgetView shows a budget; nil when there is none.
@@ -136,5 +137,5 @@ func pricesInput(p *store.Prices) *PricesInput {
 	if p == nil {
 		return nil
 	}
-	return &PricesInput{Input: decimalText(p.Input.PerMillion()), Output: decimalText(p.Output.PerMillion())}
+	return &PricesInput{Input: Decimal(p.Input.PerMillion()), Output: Decimal(p.Output.PerMillion())}
 }

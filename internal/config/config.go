@@ -6,6 +6,9 @@
 // creates what is missing and never overwrites: a resource that already
 // exists (same org or project name, provider or group slug, route model, or
 // live virtual key name) is left exactly as it is, and reported.
+//
+// The file has its own types (format.go), with the admin API's field names;
+// Apply maps them onto the inputs of the admin service, which validates.
 package config
 
 import (
@@ -25,28 +28,6 @@ import (
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/secret"
 )
-
-// File is the document root.
-type File struct {
-	Orgs []Org `yaml:"orgs"`
-}
-
-// Org is an org with the resources it owns.
-type Org struct {
-	admin.OrgInput `yaml:",inline"`
-	Providers      []admin.ProviderInput `yaml:"providers"`
-	// Groups are created after the providers they name. A group whose slug
-	// is taken, by a group or a provider, counts as existing and is skipped.
-	Groups   []admin.GroupInput `yaml:"groups"`
-	Projects []Project          `yaml:"projects"`
-}
-
-// Project is a project with its routes and keys.
-type Project struct {
-	admin.ProjectInput `yaml:",inline"`
-	Routes             []admin.RouteInput      `yaml:"routes"`
-	Keys               []admin.VirtualKeyInput `yaml:"keys"`
-}
 
 // Load reads and strictly parses path. Provider key secrets given as
 // secret_env are resolved from the environment here.
@@ -99,7 +80,7 @@ func Parse(b []byte) (*File, error) {
 	return &f, nil
 }
 
-// cleanYAMLError turns yaml's "field x not found in type admin.ProviderInput"
+// cleanYAMLError turns yaml's "field x not found in type config.Provider"
 // into "unknown key x" while keeping the line numbers.
 func cleanYAMLError(err error) error {
 	var te *yaml.TypeError
@@ -124,20 +105,20 @@ func Apply(ctx context.Context, svc *admin.Service, f *File, out io.Writer, log 
 	skip := func(kind, name string) { log.Info("config: exists, left unchanged", "kind", kind, "name", name) }
 	for oi, o := range f.Orgs {
 		where := fmt.Sprintf("orgs[%d]", oi)
-		if _, err := svc.CreateOrg(ctx, o.OrgInput); admin.AlreadyExists(err) {
+		if _, err := svc.CreateOrg(ctx, o.input()); admin.AlreadyExists(err) {
 			skip("org", o.Name)
 		} else if err != nil {
 			return wrap(where, err)
 		}
 		for pi, p := range o.Providers {
-			if _, err := svc.CreateProvider(ctx, o.Name, p); admin.AlreadyExists(err) {
+			if _, err := svc.CreateProvider(ctx, o.Name, p.input()); admin.AlreadyExists(err) {
 				skip("provider", o.Name+"/"+firstNonEmpty(p.Slug, p.Name))
 			} else if err != nil {
 				return wrap(fmt.Sprintf("%s.providers[%d]", where, pi), err)
 			}
 		}
 		for gi, g := range o.Groups {
-			if _, err := svc.CreateGroup(ctx, o.Name, g); admin.AlreadyExists(err) {
+			if _, err := svc.CreateGroup(ctx, o.Name, g.input()); admin.AlreadyExists(err) {
 				skip("group", o.Name+"/"+firstNonEmpty(g.Slug, g.Name))
 			} else if err != nil {
 				return wrap(fmt.Sprintf("%s.groups[%d]", where, gi), err)
@@ -145,13 +126,13 @@ func Apply(ctx context.Context, svc *admin.Service, f *File, out io.Writer, log 
 		}
 		for pi, p := range o.Projects {
 			pw := fmt.Sprintf("%s.projects[%d]", where, pi)
-			if _, err := svc.CreateProject(ctx, o.Name, p.ProjectInput); admin.AlreadyExists(err) {
+			if _, err := svc.CreateProject(ctx, o.Name, p.input()); admin.AlreadyExists(err) {
 				skip("project", o.Name+"/"+p.Name)
 			} else if err != nil {
 				return wrap(pw, err)
 			}
 			for ri, r := range p.Routes {
-				if _, err := svc.CreateRoute(ctx, o.Name, p.Name, r); admin.AlreadyExists(err) {
+				if _, err := svc.CreateRoute(ctx, o.Name, p.Name, r.input()); admin.AlreadyExists(err) {
 					skip("route", o.Name+"/"+p.Name+"/"+r.Model)
 				} else if err != nil {
 					return wrap(fmt.Sprintf("%s.routes[%d]", pw, ri), err)
@@ -166,7 +147,7 @@ func Apply(ctx context.Context, svc *admin.Service, f *File, out io.Writer, log 
 					skip("virtual key", o.Name+"/"+p.Name+"/"+k.Name)
 					continue
 				}
-				v, err := svc.CreateVirtualKey(ctx, o.Name, p.Name, k)
+				v, err := svc.CreateVirtualKey(ctx, o.Name, p.Name, k.input())
 				if err != nil {
 					return wrap(fmt.Sprintf("%s.keys[%d]", pw, ki), err)
 				}

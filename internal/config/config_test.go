@@ -123,68 +123,68 @@ func TestParseFull(t *testing.T) {
 	expires := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
 	want := &config.File{Orgs: []config.Org{
 		{
-			OrgInput: admin.OrgInput{Name: "acme", Description: "Acme Corp"},
-			Providers: []admin.ProviderInput{
+			Name: "acme", Description: "Acme Corp",
+			Providers: []config.Provider{
 				{
 					Name: "OpenAI Prod", Slug: "openai-prod", Kind: "openai", BaseURL: "https://api.openai.com/v1",
 					MetadataSource: "configured", ContextLimit: 128000, Models: []string{"gpt-4o", "gpt-4o-mini"},
 					FirstByteTimeout: store.Duration(30 * time.Second), IdleTimeout: store.Duration(2 * time.Minute),
-					Keys: []admin.KeyInput{
+					Keys: []config.ProviderKey{
 						{Secret: secret.New(literalSecret), Weight: intp(3)},
 						{Secret: secret.New(acmeEnvSecret), SecretEnv: "ROLTER_TEST_ACME_KEY"},
 					},
 				},
 				{Name: "Local vLLM", Kind: "vllm", BaseURL: "http://10.0.0.5:8000/v1/", MetadataSource: "upstream"},
 			},
-			Groups: []admin.GroupInput{
+			Groups: []config.Group{
 				{
 					Name: "Acme fleet", Slug: "acme-fleet", Strategy: "round_robin",
-					Members: []admin.GroupMemberInput{
+					Members: []config.GroupMember{
 						{Provider: "openai-prod", Weight: intp(2)},
 						{Provider: "local-vllm", ModelMap: map[string]string{"gpt-4o": "meta/llama-3-70b"}},
 					},
 				},
-				{Name: "vLLM only", Members: []admin.GroupMemberInput{{Provider: "local-vllm"}}},
+				{Name: "vLLM only", Members: []config.GroupMember{{Provider: "local-vllm"}}},
 			},
 			Projects: []config.Project{
 				{
-					ProjectInput: admin.ProjectInput{Name: "web", Description: "the web app", RPMLimit: 1200, TPMLimit: 500000},
-					Routes: []admin.RouteInput{
+					Name: "web", Description: "the web app", RPMLimit: 1200, TPMLimit: 500000,
+					Routes: []config.Route{
 						{
 							Model: "gpt-4o", Strategy: "weighted",
-							Targets: []admin.TargetInput{
+							Targets: []config.Target{
 								{Provider: "openai-prod", Weight: intp(9)},
 								{Provider: "local-vllm", UpstreamModel: "meta/llama-3-70b", Weight: intp(1)},
 							},
-							Policy:   store.Policy{MaxOutputTokens: 4096, Tools: "allow", Media: "deny", MaxConcurrency: 8},
+							Policy:   config.Policy{MaxOutputTokens: 4096, Tools: "allow", Media: "deny", MaxConcurrency: 8},
 							RPMLimit: 300, TPMLimit: 200000,
 						},
-						{Model: "llama", Strategy: "round_robin", Targets: []admin.TargetInput{{Provider: "local-vllm"}}},
+						{Model: "llama", Strategy: "round_robin", Targets: []config.Target{{Provider: "local-vllm"}}},
 					},
-					Keys: []admin.VirtualKeyInput{
+					Keys: []config.VirtualKey{
 						{Name: "web-frontend", Models: []string{"gpt-4o"}, ExpiresAt: &expires, RPMLimit: 600},
 						{Name: "web-backend"},
 					},
 				},
 				{
-					ProjectInput: admin.ProjectInput{Name: "batch"},
-					Keys:         []admin.VirtualKeyInput{{Name: "nightly", TPMLimit: 100000}},
+					Name: "batch",
+					Keys: []config.VirtualKey{{Name: "nightly", TPMLimit: 100000}},
 				},
 			},
 		},
 		{
-			OrgInput: admin.OrgInput{Name: "globex"},
-			Providers: []admin.ProviderInput{{
+			Name: "globex",
+			Providers: []config.Provider{{
 				Name: "claude", Kind: "anthropic", BaseURL: "https://api.anthropic.com",
-				Keys: []admin.KeyInput{{Secret: secret.New(globexEnvSecret), SecretEnv: "ROLTER_TEST_GLOBEX_KEY"}},
+				Keys: []config.ProviderKey{{Secret: secret.New(globexEnvSecret), SecretEnv: "ROLTER_TEST_GLOBEX_KEY"}},
 			}},
 			Projects: []config.Project{{
-				ProjectInput: admin.ProjectInput{Name: "research"},
-				Routes: []admin.RouteInput{{
+				Name: "research",
+				Routes: []config.Route{{
 					Model:   "claude-sonnet",
-					Targets: []admin.TargetInput{{Provider: "claude", UpstreamModel: "claude-sonnet-4-5"}},
+					Targets: []config.Target{{Provider: "claude", UpstreamModel: "claude-sonnet-4-5"}},
 				}},
-				Keys: []admin.VirtualKeyInput{{Name: "lab"}},
+				Keys: []config.VirtualKey{{Name: "lab"}},
 			}},
 		},
 	}}
