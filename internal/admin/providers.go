@@ -13,15 +13,6 @@ import (
 	"github.com/rolter/rolter/internal/store"
 )
 
-// Provider kinds (SPEC §2).
-var providerKinds = []string{"openai", "anthropic", "vllm", "sglang", "llamacpp"}
-
-// Metadata sources (SPEC §5).
-const (
-	MetadataConfigured = "configured"
-	MetadataUpstream   = "upstream"
-)
-
 // MaxWeight is the largest weight of a provider key or a route target.
 const MaxWeight = 1_000_000
 
@@ -160,14 +151,14 @@ func checkProvider(fe fieldErrors, p *store.Provider, allowLinkLocal bool) {
 	if !slugPattern.MatchString(p.Slug) {
 		fe.add("slug", slugRule)
 	}
-	if !contains(providerKinds, p.Kind) {
-		fe.add("kind", "must be one of %s", strings.Join(providerKinds, ", "))
+	if !contains(store.ProviderKinds, p.Kind) {
+		fe.add("kind", "must be one of %s", strings.Join(store.ProviderKinds, ", "))
 	}
 	p.BaseURL = checkBaseURL(fe, p.BaseURL, allowLinkLocal)
 	switch p.MetadataSource {
-	case MetadataConfigured:
-	case MetadataUpstream:
-		if p.Kind == "openai" || p.Kind == "anthropic" {
+	case store.MetadataConfigured:
+	case store.MetadataUpstream:
+		if p.Kind == store.KindOpenAI || p.Kind == store.KindAnthropic {
 			// design 003: discovery needs one inference server serving
 			// exactly one model; a hosted API lists many, so such a
 			// provider would never be ready.
@@ -181,7 +172,7 @@ func checkProvider(fe fieldErrors, p *store.Provider, allowLinkLocal bool) {
 			fe.add("models", "cannot be configured when metadata_source is \"upstream\": the upstream reports it")
 		}
 	default:
-		fe.add("metadata_source", "must be %q or %q", MetadataConfigured, MetadataUpstream)
+		fe.add("metadata_source", "must be %q or %q", store.MetadataConfigured, store.MetadataUpstream)
 	}
 	if p.ContextLimit < 0 {
 		fe.add("context_limit", "must be positive")
@@ -274,7 +265,7 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 			Policy: in.Policy}}
 	p.Settings.Prices = checkPrices(fe, "prices", in.Prices)
 	if p.MetadataSource == "" {
-		p.MetadataSource = MetadataConfigured
+		p.MetadataSource = store.MetadataConfigured
 	}
 	nameAndSlug(fe, &p.Name, &p.Slug)
 	for i, k := range in.Keys {

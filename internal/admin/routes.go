@@ -104,12 +104,12 @@ func (s *Service) targetReadiness(org string, v RouteView) RouteView {
 		switch {
 		case !st.Ready:
 			routable, reason = false, "provider not ready: "+st.Reason
-		case p.MetadataSource == MetadataUpstream && tg.UpstreamModel != "" && tg.UpstreamModel != st.Facts.ModelID:
+		case p.MetadataSource == store.MetadataUpstream && tg.UpstreamModel != "" && tg.UpstreamModel != st.Facts.ModelID:
 			routable = false
 			reason = fmt.Sprintf("upstream_model %q is not the model provider %q serves (%q, discovered): nothing is forwarded on a guess; "+
 				"clear upstream_model or set it to the served id", tg.UpstreamModel, p.Slug, st.Facts.ModelID)
 		default:
-			if p.MetadataSource == MetadataUpstream {
+			if p.MetadataSource == store.MetadataUpstream {
 				sent = st.Facts.ModelID
 			}
 			if why, stale := st.Stale[sent]; stale {
@@ -203,7 +203,7 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 		case pv != nil:
 			if t.ContextLimit < 0 {
 				fe.add(field+".context_limit", "must be positive")
-			} else if t.ContextLimit > 0 && pv.MetadataSource == MetadataUpstream {
+			} else if t.ContextLimit > 0 && pv.MetadataSource == store.MetadataUpstream {
 				fe.add(field+".context_limit", "cannot be configured for a provider whose metadata_source is \"upstream\": the upstream reports it")
 			}
 			r.Targets = append(r.Targets, store.Target{ProviderID: pv.ID, ProviderSlug: pv.Slug, UpstreamModel: t.UpstreamModel, Weight: w, ContextLimit: t.ContextLimit,

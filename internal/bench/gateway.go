@@ -12,6 +12,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/rolter/rolter/internal/store"
 )
 
 // gatewayProc is a `rolter serve` child configured to route "bench" to the
@@ -76,7 +78,7 @@ func startGateway(ctx context.Context, exe, mockURL string, routes int, keyField
 
 	base := "/admin/v1/orgs/" + orgName
 	if _, err := g.adminCall(ctx, http.MethodPost, base+"/providers", map[string]any{
-		"name": "bench mock", "slug": mockSlug, "kind": "vllm", "base_url": mockURL + "/v1",
+		"name": "bench mock", "slug": mockSlug, "kind": store.KindVLLM, "base_url": mockURL + "/v1",
 		"forward_headers": []string{"X-Demo-*"}}, nil); err != nil { // the mock is shaped by x-demo-* headers
 		return nil, err
 	}

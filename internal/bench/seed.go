@@ -61,7 +61,7 @@ func seed(ctx context.Context, dataDir, baseURL string, routes int) error {
 	providers := make([]int64, min(fillers, maxFillerProviders))
 	for i := range providers {
 		p := &store.Provider{OrgID: org.ID, Slug: fmt.Sprintf("filler-%05d", i), Name: fmt.Sprintf("filler %d", i),
-			Kind: "vllm", BaseURL: baseURL, MetadataSource: "configured",
+			Kind: store.KindVLLM, BaseURL: baseURL, MetadataSource: store.MetadataConfigured,
 			Keys: []store.ProviderKey{{Secret: secret.New(fmt.Sprintf("sk-filler-%05d", i)), Weight: 1}}}
 		if err := db.CreateProvider(ctx, p); err != nil {
 			return fmt.Errorf("seed provider %d: %w", i, err)

@@ -92,6 +92,17 @@ var errRedirect = errors.New("answered with a redirect; probes do not follow red
 
 func refuseRedirect(*http.Request, []*http.Request) error { return errRedirect }
 
+// ControllerStore is the part of store.Store the controller uses.
+// RegisterHost must be idempotent, and RegisterHost and DeregisterHost must
+// each be one transaction, as store.Store documents: the controller
+// re-asserts a registration after a restart and relies on a host's route
+// target, provider and state changing together.
+type ControllerStore interface {
+	ListLiveHosts(ctx context.Context) ([]store.Host, error)
+	RegisterHost(ctx context.Context, id int64, reg store.HostRegistration) error
+	DeregisterHost(ctx context.Context, id int64, state string) error
+}
+
 // Controller probes every live host and keeps the rule "a host's route
 // target exists if and only if its vLLM is serving": it registers a host on
 // the healthy transition and deregisters it after FailAfter failed probes.
@@ -99,7 +110,7 @@ func refuseRedirect(*http.Request, []*http.Request) error { return errRedirect }
 // rebuilt from probes after a restart); registration is written to the
 // store, so every replica routes alike.
 type Controller struct {
-	st      store.Store
+	st      ControllerStore
 	cfg     ControllerConfig
 	log     *slog.Logger
 	changed func(context.Context) // publishes a registration to the request path
@@ -121,7 +132,7 @@ type hostHealth struct {
 
 // NewController returns a controller over st; changed is called after each
 // sweep that wrote a registration change.
-func NewController(st store.Store, cfg ControllerConfig, log *slog.Logger, changed func(context.Context)) *Controller {
+func NewController(st ControllerStore, cfg ControllerConfig, log *slog.Logger, changed func(context.Context)) *Controller {
 	cfg.defaults()
 	return &Controller{st: st, cfg: cfg, log: log, changed: changed, health: map[int64]*hostHealth{}}
 }

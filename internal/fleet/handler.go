@@ -28,18 +28,29 @@ type HandlerConfig struct {
 	TrustedProxies []netip.Prefix
 }
 
+// HandlerStore is the part of store.Store the fleet endpoints use. The
+// methods behave as documented on store.Store: FleetKeyByLookup finds only
+// unrevoked keys, ListHostsByIP only live hosts, and RecordHostReports
+// writes every entry or none.
+type HandlerStore interface {
+	FleetKeyByLookup(ctx context.Context, lookup string) (*store.FleetKey, error)
+	ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]store.Host, error)
+	TouchHosts(ctx context.Context, ids []int64, at time.Time) error
+	RecordHostReports(ctx context.Context, entries []store.HostReportEntry, at time.Time) error
+}
+
 // Handler serves GET /vllm/config and POST /vllm/report. The fleet key
 // is checked before anything else about a request (method, path, proxy
 // header, body), so a caller without one learns nothing but 401.
 type Handler struct {
-	st  store.Store
+	st  HandlerStore
 	cfg HandlerConfig
 	log *slog.Logger
 	now func() time.Time
 }
 
 // NewHandler returns the fleet endpoints over st.
-func NewHandler(st store.Store, cfg HandlerConfig, log *slog.Logger) *Handler {
+func NewHandler(st HandlerStore, cfg HandlerConfig, log *slog.Logger) *Handler {
 	return &Handler{st: st, cfg: cfg, log: log, now: time.Now}
 }
 

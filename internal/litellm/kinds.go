@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/rolter/rolter/internal/store"
 )
 
 // prefixKinds maps the LiteLLM provider prefix of litellm_params.model to
@@ -15,14 +17,14 @@ import (
 // LiteLLM's vllm/ runs vLLM in-process; rolter can only reach vLLM over
 // HTTP, so vllm/ needs an api_base exactly like hosted_vllm/.
 var prefixKinds = map[string]string{
-	"openai":      "openai",
-	"anthropic":   "anthropic",
-	"hosted_vllm": "vllm",
-	"vllm":        "vllm",
-	"sglang":      "sglang",
-	"llamacpp":    "llamacpp",
-	"llama_cpp":   "llamacpp",
-	"llamafile":   "llamacpp",
+	"openai":      store.KindOpenAI,
+	"anthropic":   store.KindAnthropic,
+	"hosted_vllm": store.KindVLLM,
+	"vllm":        store.KindVLLM,
+	"sglang":      store.KindSGLang,
+	"llamacpp":    store.KindLlamaCpp,
+	"llama_cpp":   store.KindLlamaCpp,
+	"llamafile":   store.KindLlamaCpp,
 }
 
 // Prefixes lists the LiteLLM prefixes the importer maps, sorted.
@@ -63,7 +65,7 @@ func SplitModel(model string) (kind, upstream string, err error) {
 	}
 	prefix, rest, found := strings.Cut(model, "/")
 	if !found {
-		return "openai", model, nil
+		return store.KindOpenAI, model, nil
 	}
 	if k, ok := prefixKinds[prefix]; ok {
 		if rest == "" {
@@ -75,14 +77,14 @@ func SplitModel(model string) (kind, upstream string, err error) {
 		return "", "", fmt.Errorf("LiteLLM provider %s/ has no rolter equivalent; rolter imports %s (for another OpenAI-compatible service write openai/<model> with its api_base)",
 			prefix, strings.Join(Prefixes(), ", "))
 	}
-	return "openai", model, nil
+	return store.KindOpenAI, model, nil
 }
 
 // defaultBases are the public endpoints of the hosted kinds, used when an
 // entry has no api_base. Self-hosted kinds have no default.
 var defaultBases = map[string]string{
-	"openai":    "https://api.openai.com/v1",
-	"anthropic": "https://api.anthropic.com/v1",
+	store.KindOpenAI:    "https://api.openai.com/v1",
+	store.KindAnthropic: "https://api.anthropic.com/v1",
 }
 
 // BaseURL returns the provider base URL for an entry of kind with the given
@@ -104,7 +106,7 @@ func BaseURL(kind, apiBase string) (string, error) {
 		return "", err
 	}
 	base := strings.TrimRight(apiBase, "/")
-	if kind == "anthropic" {
+	if kind == store.KindAnthropic {
 		u, _ := url.Parse(base) // checked above
 		switch {
 		case u.Path == "":

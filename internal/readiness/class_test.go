@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/rolter/rolter/internal/store"
 )
 
 // TestScenario28_StatusClassCarriesNoUpstreamText walks one upstream provider
@@ -19,7 +21,7 @@ func TestScenario28_StatusClassCarriesNoUpstreamText(t *testing.T) {
 	eng.set("/health", 200, "")
 	eng.set("/v1/models", 200, vllmModels(vllmCard("m", 8192)))
 	c, _ := newTestCache(t, Config{FailAfter: 1, RecoverAfter: 2})
-	c.Sync([]Provider{{ID: 1, Kind: KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}})
+	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}})
 
 	check := func(step string, wantClass ReasonClass, wantReason string) {
 		t.Helper()
@@ -67,7 +69,7 @@ func TestScenario28_StatusClassCarriesNoUpstreamText(t *testing.T) {
 	// A hosted API's health probe is GET /models: its failure is a failed
 	// health check, not unusable metadata.
 	eng.set("/v1/models", 401, errBody)
-	c.Sync([]Provider{{ID: 1, Kind: KindOpenAI, BaseURL: eng.url() + "/v1", Upstream: true}})
+	c.Sync([]Provider{{ID: 1, Kind: store.KindOpenAI, BaseURL: eng.url() + "/v1", Upstream: true}})
 	probe()
 	check("hosted /models 401", ClassHealthFailed, leak)
 }

@@ -13,15 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rolter/rolter/internal/secret"
-)
-
-// Provider kinds the cache knows. Any other kind is probed like openai.
-const (
-	KindOpenAI    = "openai"
-	KindAnthropic = "anthropic"
-	KindVLLM      = "vllm"
-	KindSGLang    = "sglang"
-	KindLlamaCpp  = "llamacpp"
+	"github.com/rolter/rolter/internal/store"
 )
 
 // anthropicVersion is the API version sent with x-api-key.
@@ -38,7 +30,7 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 
 	var models []byte
 	switch p.Kind {
-	case KindVLLM, KindSGLang, KindLlamaCpp:
+	case store.KindVLLM, store.KindSGLang, store.KindLlamaCpp:
 		if _, err := c.get(ctx, p, root+"/health"); err != nil {
 			return healthFailed(redact("health probe failed: GET /health: " + err.Error()))
 		}
@@ -69,7 +61,7 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 	}
 	facts := Facts{ModelID: card.id, Context: card.context}
 
-	if p.Kind == KindLlamaCpp {
+	if p.Kind == store.KindLlamaCpp {
 		body, err := c.get(ctx, p, root+"/props")
 		if err != nil {
 			return metadataError("GET /props", err, redact)
@@ -118,7 +110,7 @@ func (c *Cache) get(ctx context.Context, p Provider, u string) ([]byte, error) {
 	}
 	req.Header.Set("Accept", "application/json")
 	if !p.Credential.IsZero() {
-		if p.Kind == KindAnthropic {
+		if p.Kind == store.KindAnthropic {
 			req.Header.Set("x-api-key", p.Credential.Reveal())
 			req.Header.Set("anthropic-version", anthropicVersion)
 		} else {

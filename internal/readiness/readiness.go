@@ -69,7 +69,7 @@ import (
 // Provider is what the cache needs to know about one provider.
 type Provider struct {
 	ID         int64
-	Kind       string        // "openai", "anthropic", "vllm", "sglang", "llamacpp"
+	Kind       string        // one of the store.Kind* constants; any other kind is probed like openai
 	BaseURL    string        // e.g. http://10.0.0.5:8000/v1 (no trailing slash)
 	Credential secret.Secret // first pool key; zero if none
 	Upstream   bool          // metadata_source == "upstream": discover model id and context

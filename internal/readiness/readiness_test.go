@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/clock"
+	"github.com/rolter/rolter/internal/store"
 )
 
 func TestConfiguredProviderThresholds(t *testing.T) {
@@ -22,7 +23,7 @@ func TestConfiguredProviderThresholds(t *testing.T) {
 	c, _ := newTestCache(t, Config{FailAfter: 2, RecoverAfter: 2})
 	var changes countingFn
 	c.OnChange(changes.call)
-	c.Sync([]Provider{{ID: 1, Kind: KindVLLM, BaseURL: eng.url() + "/v1", Credential: secretKey}})
+	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: eng.url() + "/v1", Credential: secretKey}})
 
 	// Optimistic start: ready before any probe.
 	st := mustStatus(t, c, 1)
@@ -73,7 +74,7 @@ func TestUpstreamNeedsOneSuccessToStartWhateverRecoverAfter(t *testing.T) {
 	eng.set("/health", 503, "")
 	eng.set("/v1/models", 200, vllmModels(vllmCard("m", 4096)))
 	c, _ := newTestCache(t, Config{RecoverAfter: 3})
-	c.Sync([]Provider{{ID: 1, Kind: KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}})
+	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}})
 
 	c.ProbeAll(context.Background())
 	st := mustStatus(t, c, 1)
@@ -102,15 +103,15 @@ func TestUnusableMetadata(t *testing.T) {
 	for _, tc := range []struct {
 		name, kind, models, props, reason string
 	}{
-		{"malformed json", KindVLLM, `{"object":"list","data":[{"id":"m",`, "", "GET /models: malformed JSON"},
-		{"html", KindVLLM, `<html>Bad Gateway</html>`, "", "GET /models: malformed JSON"},
-		{"no data", KindVLLM, `{"object":"list"}`, "", `no "data" array`},
-		{"no id", KindVLLM, `{"data":[{"object":"model","max_model_len":8}]}`, "", "the model has no id"},
-		{"string context", KindVLLM, `{"data":[{"id":"m","max_model_len":"8192"}]}`, "", `max_model_len is "8192", not a positive integer`},
-		{"zero context", KindSGLang, `{"data":[{"id":"m","max_model_len":0}]}`, "", "max_model_len is 0"},
-		{"no context", KindVLLM, `{"data":[{"id":"m","max_model_len":null}]}`, "", `model "m" reports no context length`},
-		{"bad props", KindLlamaCpp, llamaModels("m", 8, 8), `{"default_generation_settings":{"n_ctx":-1}}`, "default_generation_settings.n_ctx is -1"},
-		{"props not json", KindLlamaCpp, llamaModels("m", 8, 8), `nope`, "GET /props: malformed JSON"},
+		{"malformed json", store.KindVLLM, `{"object":"list","data":[{"id":"m",`, "", "GET /models: malformed JSON"},
+		{"html", store.KindVLLM, `<html>Bad Gateway</html>`, "", "GET /models: malformed JSON"},
+		{"no data", store.KindVLLM, `{"object":"list"}`, "", `no "data" array`},
+		{"no id", store.KindVLLM, `{"data":[{"object":"model","max_model_len":8}]}`, "", "the model has no id"},
+		{"string context", store.KindVLLM, `{"data":[{"id":"m","max_model_len":"8192"}]}`, "", `max_model_len is "8192", not a positive integer`},
+		{"zero context", store.KindSGLang, `{"data":[{"id":"m","max_model_len":0}]}`, "", "max_model_len is 0"},
+		{"no context", store.KindVLLM, `{"data":[{"id":"m","max_model_len":null}]}`, "", `model "m" reports no context length`},
+		{"bad props", store.KindLlamaCpp, llamaModels("m", 8, 8), `{"default_generation_settings":{"n_ctx":-1}}`, "default_generation_settings.n_ctx is -1"},
+		{"props not json", store.KindLlamaCpp, llamaModels("m", 8, 8), `nope`, "GET /props: malformed JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eng := newEngine(t)
@@ -135,7 +136,7 @@ func TestMetadataEndpointFailureCountsTowardFailAfter(t *testing.T) {
 	eng.set("/health", 200, "")
 	eng.set("/v1/models", 200, vllmModels(vllmCard("m", 8192)))
 	c, _ := newTestCache(t, Config{FailAfter: 2})
-	c.Sync([]Provider{{ID: 1, Kind: KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}})
+	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}})
 	c.ProbeAll(context.Background())
 
 	eng.set("/v1/models", 502, `{"object":"error","message":"upstream hiccup","type":"BadGateway","code":502}`)
@@ -163,9 +164,9 @@ func TestCredentialSentAndNeverLogged(t *testing.T) {
 
 	c, logs := newTestCache(t, Config{FailAfter: 1})
 	c.Sync([]Provider{
-		{ID: 1, Kind: KindOpenAI, BaseURL: srv.URL + "/openai/v1", Credential: secretKey},
-		{ID: 2, Kind: KindAnthropic, BaseURL: srv.URL + "/anthropic/v1", Credential: secretKey},
-		{ID: 3, Kind: KindLlamaCpp, BaseURL: srv.URL + "/llama/v1", Credential: secretKey, Upstream: true},
+		{ID: 1, Kind: store.KindOpenAI, BaseURL: srv.URL + "/openai/v1", Credential: secretKey},
+		{ID: 2, Kind: store.KindAnthropic, BaseURL: srv.URL + "/anthropic/v1", Credential: secretKey},
+		{ID: 3, Kind: store.KindLlamaCpp, BaseURL: srv.URL + "/llama/v1", Credential: secretKey, Upstream: true},
 	})
 	c.ProbeAll(context.Background())
 
@@ -224,7 +225,7 @@ func TestBodyCap(t *testing.T) {
 	defer srv.Close()
 
 	c, _ := newTestCache(t, Config{MaxBody: 64 << 10, FailAfter: 10})
-	c.Sync([]Provider{{ID: 1, Kind: KindVLLM, BaseURL: srv.URL + "/v1", Upstream: true}})
+	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: srv.URL + "/v1", Upstream: true}})
 	c.ProbeAll(context.Background())
 	st := mustStatus(t, c, 1)
 	if want := "GET /models: body too large: over 65536 bytes"; st.Ready || st.Reason != want {
@@ -247,8 +248,8 @@ func TestConnectionRefusedAndTimeout(t *testing.T) {
 
 	c, _ := newTestCache(t, Config{Timeout: 50 * time.Millisecond})
 	c.Sync([]Provider{
-		{ID: 1, Kind: KindSGLang, BaseURL: refused + "/v1", Upstream: true},
-		{ID: 2, Kind: KindVLLM, BaseURL: hang.URL + "/v1", Upstream: true},
+		{ID: 1, Kind: store.KindSGLang, BaseURL: refused + "/v1", Upstream: true},
+		{ID: 2, Kind: store.KindVLLM, BaseURL: hang.URL + "/v1", Upstream: true},
 	})
 	c.ProbeAll(context.Background())
 	if st := mustStatus(t, c, 1); st.Ready || !strings.HasPrefix(st.Reason, "health probe failed: GET /health: ") ||
@@ -272,7 +273,7 @@ func TestCancelledProbeIsDiscarded(t *testing.T) {
 	defer srv.Close()
 
 	c, _ := newTestCache(t, Config{FailAfter: 1})
-	c.Sync([]Provider{{ID: 1, Kind: KindVLLM, BaseURL: srv.URL + "/v1"}})
+	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: srv.URL + "/v1"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-entered; cancel() }()
 	c.ProbeAll(ctx)
@@ -290,9 +291,9 @@ func TestSyncKeepsUnchangedAndResetsChanged(t *testing.T) {
 	clock := clock.NewManual(testEpoch)
 	c := New(Config{FailAfter: 1}, clock, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, nil)
 
-	up := Provider{ID: 1, Kind: KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}
-	cfgd := Provider{ID: 2, Kind: KindVLLM, BaseURL: other.url() + "/v1"}
-	gone := Provider{ID: 3, Kind: KindVLLM, BaseURL: eng.url() + "/v1"}
+	up := Provider{ID: 1, Kind: store.KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}
+	cfgd := Provider{ID: 2, Kind: store.KindVLLM, BaseURL: other.url() + "/v1"}
+	gone := Provider{ID: 3, Kind: store.KindVLLM, BaseURL: eng.url() + "/v1"}
 	c.Sync([]Provider{up, cfgd, gone})
 	c.ProbeAll(context.Background())
 	if st := mustStatus(t, c, 1); !st.Ready || st.Facts.ModelID != "m" {
@@ -352,7 +353,7 @@ func TestRunProbesUntilCancelled(t *testing.T) {
 	defer srv.Close()
 
 	c, _ := newTestCache(t, Config{Interval: 20 * time.Millisecond})
-	c.Sync([]Provider{{ID: 1, Kind: KindVLLM, BaseURL: srv.URL + "/v1"}})
+	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: srv.URL + "/v1"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
@@ -392,7 +393,7 @@ func TestRunFollowsSync(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	// A provider added while Run runs is probed at once.
-	c.Sync([]Provider{{ID: 2, Kind: KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}})
+	c.Sync([]Provider{{ID: 2, Kind: store.KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}})
 	select {
 	case <-ready:
 	case <-time.After(10 * time.Second):
@@ -426,7 +427,7 @@ func TestOnChangeNeverOverlaps(t *testing.T) {
 	c.OnChange(slow)
 	var ps []Provider
 	for i := range 16 {
-		ps = append(ps, Provider{ID: int64(i), Kind: KindVLLM, BaseURL: eng.url() + "/v1"})
+		ps = append(ps, Provider{ID: int64(i), Kind: store.KindVLLM, BaseURL: eng.url() + "/v1"})
 	}
 	c.Sync(ps)
 	for i := range 20 {

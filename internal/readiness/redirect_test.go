@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/rolter/rolter/internal/store"
 )
 
 // TestScenario27_MetadataProbeDoesNotFollowRedirects: a provider whose probe
@@ -43,11 +45,11 @@ func TestScenario27_MetadataProbeDoesNotFollowRedirects(t *testing.T) {
 		redirect  []string // paths answering a redirect; others answer 200
 		wantClass ReasonClass
 	}{
-		{"vllm /health", KindVLLM, false, []string{"/health"}, ClassHealthFailed},
-		{"vllm upstream /v1/models", KindVLLM, true, []string{"/v1/models"}, ClassMetadataUnusable},
-		{"llamacpp upstream /props", KindLlamaCpp, true, []string{"/props"}, ClassMetadataUnusable},
-		{"openai /v1/models", KindOpenAI, false, []string{"/v1/models"}, ClassHealthFailed},
-		{"anthropic /v1/models", KindAnthropic, false, []string{"/v1/models"}, ClassHealthFailed},
+		{"vllm /health", store.KindVLLM, false, []string{"/health"}, ClassHealthFailed},
+		{"vllm upstream /v1/models", store.KindVLLM, true, []string{"/v1/models"}, ClassMetadataUnusable},
+		{"llamacpp upstream /props", store.KindLlamaCpp, true, []string{"/props"}, ClassMetadataUnusable},
+		{"openai /v1/models", store.KindOpenAI, false, []string{"/v1/models"}, ClassHealthFailed},
+		{"anthropic /v1/models", store.KindAnthropic, false, []string{"/v1/models"}, ClassHealthFailed},
 	} {
 		for cname, mk := range clients {
 			for _, code := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
@@ -64,7 +66,7 @@ func TestScenario27_MetadataProbeDoesNotFollowRedirects(t *testing.T) {
 						switch r.URL.Path {
 						case "/health":
 						case "/v1/models":
-							if tc.kind == KindLlamaCpp {
+							if tc.kind == store.KindLlamaCpp {
 								_, _ = w.Write([]byte(llamaModels("m", 8192, 8192)))
 							} else {
 								_, _ = w.Write([]byte(vllmModels(vllmCard("m", 8192))))

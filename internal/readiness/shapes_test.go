@@ -92,6 +92,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/rolter/rolter/internal/store"
 )
 
 // vLLM.
@@ -160,7 +162,7 @@ func TestVLLMUpstreamFollowsModelSwap(t *testing.T) {
 	c, _ := newTestCache(t, Config{})
 	var changes countingFn
 	c.OnChange(changes.call)
-	c.Sync([]Provider{{ID: 1, Kind: KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}})
+	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}})
 
 	st := mustStatus(t, c, 1)
 	if st.Ready || st.Reason != ReasonNoProbe || !st.LastProbe.IsZero() {
@@ -204,7 +206,7 @@ func TestVLLMWithLoRAIsAmbiguous(t *testing.T) {
 	c, _ := newTestCache(t, Config{FailAfter: 5})
 	var changes countingFn
 	c.OnChange(changes.call)
-	c.Sync([]Provider{{ID: 1, Kind: KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}})
+	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: eng.url() + "/v1", Upstream: true}})
 	c.ProbeAll(context.Background())
 	if st := mustStatus(t, c, 1); !st.Ready {
 		t.Fatalf("one model: %+v, want ready", st)
@@ -257,7 +259,7 @@ func TestSGLangUpstream(t *testing.T) {
 			eng.set("/v1/models", 200, tc.body)
 			eng.set("/get_model_info", 200, sglangGetModelInfo)
 			c, _ := newTestCache(t, Config{})
-			c.Sync([]Provider{{ID: 7, Kind: KindSGLang, BaseURL: eng.url() + "/v1", Upstream: true}})
+			c.Sync([]Provider{{ID: 7, Kind: store.KindSGLang, BaseURL: eng.url() + "/v1", Upstream: true}})
 			c.ProbeAll(context.Background())
 			st := mustStatus(t, c, 7)
 			if !st.Ready || st.Facts.ModelID != tc.id || st.Facts.Context != tc.ctx {
@@ -281,7 +283,7 @@ func TestLlamaCppUpstream(t *testing.T) {
 	eng.set("/v1/models", 200, llamaModels(id, 8192, 32768))
 	eng.set("/props", 200, llamaPropsBody(id, 8192, 4, true, false, "b6400-5d3a8b12"))
 	c, _ := newTestCache(t, Config{})
-	c.Sync([]Provider{{ID: 3, Kind: KindLlamaCpp, BaseURL: eng.url() + "/v1", Upstream: true}})
+	c.Sync([]Provider{{ID: 3, Kind: store.KindLlamaCpp, BaseURL: eng.url() + "/v1", Upstream: true}})
 	c.ProbeAll(context.Background())
 
 	st := mustStatus(t, c, 3)
@@ -306,7 +308,7 @@ func TestLlamaCppLegacyShapes(t *testing.T) {
 	eng.set("/v1/models", 200, llamaModelsLegacy)
 	eng.set("/props", 200, llamaPropsLegacy)
 	c, _ := newTestCache(t, Config{})
-	c.Sync([]Provider{{ID: 3, Kind: KindLlamaCpp, BaseURL: eng.url() + "/v1", Upstream: true}})
+	c.Sync([]Provider{{ID: 3, Kind: store.KindLlamaCpp, BaseURL: eng.url() + "/v1", Upstream: true}})
 	c.ProbeAll(context.Background())
 	st := mustStatus(t, c, 3)
 	// model_alias "" is not compared; n_ctx comes from /props, not n_ctx_train.
@@ -322,7 +324,7 @@ func TestLlamaCppAliasMismatch(t *testing.T) {
 	eng.set("/v1/models", 200, llamaModels("coder", 8192, 32768))
 	eng.set("/props", 200, llamaPropsBody("coder", 8192, 1, false, false, "b1"))
 	c, _ := newTestCache(t, Config{FailAfter: 3})
-	c.Sync([]Provider{{ID: 3, Kind: KindLlamaCpp, BaseURL: eng.url() + "/v1", Upstream: true}})
+	c.Sync([]Provider{{ID: 3, Kind: store.KindLlamaCpp, BaseURL: eng.url() + "/v1", Upstream: true}})
 	c.ProbeAll(context.Background())
 	if st := mustStatus(t, c, 3); !st.Ready {
 		t.Fatalf("%+v, want ready", st)
@@ -343,7 +345,7 @@ func TestLlamaCppLoading(t *testing.T) {
 	eng.set("/v1/models", 200, llamaModels("m", 8192, 8192))
 	eng.set("/props", 200, llamaPropsBody("m", 8192, 1, false, false, "b1"))
 	c, _ := newTestCache(t, Config{FailAfter: 2})
-	c.Sync([]Provider{{ID: 3, Kind: KindLlamaCpp, BaseURL: eng.url() + "/v1", Upstream: true}})
+	c.Sync([]Provider{{ID: 3, Kind: store.KindLlamaCpp, BaseURL: eng.url() + "/v1", Upstream: true}})
 	c.ProbeAll(context.Background())
 	if st := mustStatus(t, c, 3); !st.Ready {
 		t.Fatalf("%+v, want ready", st)
@@ -375,8 +377,8 @@ func TestHostedAPIsProbeModels(t *testing.T) {
 		header     string
 		want       string
 	}{
-		{KindOpenAI, openaiModels, "Authorization", "Bearer sk-test-0123456789"},
-		{KindAnthropic, anthropicModels, "X-Api-Key", "sk-test-0123456789"},
+		{store.KindOpenAI, openaiModels, "Authorization", "Bearer sk-test-0123456789"},
+		{store.KindAnthropic, anthropicModels, "X-Api-Key", "sk-test-0123456789"},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			eng := newEngine(t)
@@ -391,7 +393,7 @@ func TestHostedAPIsProbeModels(t *testing.T) {
 			if got := h.Get(tc.header); got != tc.want {
 				t.Fatalf("%s = %q, want %q", tc.header, got, tc.want)
 			}
-			if tc.kind == KindAnthropic {
+			if tc.kind == store.KindAnthropic {
 				if h.Get("Anthropic-Version") != "2023-06-01" || h.Get("Authorization") != "" {
 					t.Fatalf("anthropic headers: %v", h)
 				}

@@ -33,6 +33,15 @@ func checkAdminToken(tok secret.Secret) error {
 	return nil
 }
 
+// tokenStore is the part of store.Store that bootstrap uses. As store.Store
+// documents, CountAdminTokens counts revoked tokens too (zero means first
+// start), and SetEnvAdminToken leaves hash the only live env token.
+type tokenStore interface {
+	CountAdminTokens(ctx context.Context) (int, error)
+	CreateAdminToken(ctx context.Context, t *store.AdminToken) error
+	SetEnvAdminToken(ctx context.Context, hash *secret.Hash, at time.Time) error
+}
+
 // bootstrap prepares a store for serving. First start is "no admin token
 // stored yet", revoked ones included: it creates the default org and
 // project and a first virtual key, then stores the admin token last, as the
@@ -44,7 +53,7 @@ func checkAdminToken(tok secret.Secret) error {
 // it had before is revoked; unset, every earlier value is revoked. The
 // generated first-start token is an ordinary global token: it stays valid
 // until revoked through the API.
-func bootstrap(ctx context.Context, st store.Store, svc *admin.Service, envToken secret.Secret, out io.Writer) error {
+func bootstrap(ctx context.Context, st tokenStore, svc *admin.Service, envToken secret.Secret, out io.Writer) error {
 	n, err := st.CountAdminTokens(ctx)
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
@@ -78,7 +87,7 @@ func bootstrap(ctx context.Context, st store.Store, svc *admin.Service, envToken
 // firstStart mints what a new store needs and returns the banner that
 // shows its secrets. With ROLTER_ADMIN_TOKEN set, storing it (in
 // bootstrap) is the commit point; otherwise the generated token is.
-func firstStart(ctx context.Context, st store.Store, svc *admin.Service, envToken secret.Secret) (string, error) {
+func firstStart(ctx context.Context, st tokenStore, svc *admin.Service, envToken secret.Secret) (string, error) {
 	if _, err := svc.CreateOrg(ctx, admin.OrgInput{Name: DefaultOrg, Description: "created on first start"}); err != nil && !admin.AlreadyExists(err) {
 		return "", fmt.Errorf("bootstrap: default org: %w", err)
 	}

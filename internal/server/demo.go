@@ -8,6 +8,7 @@ import (
 
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/demo"
+	"github.com/rolter/rolter/internal/store"
 )
 
 // Names --demo registers.
@@ -35,7 +36,7 @@ func (s *Server) mountDemo(ctx context.Context, mux *http.ServeMux, svc *admin.S
 	// gateway forwards only because the provider says so.
 	forward := []string{"X-Demo-*"}
 	_, err = svc.CreateProvider(ctx, DefaultOrg, admin.ProviderInput{
-		Name: "rolter demo upstream", Slug: DemoProvider, Kind: "vllm", BaseURL: base, Models: []string{DemoModel},
+		Name: "rolter demo upstream", Slug: DemoProvider, Kind: store.KindVLLM, BaseURL: base, Models: []string{DemoModel},
 		ForwardHeaders: forward})
 	if admin.AlreadyExists(err) {
 		_, err = svc.UpdateProvider(ctx, DefaultOrg, DemoProvider, admin.ProviderPatch{BaseURL: &base, ForwardHeaders: &forward}, false)

@@ -250,9 +250,16 @@ func (s *Snapshot) Authenticate(token string, now time.Time) (*VirtualKey, bool)
 	return k, true
 }
 
+// Loader reads the routing state. Load must return one consistent state
+// (every row read in one transaction), or an error and no state. It is the
+// part of store.Store a Holder needs.
+type Loader interface {
+	Load(ctx context.Context) (*store.State, error)
+}
+
 // Holder owns the current snapshot and rebuilds it from the store.
 type Holder struct {
-	st  store.Store
+	st  Loader
 	log *slog.Logger
 	cur atomic.Pointer[Snapshot]
 	mu  sync.Mutex // serialises rebuilds so an older read never wins
@@ -274,7 +281,7 @@ func (h *Holder) OnSwap(fn func(*Snapshot)) {
 }
 
 // NewHolder returns a Holder with no snapshot; call Reload before serving.
-func NewHolder(st store.Store, log *slog.Logger) *Holder {
+func NewHolder(st Loader, log *slog.Logger) *Holder {
 	return &Holder{st: st, log: log}
 }
 

@@ -92,9 +92,9 @@ type Provider struct {
 	OrgID          int64
 	Slug           string
 	Name           string
-	Kind           string
+	Kind           string // one of the Kind* constants
 	BaseURL        string
-	MetadataSource string
+	MetadataSource string   // MetadataConfigured or MetadataUpstream
 	ContextLimit   int      // 0: not configured
 	Models         []string // configured catalog; empty: unknown
 	Settings       ProviderSettings

@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/rolter/rolter/internal/fleetapi"
+)
+
+var errUnauthorized = errors.New("fleet key refused")
+
+// fetch gets the box's configuration.
+func (a *Agent) fetch(ctx context.Context) (*fleetapi.Config, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.server+fleetapi.ConfigPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.cfg.FleetKey.Reveal())
+	req.Header.Set("Accept", "application/json")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized, http.StatusForbidden:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil, errUnauthorized
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil, fmt.Errorf("GET %s: %s: redirects are not followed (the fleet key goes to the gateway only); set --server to the address it redirects to", fleetapi.ConfigPath, resp.Status)
+	default:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil, fmt.Errorf("GET %s: %s", fleetapi.ConfigPath, resp.Status)
+	}
+	var cfg fleetapi.Config
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxConfigBody)).Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("GET %s: malformed body: %w", fleetapi.ConfigPath, err)
+	}
+	return &cfg, nil
+}
+
+// report posts what runs and what the box sees.
+func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw hardware) {
+	r := fleetapi.Report{Applied: make([]fleetapi.Applied, 0, len(desired)), Discovered: hw.discovered()}
+	for _, as := range desired {
+		ap := fleetapi.Applied{HostID: as.HostID}
+		var errs []string
+		if c := a.children[as.HostID]; c != nil {
+			if pid, why := c.running(); pid != 0 {
+				ap.Revision = c.a.Revision
+				if r.Discovered.VLLMVersion == "" {
+					r.Discovered.VLLMVersion = c.probeVersion(ctx, a.local)
+				}
+			} else {
+				errs = append(errs, why)
+			}
+		}
+		if e := a.errs[as.HostID]; e != "" {
+			errs = append(errs, e)
+		}
+		ap.Error = strings.Join(errs, "; ")
+		r.Applied = append(r.Applied, ap)
+	}
+	r.Clip() // within the gateway's bounds, or it refuses the whole report
+	body, err := json.Marshal(r)
+	if err != nil {
+		a.log.Error("encode report", "error", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.server+fleetapi.ReportPath, bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+a.cfg.FleetKey.Reveal())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("report failed", "error", err)
+		}
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusNoContent:
+		a.log.Debug("reported", "applied", len(r.Applied))
+	case http.StatusUnauthorized, http.StatusForbidden:
+		a.log.Error("fleet key refused by the gateway; check ROLTER_FLEET_KEY", "server", a.server)
+	default:
+		a.log.Warn("report failed", "status", resp.Status)
+	}
+}

@@ -1,0 +1,243 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/fleetapi"
+)
+
+func revisionOf(as fleetapi.Assignment) string {
+	if as.Revision != "" {
+		return as.Revision
+	}
+	return fleetapi.Revision(as)
+}
+
+// reconcile makes the running set match desired and returns the hardware
+// it saw.
+func (a *Agent) reconcile(ctx context.Context, desired []fleetapi.Assignment) hardware {
+	hw := discoverHardware(ctx, a.cfg.NvidiaSMI, a.cfg.ModelsDir)
+	if !hw.SMIFound && !a.smiWarned {
+		a.smiWarned = true
+		a.log.Warn("nvidia-smi not found: no GPU discovered, VRAM fit checks are skipped", "nvidia_smi", a.cfg.NvidiaSMI)
+	}
+	if msg := errString(hw.GPUErr); msg != a.lastGPUErr {
+		a.lastGPUErr = msg
+		if msg != "" {
+			a.log.Error("cannot discover GPUs", "error", msg)
+		}
+	}
+
+	want := map[int64]bool{}
+	for _, as := range desired {
+		want[as.HostID] = true
+	}
+	// Retired hosts first: they may free a port a new host uses.
+	for id, c := range a.children {
+		if !want[id] {
+			c.log.Info("host no longer assigned to this box; stopping its vLLM")
+			c.stop()
+			delete(a.children, id)
+			delete(a.applied, id)
+		}
+	}
+	for _, m := range []map[int64]string{a.errs, a.logged, a.pending} {
+		for id := range m {
+			if !want[id] {
+				delete(m, id)
+			}
+		}
+	}
+	for id := range a.applied {
+		if !want[id] && a.children[id] == nil {
+			delete(a.applied, id)
+		}
+	}
+
+	ports := map[int]int64{}
+	seen := map[int64]bool{}
+	for _, as := range desired {
+		if ctx.Err() != nil {
+			break
+		}
+		as.Revision = revisionOf(as)
+		delete(a.errs, as.HostID)
+		if seen[as.HostID] {
+			continue // a duplicate entry; the first one counts
+		}
+		seen[as.HostID] = true
+		if other, dup := ports[as.Port]; dup {
+			a.refuse(as, fmt.Errorf("port %d is also assigned to host %d", as.Port, other))
+			continue
+		}
+		ports[as.Port] = as.HostID
+		a.reconcileOne(ctx, as, hw)
+	}
+	a.saveState()
+	return hw
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (a *Agent) reconcileOne(ctx context.Context, as fleetapi.Assignment, hw hardware) {
+	id := as.HostID
+	c := a.children[id]
+	pid := 0
+	if c != nil {
+		pid, _ = c.running()
+		if c.a.Revision == as.Revision {
+			delete(a.pending, id)
+			delete(a.logged, id)
+			return
+		}
+		if pid != 0 && !as.Apply && !as.AutoApply {
+			if a.pending[id] != as.Revision {
+				a.pending[id] = as.Revision
+				a.log.Info("new revision waits for apply; vLLM keeps running the applied one",
+					"host_id", id, "running", c.a.Revision, "new", as.Revision)
+			}
+			return
+		}
+	}
+	delete(a.pending, id)
+
+	l, err := a.prepare(ctx, as, hw)
+	if err != nil {
+		if pid != 0 {
+			err = fmt.Errorf("revision %s not applied (still running %s): %w", as.Revision, c.a.Revision, err)
+		}
+		a.refuse(as, err)
+		return
+	}
+	if c != nil {
+		a.log.Info("applying new revision: restarting vLLM", "host_id", id, "from", c.a.Revision, "to", as.Revision)
+		c.stop()
+		delete(a.children, id)
+		delete(a.applied, id)
+	}
+	nc := &child{
+		a:          as,
+		argv:       l.argv,
+		env:        l.env,
+		logPath:    filepath.Join(a.cfg.StateDir, fmt.Sprintf("vllm-%d.log", id)),
+		grace:      a.cfg.StopGrace,
+		log:        a.log.With("host_id", id, "route", as.ModelName, "port", as.Port, "revision", as.Revision),
+		restartMin: a.restartMin,
+		restartMax: a.restartMax,
+	}
+	if err := nc.start(); err != nil {
+		a.refuse(as, err)
+		return
+	}
+	a.children[id] = nc
+	a.applied[id] = as
+	delete(a.logged, id)
+}
+
+// refuse records why a host's assignment does not run, and logs it when
+// the reason changes.
+func (a *Agent) refuse(as fleetapi.Assignment, err error) {
+	msg := err.Error()
+	a.errs[as.HostID] = msg
+	if a.logged[as.HostID] != msg {
+		a.logged[as.HostID] = msg
+		model := ""
+		if as.Recipe.VLLM != nil {
+			model = as.Recipe.VLLM.Model
+		}
+		a.log.Error("refusing assignment", "host_id", as.HostID, "route", as.ModelName, "model", model, "revision", as.Revision, "reason", msg)
+	}
+}
+
+// launch is a prepared vLLM command line.
+type launch struct {
+	argv []string // holds the API key
+	env  []string
+}
+
+// prepare validates as, locates its weights, checks the fit, downloads
+// what is missing and builds the command line.
+func (a *Agent) prepare(ctx context.Context, as fleetapi.Assignment, hw hardware) (launch, error) {
+	v := as.Recipe.VLLM
+	switch {
+	case v == nil:
+		return launch{}, errors.New("the recipe has no vllm block")
+	case v.Model == "":
+		return launch{}, errors.New("the recipe has no model")
+	case as.Port < 1 || as.Port > 65535:
+		return launch{}, fmt.Errorf("invalid port %d", as.Port)
+	case as.APIKey == "":
+		return launch{}, errors.New("the assignment has no api_key; vLLM would accept any caller")
+	}
+	for _, f := range []string{"--port", "--api-key"} {
+		if _, ok := fleetapi.FlagValue(v.Args, f); ok {
+			return launch{}, fmt.Errorf("recipe args must not set %s: the assignment sets it", f)
+		}
+	}
+	w, err := locateWeights(v, a.cfg.ModelsDir, a.download)
+	if err != nil {
+		return launch{}, err
+	}
+	if err := checkFit(v, hw, w.Present); err != nil {
+		return launch{}, err
+	}
+	model := w.Model
+	if w.download != nil {
+		u, _ := url.Parse(v.Source.URL)
+		a.log.Info("downloading weights", "host_id", as.HostID, "url", redactURL(u), "models_dir", a.cfg.ModelsDir)
+		start := time.Now()
+		dctx, cancel := context.WithTimeout(ctx, downloadTimeout)
+		model, err = w.download(dctx)
+		cancel()
+		if err != nil {
+			return launch{}, err
+		}
+		a.log.Info("weights downloaded", "host_id", as.HostID, "path", model, "took", time.Since(start).Round(time.Millisecond))
+	}
+
+	// The API key goes to vLLM as VLLM_API_KEY, which it reads like
+	// --api-key: in argv, every local user could read it with ps.
+	argv := append(slices.Clone(a.cfg.Command), "serve", model, "--port", strconv.Itoa(as.Port))
+	argv = append(argv, v.Args...)
+	if model != v.Model {
+		if _, ok := fleetapi.FlagValue(v.Args, "--served-model-name"); !ok {
+			argv = append(argv, "--served-model-name", v.ServedName())
+		}
+	}
+	if w.Revision != "" {
+		if _, ok := fleetapi.FlagValue(v.Args, "--revision"); !ok {
+			argv = append(argv, "--revision", w.Revision)
+		}
+	}
+	return launch{argv: argv, env: a.childEnv(append(slices.Clone(w.Env), "VLLM_API_KEY="+as.APIKey))}, nil
+}
+
+// childEnv is the agent's environment for vLLM, without the fleet key,
+// plus extra.
+func (a *Agent) childEnv(extra []string) []string {
+	key := a.cfg.FleetKey.Reveal()
+	var env []string
+	for _, kv := range os.Environ() {
+		name, val, _ := strings.Cut(kv, "=")
+		// An inherited VLLM_API_KEY would be a second, foreign key.
+		if name == "ROLTER_FLEET_KEY" || name == "VLLM_API_KEY" || val == key {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
