@@ -240,7 +240,7 @@ func (x *exchange) translateInput() []byte {
 		return x.body.raw
 	}
 	for i, tg := range x.plan.targets {
-		if !x.down[i] && x.crossKind(tg) {
+		if !x.down[i] && tg.provider.pairs[x.api].translates() {
 			return x.admittedBody(x.adm.base)
 		}
 	}

@@ -203,11 +203,12 @@ func BenchmarkRelayEvent(b *testing.B) {
 	ev, err := rd.Next()
 	benchCheck(b, err)
 	x := &exchange{model: "bench"}
+	var o outcome
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
 		var drop bool
-		if buf, drop = x.relayEvent(buf[:0], ev, ""); drop {
+		if buf, drop = x.relayEvent(buf[:0], ev, "", &o); drop {
 			b.Fatal("not a usage chunk")
 		}
 	}

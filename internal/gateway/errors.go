@@ -62,7 +62,7 @@ func sseError(code, msg string) []byte {
 // writeError answers in the client's API shape: Anthropic's on
 // /v1/messages, OpenAI's elsewhere.
 func (x *exchange) writeError(w http.ResponseWriter, e *apiError) {
-	if !x.anthropic {
+	if x.api != apiMessages {
 		writeError(w, e)
 		return
 	}
@@ -137,7 +137,7 @@ func (x *exchange) endStream(w io.Writer, rc *http.ResponseController, cls Class
 // streamError is the final event of a stream that broke after its first
 // byte, in the client's API shape.
 func (x *exchange) streamError(code, msg string) []byte {
-	if !x.anthropic {
+	if x.api != apiMessages {
 		return sseError(code, msg)
 	}
 	b, _ := json.Marshal(anthropicError(&apiError{status: http.StatusBadGateway, Message: msg, Code: code}))

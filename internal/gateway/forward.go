@@ -16,7 +16,6 @@ import (
 
 	"github.com/rolter/rolter/internal/balancer"
 	"github.com/rolter/rolter/internal/jsonscan"
-	"github.com/rolter/rolter/internal/policy"
 )
 
 // result is how one attempt ended.
@@ -44,7 +43,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 	triedKeys := map[int64]bool{}
 	deadline := g.clock.Now().Add(g.cfg.RetryDeadline)
 	var (
-		last          result
+		last          outcome
 		maxRetryAfter time.Duration
 		busy          *providerRT // a provider at its max_concurrency, skipped
 	)
@@ -79,30 +78,20 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		}
 		x.attempts++
 		x.target = tg
-		out, ok := x.bodyFor(i, tg)
-		if !ok { // cannot happen: the same request translated under admit's policy
-			tg.provider.limiter.Release()
-			tried[i] = true
-			if tgProbe {
-				tg.breaker.Abandon()
-			}
-			if keyProbe {
-				key.breaker.Abandon()
-			}
-			continue
-		}
 		tg.stats.Begin()
 		began := time.Now()
-		res := g.attempt(w, r, x, tg, key, out, x.clampFor(i))
+		o := g.attempt(w, r, x, i, tg, key)
+		res := o.result
 		tg.provider.limiter.Release()
 		tg.stats.End(time.Since(began), res.class == ClassNone)
-		last = res
+		last = o
 		g.metrics.attempts.WithLabelValues(tg.provider.org, tg.provider.slug, attemptLabel(res.class)).Inc()
 		g.judge(tg, key, tgProbe, keyProbe, res)
 		g.logAttempt(x, tg, res)
 
 		v := verdicts[res.class]
 		if res.class == ClassNone || res.committed || !v.retry {
+			x.record(o)
 			x.status, x.class = res.status, res.class
 			if v.status == 499 { // the client's doing: cancelled or too slow
 				x.status = 499
@@ -132,21 +121,10 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 	g.exhausted(w, x, last, maxRetryAfter)
 }
 
-// bodyFor is the translated body a target of the other API kind is sent:
-// the one translate made (for the policy admit's body was admitted under),
-// unless the target's combined policy admitted the request differently
-// (another output ceiling), when that target's own admitted body is
-// translated. A target of the client's kind gets nil: attempt splices the
-// client's body with its edits.
-func (x *exchange) bodyFor(i int, tg *targetRT) ([]byte, bool) {
-	if !x.crossKind(tg) {
-		return nil, true
-	}
-	a := x.adm
-	if a == nil || a.of[i] < 0 || a.of[i] == a.base {
-		return x.translated, true
-	}
-	return x.translateBody(x.admittedBody(a.of[i]))
+// record copies what the request's final attempt learned into the
+// exchange, for account: the one place an attempt's outcome reaches it.
+func (x *exchange) record(o outcome) {
+	x.upstreamModel, x.ttft, x.promptTokens, x.outputTokens = o.upstreamModel, o.ttft, o.promptTokens, o.outputTokens
 }
 
 // markStale takes a deployment whose upstream said it does not serve the
@@ -344,7 +322,7 @@ func (g *Gateway) pickKey(p *providerRT, tried map[int64]bool) (key *keyRT, prob
 
 // exhausted answers when no attempt succeeded, naming the class that ended
 // it. Upstream 5xx bodies are never echoed.
-func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last result, maxRetryAfter time.Duration) {
+func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last outcome, maxRetryAfter time.Duration) {
 	x.class = last.class
 	if x.attempts == 0 {
 		x.class = ClassConnect
@@ -366,6 +344,7 @@ func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last result, max
 		x.writeError(w, e)
 		return
 	}
+	x.record(last)
 	v := verdicts[last.class]
 	msg := "all upstream attempts failed (" + strconv.Itoa(x.attempts) + " tried); the last ended with " + string(last.class)
 	if last.status != 0 {
@@ -489,11 +468,9 @@ func (wd *watchdog) resume() {
 	}
 }
 
-// attempt sends the request to one target with one key: body when the
-// target speaks the other API (translated), else the client's body with
-// the model, clamp (the target's policy) and usage option edits made in
-// one splice.
-func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, tg *targetRT, key *keyRT, body []byte, clamp *policy.Clamp) result {
+// attempt sends the request to target i (tg) with one key, in the shape
+// the target's pairing makes, and returns how it ended.
+func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, i int, tg *targetRT, key *keyRT) outcome {
 	// design 003: on an upstream-metadata provider the discovered id is
 	// always the one sent (admit took targets naming another out).
 	upstreamModel := x.model
@@ -501,42 +478,31 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 		upstreamModel = sendModel(tg, g.status(tg.provider), x.model)
 	}
 	if upstreamModel == "" { // the provider went not ready since admit
-		return result{class: ClassConnect, err: errNotReady}
+		return outcome{result: result{class: ClassConnect, err: errNotReady}}
 	}
-	x.upstreamModel = capModel(upstreamModel)
-	cross := x.crossKind(tg)
+	pr := tg.provider.pairs[x.api]
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	var (
-		out     []byte
-		send    io.ReadCloser
-		getBody func() (io.ReadCloser, error)
-		sendCtx = ctx
-	)
-	if cross {
-		out = body
-		if upstreamModel != x.model {
-			var err error
-			if out, _, err = jsonscan.Set(nil, body, upstreamModel); err != nil {
-				return result{class: ClassCaller, status: http.StatusBadRequest}
-			}
-		}
-		send = io.NopCloser(bytes.NewReader(out))
-		getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }
-	} else {
-		model := ""
-		if upstreamModel != x.model {
-			model = upstreamModel
-		}
-		out = x.body.splice(model, clamp)
-		sendCtx, send, getBody = x.body.send(ctx, out)
+	model := ""
+	if upstreamModel != x.model {
+		model = upstreamModel
 	}
-	req, err := http.NewRequestWithContext(sendCtx, http.MethodPost, tg.provider.base+x.upstreamPath(tg), send)
+	sent := capModel(upstreamModel)
+	body, err := pr.request(ctx, x, i, model)
 	if err != nil {
-		return result{class: ClassConnect, err: fmt.Errorf("build the request: %w", err)}
+		// Cannot happen: translate put the same request in this shape
+		// under admit's policy. Answered as the caller's request, which
+		// the upstream never saw.
+		x.writeError(x.client, newError(http.StatusBadRequest, "invalid_request", "the request could not be translated"))
+		return outcome{result: result{class: ClassCaller, status: http.StatusBadRequest, committed: true, model: upstreamModel, err: err},
+			upstreamModel: sent}
 	}
-	req.ContentLength, req.GetBody = int64(len(out)), getBody
-	if len(out) == 0 {
+	req, err := http.NewRequestWithContext(body.ctx, http.MethodPost, tg.provider.base+pr.path(x.endpoint), body.send)
+	if err != nil {
+		return outcome{result: result{class: ClassConnect, err: fmt.Errorf("build the request: %w", err)}, upstreamModel: sent}
+	}
+	req.ContentLength, req.GetBody = int64(len(body.b)), body.getBody
+	if len(body.b) == 0 {
 		req.Body, req.GetBody = http.NoBody, nil
 	}
 	upstreamHeaders(req.Header, r.Header, tg.provider, x.requestID)
@@ -546,21 +512,23 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, t
 	cw := x.client
 	cw.wd = wd
 	defer func() { cw.wd = nil }()
-	res := g.exchangeWith(cw, r, x, ctx, tg, req, wd, cross)
-	res.model = upstreamModel
+	o := g.exchangeWith(ctx, call{x: x, w: cw, r: r, wd: wd, model: sent}, pr, tg, req)
+	o.model = upstreamModel
 	if cw.slow {
 		// Whatever the attempt saw afterwards (a cancelled context, a
 		// broken write), it ended because the client stopped reading.
-		res.class = ClassClientSlow
+		o.class = ClassClientSlow
 	}
-	return res
+	return o
 }
 
-// exchangeWith sends req and relays the answer to the client through w.
-func (g *Gateway) exchangeWith(w http.ResponseWriter, r *http.Request, x *exchange, ctx context.Context, tg *targetRT, req *http.Request, wd *watchdog, cross bool) result {
+// exchangeWith sends req and answers the client through pairing pr: a
+// caller error is relayed unchanged, a retryable status fails the attempt,
+// and a 2xx goes to pr's respond or relay.
+func (g *Gateway) exchangeWith(ctx context.Context, c call, pr pairing, tg *targetRT, req *http.Request) outcome {
 	resp, err := g.transport.RoundTrip(req)
 	if err != nil {
-		return result{class: classifyErr(err, ctx, r.Context()), err: fmt.Errorf("send: %w", attemptErr(err, ctx))}
+		return c.outcome(result{class: classifyErr(err, ctx, c.r.Context()), err: fmt.Errorf("send: %w", attemptErr(err, ctx))})
 	}
 	defer resp.Body.Close()
 	switch cls := classifyStatus(resp.StatusCode); cls {
@@ -572,28 +540,27 @@ func (g *Gateway) exchangeWith(w http.ResponseWriter, r *http.Request, x *exchan
 			// stale configuration, not the caller's fault: fail over, and
 			// never relay the upstream's answer (it names its model id).
 			head, _ = io.ReadAll(io.LimitReader(resp.Body, modelGoneSniff))
-			if modelGone(resp.StatusCode, head, x.upstreamModel) {
+			if modelGone(resp.StatusCode, head, c.model) {
 				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-				return result{class: ClassModelGone, status: resp.StatusCode, err: errModelGone}
+				return c.outcome(result{class: ClassModelGone, status: resp.StatusCode, err: errModelGone})
 			}
 		}
 		// The caller's fault: relay unchanged, no retry.
+		w := c.w
 		copyResponseHeaders(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(head)
 		_, _ = io.Copy(w, resp.Body)
-		return result{class: ClassCaller, status: resp.StatusCode, committed: true}
+		return c.outcome(result{class: ClassCaller, status: resp.StatusCode, committed: true})
 	default:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keep the connection reusable
-		return result{class: cls, status: resp.StatusCode, retryAfter: retryAfter(resp.Header, g.clock.Now()), err: statusErr(resp.StatusCode)}
+		return c.outcome(result{class: cls, status: resp.StatusCode, retryAfter: retryAfter(resp.Header, g.clock.Now()), err: statusErr(resp.StatusCode)})
 	}
+	c.resp = resp
 	if isEventStream(resp.Header) {
-		if cross {
-			return g.relayTranslated(w, r, x, ctx, resp, wd)
-		}
-		return g.relay(w, r, x, ctx, resp, wd)
+		return pr.relay(ctx, c)
 	}
-	return g.respond(w, r, x, ctx, resp, wd, cross)
+	return g.respond(ctx, c, pr)
 }
 
 func isEventStream(h http.Header) bool {
@@ -614,52 +581,28 @@ func (p progressReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// respond relays a non-streamed response: read whole (bounded), rewrite the
-// model to the client's address, send.
-func (g *Gateway) respond(w http.ResponseWriter, r *http.Request, x *exchange, ctx context.Context, resp *http.Response, wd *watchdog, cross bool) result {
+// respond reads a non-streamed answer whole (bounded) and scans it once,
+// then pr answers the client from it.
+func (g *Gateway) respond(ctx context.Context, c call, pr pairing) outcome {
+	resp := c.resp
 	var buf bytes.Buffer
 	if resp.ContentLength > 0 && resp.ContentLength <= g.cfg.MaxResponse {
 		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
 	}
-	_, err := buf.ReadFrom(io.LimitReader(progressReader{resp.Body, wd}, g.cfg.MaxResponse+1))
+	_, err := buf.ReadFrom(io.LimitReader(progressReader{resp.Body, c.wd}, g.cfg.MaxResponse+1))
 	body := buf.Bytes()
 	if err != nil {
-		return result{class: classifyErr(err, ctx, r.Context()), err: fmt.Errorf("read the response: %w", attemptErr(err, ctx))}
+		return c.outcome(result{class: classifyErr(err, ctx, c.r.Context()), err: fmt.Errorf("read the response: %w", attemptErr(err, ctx))})
 	}
 	if int64(len(body)) > g.cfg.MaxResponse {
-		return result{class: ClassServer, status: resp.StatusCode, err: errTooLarge}
+		return c.outcome(result{class: ClassServer, status: resp.StatusCode, err: errTooLarge})
 	}
-	wd.stop()
+	c.wd.stop()
 	rs, err := scanResponse(body)
 	if m, ok := rs.model(body); ok && m != "" {
-		x.upstreamModel = capModel(m)
+		c.model = capModel(m)
 	}
-	if cross {
-		if !json.Valid(body) {
-			return result{class: ClassServer, status: resp.StatusCode, err: errNotJSON}
-		}
-		x.promptTokens, x.outputTokens = rs.usage(body)
-		return x.respondTranslated(w, body, resp.StatusCode)
-	}
-	if err != nil {
-		// A 2xx that is not a JSON object (a proxy's HTML page, a truncated
-		// body) is an upstream failure, not an answer: fail over or 502.
-		return result{class: ClassServer, status: resp.StatusCode}
-	}
-	x.promptTokens, x.outputTokens = rs.usage(body)
-	if rs.hasModel {
-		// One write of the rewritten body: each write to the client sets
-		// its deadline and pauses the watchdog.
-		body = jsonscan.Splice(nil, body, []jsonscan.Edit{{Start: rs.modelStart, End: rs.modelEnd,
-			Value: jsonscan.AppendString(make([]byte, 0, len(x.model)+2), x.model)}})
-	}
-	h := w.Header()
-	copyResponseHeaders(h, resp.Header)
-	h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(body)
-	return result{status: resp.StatusCode, committed: true}
+	return pr.respond(c, body, rs, err)
 }
 
 // usageIn decodes a "usage" value.

@@ -238,8 +238,10 @@ type exchange struct {
 	plan      *routePlan
 	down      []bool     // per plan target: not routable (health, metadata or policy)
 	adm       *admission // per target policy results (admit.go); nil for endpoints without output
-	// anthropic: the client speaks the Messages API (/v1/messages).
-	anthropic bool
+	// api is the client's API (from the endpoint): it picks each target's
+	// pairing (tg.provider.pairs[api]) and the shape of the gateway's own
+	// errors.
+	api clientAPI
 	// translated is the request in the other API's shape, for targets of
 	// the other kind (OpenAI chat for a Messages client, or Messages for a
 	// chat client); nil when no target needs it.
@@ -256,7 +258,8 @@ type exchange struct {
 	// body is the one walk of the client's body and the attempts' buffer.
 	body requestBody
 
-	// outcome
+	// outcome: forward sets status, class, attempts and target;
+	// record copies the rest from the last attempt's outcome, once.
 	status        int
 	class         Class
 	attempts      int
@@ -275,7 +278,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{start: time.Now(), endpoint: r.URL.Path[len("/v1"):], requestID: requestID(r.Header)}
 	w.Header().Set("X-Request-Id", x.requestID)
 
-	x.anthropic = strings.HasPrefix(x.endpoint, "/messages")
+	x.api = apiOf(x.endpoint)
 	key, ok := authenticate(t.snap, r, x.start)
 	if !ok {
 		x.writeError(w, errUnauthorized)

@@ -65,7 +65,7 @@ func (g *Gateway) limit(ctx context.Context, w http.ResponseWriter, x *exchange)
 		}
 	}
 	res := g.rates.Take(ctx, lims)
-	writeRateHeaders(w.Header(), x.anthropic, lims, res.States, g.clock.Now())
+	writeRateHeaders(w.Header(), x.api == apiMessages, lims, res.States, g.clock.Now())
 	if !res.Allowed {
 		t.n = 0 // nothing taken, nothing to correct
 		return refusal(lims[res.Denied], res, x)

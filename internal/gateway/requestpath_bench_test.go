@@ -34,7 +34,7 @@ func bigChatBody(size int) []byte {
 // BenchmarkRequestPath stops where the body would be sent.
 func requestPathEnv() (*Gateway, *routePlan) {
 	g := New(Config{}, snapshot.NewHolder(nil, nil), Options{})
-	p := &providerRT{id: 1, slug: "p", kind: "vllm", base: "http://127.0.0.1:1", contextLimit: 1 << 20,
+	p := &providerRT{id: 1, slug: "p", kind: "vllm", pairs: pairingsFor("vllm"), base: "http://127.0.0.1:1", contextLimit: 1 << 20,
 		policy: store.Policy{MaxOutputTokens: 4096}}
 	tg := &targetRT{id: targetID{provider: 1, model: "upstream-model"}, provider: p, configured: true}
 	return g, &routePlan{kind: resolve.KindRoute, route: "bench", targets: []*targetRT{tg}, weights: []int{1}}

@@ -13,29 +13,31 @@ import (
 	"github.com/rolter/rolter/internal/sse"
 )
 
-// relay streams an SSE response event by event. The first event is read
-// before anything is sent, so an upstream that fails before producing one
-// can still fail over; after that every event is written and flushed as it
-// arrives, with only its model value rewritten.
-func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx context.Context, resp *http.Response, wd *watchdog) result {
+// relay streams an SSE response event by event, for passThrough. The first
+// event is read before anything is sent, so an upstream that fails before
+// producing one can still fail over; after that every event is written and
+// flushed as it arrives, with only its model value rewritten.
+func relay(ctx context.Context, c call) outcome {
+	w, r, x, resp := c.w, c.r, c.x, c.resp
+	o := c.outcome(result{})
 	rd := sse.NewReader(resp.Body, 0)
 	ev, err := rd.Next()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return result{class: ClassServer, status: resp.StatusCode, err: errEmpty} // 200 with an empty stream
+			return o.with(result{class: ClassServer, status: resp.StatusCode, err: errEmpty}) // 200 with an empty stream
 		}
-		return result{class: classifyErr(err, ctx, r.Context()), err: fmt.Errorf("read the stream: %w", attemptErr(err, ctx))}
+		return o.with(result{class: classifyErr(err, ctx, r.Context()), err: fmt.Errorf("read the stream: %w", attemptErr(err, ctx))})
 	}
-	wd.progress()
-	x.ttft = time.Since(x.start)
+	c.wd.progress()
+	o.ttft = time.Since(x.start)
 	if ev.Data != nil {
 		if m, ok, _ := jsonscan.Get(ev.Data); ok && m != "" {
-			x.upstreamModel = capModel(m)
+			o.upstreamModel = capModel(m)
 		}
 	}
 	h := w.Header()
 	copyResponseHeaders(h, resp.Header)
-	h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
+	h.Set("X-Rolter-Upstream-Model", o.upstreamModel)
 	h.Set("X-Accel-Buffering", "no") // tell buffering proxies in front of us to pass events through
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
@@ -55,52 +57,53 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange, ctx
 		case ev.IsDone():
 		case ev.Data != nil && ev.DataOffset >= 0:
 			var drop bool
-			if buf, drop = x.relayEvent(buf[:0], ev, nested); drop {
+			if buf, drop = x.relayEvent(buf[:0], ev, nested, &o); drop {
 				goto next // asked for by us, not by the client
 			}
 			out = buf
 		}
 		if _, err := w.Write(out); err != nil {
-			return result{class: ClassClientCancelled, status: resp.StatusCode, committed: true, err: fmt.Errorf("write to the client: %w", err)}
+			return o.with(result{class: ClassClientCancelled, status: resp.StatusCode, committed: true, err: fmt.Errorf("write to the client: %w", err)})
 		}
 		// Flush when no further event is already waiting: events that came
 		// together leave in one write, and none waits for a later one.
 		if !rd.Ready() {
 			if err := rc.Flush(); err != nil {
-				return result{class: ClassClientCancelled, status: resp.StatusCode, committed: true, err: fmt.Errorf("write to the client: %w", err)}
+				return o.with(result{class: ClassClientCancelled, status: resp.StatusCode, committed: true, err: fmt.Errorf("write to the client: %w", err)})
 			}
 		}
 		if ev.IsDone() {
-			return result{status: resp.StatusCode, committed: true}
+			return o.with(result{status: resp.StatusCode, committed: true})
 		}
 	next:
 		ev, err = rd.Next()
 		if err == nil {
-			wd.progress()
+			c.wd.progress()
 			continue
 		}
 		if errors.Is(err, io.EOF) && nested != "" {
-			return result{status: resp.StatusCode, committed: true} // these streams end without [DONE]
+			return o.with(result{status: resp.StatusCode, committed: true}) // these streams end without [DONE]
 		}
 		cls := midStream(classifyErr(err, ctx, r.Context()))
 		x.endStream(w, rc, cls)
-		return result{class: cls, status: resp.StatusCode, committed: true, err: fmt.Errorf("read the stream: %w", attemptErr(err, ctx))}
+		return o.with(result{class: cls, status: resp.StatusCode, committed: true, err: fmt.Errorf("read the stream: %w", attemptErr(err, ctx))})
 	}
 }
 
 // relayEvent appends ev.Raw to dst with the model value of its data line
 // replaced by the client's; drop reports a usage chunk that exists only
 // because the gateway asked for it (no choices, usage added by us), which
-// is not relayed. Token counts are recorded from any chunk carrying usage.
+// is not relayed. Token counts are recorded in o from any chunk carrying
+// usage.
 // Responses and Messages events carry model and usage inside nested
 // ("response", "message"). A chunk without usage is scanned only up to its
 // model; one with usage once for model, usage and choices.
-func (x *exchange) relayEvent(dst []byte, ev sse.Event, nested string) (out []byte, drop bool) {
+func (x *exchange) relayEvent(dst []byte, ev sse.Event, nested string, o *outcome) (out []byte, drop bool) {
 	if !bytes.Contains(ev.Data, []byte(`"usage"`)) {
 		return rewriteEvent(dst, ev, x.model, nested), false // the common chunk
 	}
 	sp := scanEvent(ev.Data, nested)
-	if sp.usageChunk(x) {
+	if sp.usageChunk(o, x.addedUsage) {
 		return dst, true
 	}
 	return sp.rewrite(dst, ev, x.model), false
@@ -140,18 +143,19 @@ func scanEvent(data []byte, nested string) eventSpans {
 	return e
 }
 
-// usageChunk records token counts from a chunk carrying usage and reports
-// whether the chunk is the gateway's own.
-func (e *eventSpans) usageChunk(x *exchange) bool {
+// usageChunk records token counts from a chunk carrying usage in o and
+// reports whether the chunk is the gateway's own (added: the gateway asked
+// for usage the client did not).
+func (e *eventSpans) usageChunk(o *outcome, added bool) bool {
 	if e.usage[0] < 0 || e.data[e.usage[0]] != '{' {
 		return false
 	}
 	// Messages streams report input tokens first and output tokens last.
 	if p, c := usageIn(e.data[e.usage[0]:e.usage[1]]); p > 0 || c > 0 {
-		x.promptTokens = max(x.promptTokens, p)
-		x.outputTokens = max(x.outputTokens, c)
+		o.promptTokens = max(o.promptTokens, p)
+		o.outputTokens = max(o.outputTokens, c)
 	}
-	if !x.addedUsage {
+	if !added {
 		return false
 	}
 	return e.choices[0] >= 0 && string(e.data[e.choices[0]:e.choices[1]]) == "[]"

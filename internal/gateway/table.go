@@ -183,7 +183,8 @@ type providerRT struct {
 	org              string // the org's name, for metric labels
 	slug             string
 	kind             string
-	base             string // base_url without trailing slash
+	pairs            *[numAPIs]pairing // per client API, by kind (pairingsFor)
+	base             string            // base_url without trailing slash
 	firstByteTimeout time.Duration
 	idleTimeout      time.Duration
 	keys             []*keyRT
@@ -337,7 +338,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 }
 
 func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev, t *table) *providerRT {
-	rt := &providerRT{id: p.ID, org: org, slug: p.Slug, kind: p.Kind, base: strings.TrimRight(p.BaseURL, "/"),
+	rt := &providerRT{id: p.ID, org: org, slug: p.Slug, kind: p.Kind, pairs: pairingsFor(p.Kind), base: strings.TrimRight(p.BaseURL, "/"),
 		firstByteTimeout: g.cfg.FirstByteTimeout, idleTimeout: g.cfg.IdleTimeout,
 		upstream: p.MetadataSource == "upstream", contextLimit: p.ContextLimit, policy: p.Settings.Policy, prices: p.Settings.Prices}
 	if d := time.Duration(p.Settings.FirstByteTimeout); d > 0 {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/anthropic"
+	"github.com/rolter/rolter/internal/jsonscan"
 )
 
 // countTokens is Anthropic's token-counting endpoint, passed through to
@@ -21,25 +23,74 @@ const countTokens = "/messages/count_tokens"
 // send its own anthropic-version (an OpenAI-shaped client never does).
 const anthropicVersion = "2023-06-01"
 
-// crossKind reports whether target tg speaks the other API than the client:
-// a Messages client and an OpenAI-compatible upstream, or a chat client and
-// an Anthropic upstream. Same-format pairs pass through.
-func (x *exchange) crossKind(tg *targetRT) bool {
-	if x.anthropic {
-		return tg.provider.kind != "anthropic"
+// translating is a pairing whose upstream speaks the other API than the
+// client: OpenAI→Anthropic (a chat client, an Anthropic upstream) or
+// Anthropic→OpenAI (a Messages client, an OpenAI-compatible upstream). It
+// wraps package anthropic's translators, one per direction and shape.
+type translating struct {
+	upstreamPath string
+	// toUpstream is the request in the upstream's shape.
+	toUpstream func(body []byte) ([]byte, error)
+	// fromResponse is a non-streamed answer in the client's shape, naming
+	// model.
+	fromResponse func(body []byte, model string) ([]byte, error)
+	// stream translates an event stream event by event, calling flush
+	// after each translated event.
+	stream func(w io.Writer, flush func(), r io.Reader, x *exchange) (anthropic.Usage, error)
+}
+
+var (
+	openAIToAnthropic pairing = &translating{upstreamPath: "/messages",
+		toUpstream: anthropic.ToAnthropic, fromResponse: anthropic.FromAnthropicResponse,
+		stream: func(w io.Writer, flush func(), r io.Reader, x *exchange) (anthropic.Usage, error) {
+			return anthropic.StreamToOpenAI(w, flush, r, x.model, x.clientUsage)
+		}}
+	anthropicToOpenAI pairing = &translating{upstreamPath: "/chat/completions",
+		toUpstream: anthropic.ToOpenAI, fromResponse: anthropic.FromOpenAIResponse,
+		stream: func(w io.Writer, flush func(), r io.Reader, x *exchange) (anthropic.Usage, error) {
+			return anthropic.StreamToAnthropic(w, flush, r, x.model)
+		}}
+)
+
+func (*translating) translates() bool { return true }
+
+func (t *translating) path(string) string { return t.upstreamPath }
+
+// request is the translated body: the one translate made (for the policy
+// admit's body was admitted under), unless target i's combined policy
+// admitted the request differently (another output ceiling), when that
+// target's own admitted body is translated; with model set when the
+// upstream is sent another model than the client named.
+func (t *translating) request(ctx context.Context, x *exchange, i int, model string) (upstreamBody, error) {
+	b := x.translated
+	if a := x.adm; a != nil && a.of[i] >= 0 && a.of[i] != a.base {
+		var err error
+		if b, err = t.toUpstream(x.admittedBody(a.of[i])); err != nil {
+			return upstreamBody{}, fmt.Errorf("translate the body admitted for the target: %w", err)
+		}
 	}
-	return x.endpoint == "/chat/completions" && tg.provider.kind == "anthropic"
+	if model != "" {
+		var err error
+		if b, _, err = jsonscan.Set(nil, b, model); err != nil {
+			return upstreamBody{}, fmt.Errorf("set the upstream model: %w", err)
+		}
+	}
+	return upstreamBody{ctx: ctx, b: b, send: io.NopCloser(bytes.NewReader(b)),
+		getBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }}, nil
 }
 
 // translate prepares the request in the other API's shape when a routable
 // target needs it. A feature the other side cannot represent is a 400 that
 // names the field; it is never dropped.
 func (x *exchange) translate(body []byte) *apiError {
-	need := false
+	var t *translating
 	for i, tg := range x.plan.targets {
-		need = need || (!x.down[i] && x.crossKind(tg))
+		if pr, ok := tg.provider.pairs[x.api].(*translating); ok && !x.down[i] {
+			t = pr
+			break
+		}
 	}
-	if !need {
+	if t == nil {
 		return nil
 	}
 	if x.endpoint == countTokens {
@@ -47,10 +98,8 @@ func (x *exchange) translate(body []byte) *apiError {
 			"count_tokens is answered by Anthropic upstreams only; "+quoteModel(x.model)+" has a target of another kind")
 	}
 	var err error
-	if x.anthropic {
-		x.translated, err = anthropic.ToOpenAI(body)
-	} else {
-		x.translated, err = anthropic.ToAnthropic(body)
+	x.translated, err = t.toUpstream(body)
+	if x.api == apiChat {
 		x.clientUsage = bytes.Contains(body, []byte(`"include_usage":true`))
 	}
 	var te *anthropic.Error
@@ -64,33 +113,6 @@ func (x *exchange) translate(body []byte) *apiError {
 		return newError(http.StatusBadRequest, "invalid_request", "the request could not be translated: "+err.Error())
 	}
 	return nil
-}
-
-// translateBody is body in the other API's shape, for an attempt whose
-// target admitted another body than the one translate prepared; ok is
-// false when it cannot be translated.
-func (x *exchange) translateBody(body []byte) ([]byte, bool) {
-	var (
-		out []byte
-		err error
-	)
-	if x.anthropic {
-		out, err = anthropic.ToOpenAI(body)
-	} else {
-		out, err = anthropic.ToAnthropic(body)
-	}
-	return out, err == nil
-}
-
-// upstreamPath is where a request for tg goes under its base_url.
-func (x *exchange) upstreamPath(tg *targetRT) string {
-	switch {
-	case !x.crossKind(tg):
-		return x.endpoint
-	case x.anthropic:
-		return "/chat/completions"
-	}
-	return "/messages"
 }
 
 // setCredential puts the pool key where the upstream's API expects it.
@@ -109,76 +131,68 @@ func setCredential(h http.Header, tg *targetRT, key *keyRT) {
 	}
 }
 
-// respondTranslated answers a non-streamed cross-kind request.
-func (x *exchange) respondTranslated(w http.ResponseWriter, body []byte, status int) result {
-	var (
-		out []byte
-		err error
-	)
-	if x.anthropic {
-		out, err = anthropic.FromOpenAIResponse(body, x.model)
-	} else {
-		out, err = anthropic.FromAnthropicResponse(body, x.model)
+// respond answers a non-streamed request in the client's shape.
+func (t *translating) respond(c call, body []byte, rs responseSpans, _ error) outcome {
+	status := c.resp.StatusCode
+	if !json.Valid(body) {
+		return c.outcome(result{class: ClassServer, status: status, err: errNotJSON})
 	}
+	o := c.outcome(result{status: status, committed: true})
+	o.promptTokens, o.outputTokens = rs.usage(body)
+	out, err := t.fromResponse(body, c.x.model)
 	if err != nil {
-		return result{class: ClassServer, status: status}
+		return o.with(result{class: ClassServer, status: status})
 	}
-	h := w.Header()
+	h := c.w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
+	h.Set("X-Rolter-Upstream-Model", o.upstreamModel)
 	h.Set("Content-Length", strconv.Itoa(len(out)))
-	w.WriteHeader(status)
-	_, _ = w.Write(out)
-	return result{status: status, committed: true}
+	c.w.WriteHeader(status)
+	_, _ = c.w.Write(out)
+	return o
 }
 
-// relayTranslated streams a cross-kind response, translating event by
-// event. As in relay, nothing reaches the client before the first
+// relay streams the answer, translating event by event. As in the
+// pass-through relay, nothing reaches the client before the first
 // translated event, which the upstream's first event produces: an upstream
 // that fails before it (a reset, the first-byte timeout, an empty stream,
 // an error event, data that cannot be translated) fails over like a
 // same-API one. After it, a failure ends the stream through endStream, the
-// same contract as relay's.
-func (g *Gateway) relayTranslated(w http.ResponseWriter, r *http.Request, x *exchange, ctx context.Context, resp *http.Response, wd *watchdog) result {
+// same contract as the pass-through relay's.
+func (t *translating) relay(ctx context.Context, c call) outcome {
+	w, resp, x := c.w, c.resp, c.x
 	rc := http.NewResponseController(w)
 	out := &commitWriter{w: w, commit: func() {
 		h := w.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Rolter-Upstream-Model", x.upstreamModel)
+		h.Set("X-Rolter-Upstream-Model", c.model)
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(resp.StatusCode)
 	}}
-	first := true
+	var ttft time.Duration // set by the first flush
 	flush := func() {
-		if first {
-			x.ttft, first = time.Since(x.start), false
+		if ttft == 0 {
+			ttft = time.Since(x.start)
 		}
 		_ = rc.Flush()
 	}
-	in := &readRecorder{r: progressReader{resp.Body, wd}}
-	var (
-		u   anthropic.Usage
-		err error
-	)
-	if x.anthropic {
-		u, err = anthropic.StreamToAnthropic(out, flush, in, x.model)
-	} else {
-		u, err = anthropic.StreamToOpenAI(out, flush, in, x.model, x.clientUsage)
-	}
-	x.promptTokens, x.outputTokens = u.InputTokens, u.OutputTokens
+	in := &readRecorder{r: progressReader{resp.Body, c.wd}}
+	u, err := t.stream(out, flush, in, x)
+	o := c.outcome(result{})
+	o.ttft, o.promptTokens, o.outputTokens = ttft, u.InputTokens, u.OutputTokens
 	if err == nil {
-		return result{status: resp.StatusCode, committed: true}
+		return o.with(result{status: resp.StatusCode, committed: true})
 	}
 	// The class: the client's leaving, else how reading the upstream
 	// failed, else the upstream's data (an error event, an early end,
 	// something untranslatable) is at fault.
 	cls, cause := ClassServer, err
 	switch {
-	case out.err != nil || r.Context().Err() != nil:
+	case out.err != nil || c.r.Context().Err() != nil:
 		cls = ClassClientCancelled
 	case in.err != nil:
-		cls, cause = classifyErr(in.err, ctx, r.Context()), attemptErr(in.err, ctx)
+		cls, cause = classifyErr(in.err, ctx, c.r.Context()), attemptErr(in.err, ctx)
 	}
 	res := result{class: cls, status: resp.StatusCode, err: fmt.Errorf("translate the stream: %w", cause)}
 	if !out.committed {
@@ -187,12 +201,12 @@ func (g *Gateway) relayTranslated(w http.ResponseWriter, r *http.Request, x *exc
 			// so it is the first-byte timeout's case, and retried.
 			res.class = ClassTimeout
 		}
-		return res
+		return o.with(res)
 	}
 	res.committed = true
 	res.class = midStream(cls)
 	x.endStream(w, rc, res.class)
-	return res
+	return o.with(res)
 }
 
 // commitWriter sends the response's headers with its first write, so that
