@@ -16,6 +16,7 @@ import (
 
 	"github.com/rolter/rolter/internal/balancer"
 	"github.com/rolter/rolter/internal/jsonscan"
+	"github.com/rolter/rolter/internal/store"
 )
 
 // result is how one attempt ended.
@@ -363,8 +364,8 @@ func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last outcome, ma
 // client must not pick what it bills to (OpenAI-Organization,
 // OpenAI-Project) nor send anything else the operator did not choose.
 var forwardHeaders = map[string][]string{
-	"":          {"Accept", "Openai-Beta"},                         // OpenAI-compatible kinds (canonical keys)
-	"anthropic": {"Accept", "Anthropic-Version", "Anthropic-Beta"}, // Messages API
+	"":                  {"Accept", "Openai-Beta"},                         // OpenAI-compatible kinds (canonical keys)
+	store.KindAnthropic: {"Accept", "Anthropic-Version", "Anthropic-Beta"}, // Messages API
 }
 
 // upstreamHeaders sets the headers of an upstream request: the allowlisted
@@ -373,8 +374,8 @@ var forwardHeaders = map[string][]string{
 // the request id.
 func upstreamHeaders(dst, src http.Header, p *providerRT, requestID string) {
 	allow := forwardHeaders[""]
-	if p.kind == "anthropic" {
-		allow = forwardHeaders["anthropic"]
+	if p.kind == store.KindAnthropic {
+		allow = forwardHeaders[store.KindAnthropic]
 	}
 	for _, k := range allow {
 		if vs := src[k]; len(vs) > 0 {

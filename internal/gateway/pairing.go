@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/jsonscan"
+	"github.com/rolter/rolter/internal/store"
 )
 
 // clientAPI is the API a client request speaks, as far as reaching an
@@ -72,7 +73,7 @@ type pairing interface {
 
 // pairingsFor is a provider's pairing per client API, by its kind.
 func pairingsFor(kind string) *[numAPIs]pairing {
-	if kind == "anthropic" {
+	if kind == store.KindAnthropic {
 		return &anthropicPairings
 	}
 	return &openAIPairings

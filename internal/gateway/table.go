@@ -340,7 +340,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev, t *table) *providerRT {
 	rt := &providerRT{id: p.ID, org: org, slug: p.Slug, kind: p.Kind, pairs: pairingsFor(p.Kind), base: strings.TrimRight(p.BaseURL, "/"),
 		firstByteTimeout: g.cfg.FirstByteTimeout, idleTimeout: g.cfg.IdleTimeout,
-		upstream: p.MetadataSource == "upstream", contextLimit: p.ContextLimit, policy: p.Settings.Policy, prices: p.Settings.Prices}
+		upstream: p.MetadataSource == store.MetadataUpstream, contextLimit: p.ContextLimit, policy: p.Settings.Policy, prices: p.Settings.Prices}
 	if d := time.Duration(p.Settings.FirstByteTimeout); d > 0 {
 		rt.firstByteTimeout = d
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rolter/rolter/internal/anthropic"
 	"github.com/rolter/rolter/internal/jsonscan"
+	"github.com/rolter/rolter/internal/store"
 )
 
 // countTokens is Anthropic's token-counting endpoint, passed through to
@@ -117,7 +118,7 @@ func (x *exchange) translate(body []byte) *apiError {
 
 // setCredential puts the pool key where the upstream's API expects it.
 func setCredential(h http.Header, tg *targetRT, key *keyRT) {
-	if tg.provider.kind == "anthropic" {
+	if tg.provider.kind == store.KindAnthropic {
 		if key != nil {
 			h.Set("X-Api-Key", key.secret)
 		}
