@@ -16,24 +16,9 @@ func (w *writer) userContentToAnthropic(o *obj, p path, n *int) error {
 	if raw[0] != '[' {
 		return errf(cp.String(), "must be a string or an array of parts, not %s", kind(raw))
 	}
-	it := arrayElems(raw)
-	for i := 0; ; i++ {
-		b, ok := it.next()
-		if !ok {
-			return nil
-		}
-		pp := cp.at(i)
-		if err := w.block(pp); err != nil {
-			return err
-		}
-		var po obj
-		if err := decodeObj(&po, b, pp, keysPart); err != nil {
-			return err
-		}
-		typ, err := po.reqStr("type", pp)
-		if err != nil {
-			return err
-		}
+	bi := w.walkBlocks(raw, cp, keysPart)
+	for bi.next() {
+		po, pp, typ := &bi.o, bi.at, bi.typ
 		switch {
 		case eqText(typ, "text"):
 			if err := po.checkKeys(pp, "type", "text"); err != nil {
@@ -78,6 +63,7 @@ func (w *writer) userContentToAnthropic(o *obj, p path, n *int) error {
 			return errf(pp.key("type").String(), "part type %q cannot be represented in an Anthropic request", echo(typ))
 		}
 	}
+	return bi.err
 }
 
 // textBlock writes {"text":s,"type":"text"}.

@@ -252,32 +252,20 @@ func (w *writer) systemToOpenAI(raw []byte, n *int) error {
 		w.sep(n)
 		w.lit(`{"content":`)
 		var ts texts
-		it := arrayElems(raw)
-		for i := 0; ; i++ {
-			b, ok := it.next()
-			if !ok {
-				break
-			}
-			bp := p.at(i)
-			if err := w.block(bp); err != nil {
-				return err
-			}
-			var o obj
-			if err := decodeObj(&o, b, bp, keysBlock); err != nil {
-				return err
-			}
-			typ, err := o.reqStr("type", bp)
-			if err != nil {
-				return err
-			}
+		bi := w.walkBlocks(raw, p, keysBlock)
+		for bi.next() {
+			o, bp, typ := &bi.o, bi.at, bi.typ
 			if !eqText(typ, "text") {
 				return errf(bp.key("type").String(), "system block type %q is not supported; only text", echo(typ))
 			}
-			t, err := textBlock(&o, bp)
+			t, err := textBlock(o, bp)
 			if err != nil {
 				return err
 			}
 			ts.add(w, t)
+		}
+		if bi.err != nil {
+			return bi.err
 		}
 		ts.end(w)
 		w.lit(`,"role":"system"}`)
@@ -429,27 +417,12 @@ func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
 		w.lit(`,"role":"user"}`)
 		parts = 0
 	}
-	it := arrayElems(content)
-	for i := 0; ; i++ {
-		b, ok := it.next()
-		if !ok {
-			break
-		}
-		bp := cp.at(i)
-		if err := w.block(bp); err != nil {
-			return err
-		}
-		var bo obj
-		if err := decodeObj(&bo, b, bp, keysBlock); err != nil {
-			return err
-		}
-		typ, err := bo.reqStr("type", bp)
-		if err != nil {
-			return err
-		}
+	bi := w.walkBlocks(content, cp, keysBlock)
+	for bi.next() {
+		bo, bp, typ := &bi.o, bi.at, bi.typ
 		switch {
 		case eqText(typ, "text"):
-			t, err := textBlock(&bo, bp)
+			t, err := textBlock(bo, bp)
 			if err != nil {
 				return err
 			}
@@ -468,7 +441,7 @@ func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
 			} else {
 				next()
 			}
-			if err := imageToOpenAI(w, &bo, bp); err != nil {
+			if err := imageToOpenAI(w, bo, bp); err != nil {
 				return err
 			}
 			parts++
@@ -476,12 +449,15 @@ func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
 			flush()
 			w.sep(n)
 			written++
-			if err := w.toolResultToOpenAI(&bo, bp); err != nil {
+			if err := w.toolResultToOpenAI(bo, bp); err != nil {
 				return err
 			}
 		default:
 			return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI user message", echo(typ))
 		}
+	}
+	if bi.err != nil {
+		return bi.err
 	}
 	flush()
 	if written == 0 {
@@ -518,32 +494,20 @@ func (w *writer) toolResultToOpenAI(o *obj, p path) error {
 		case '"':
 			ts.add(w, raw)
 		case '[':
-			it := arrayElems(raw)
-			for i := 0; ; i++ {
-				b, ok := it.next()
-				if !ok {
-					break
-				}
-				bp := cp.at(i)
-				if err := w.block(bp); err != nil {
-					return err
-				}
-				var bo obj
-				if err := decodeObj(&bo, b, bp, keysBlock); err != nil {
-					return err
-				}
-				typ, err := bo.reqStr("type", bp)
-				if err != nil {
-					return err
-				}
+			bi := w.walkBlocks(raw, cp, keysBlock)
+			for bi.next() {
+				bo, bp, typ := &bi.o, bi.at, bi.typ
 				if !eqText(typ, "text") {
 					return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI tool message; only text", echo(typ))
 				}
-				t, err := textBlock(&bo, bp)
+				t, err := textBlock(bo, bp)
 				if err != nil {
 					return err
 				}
 				ts.add(w, t)
+			}
+			if bi.err != nil {
+				return bi.err
 			}
 		default:
 			return errf(cp.String(), "must be a string or an array of blocks, not %s", kind(raw))
@@ -570,39 +534,27 @@ func (w *writer) assistantToOpenAI(content []byte, cp path) error {
 	w.lit(`{"content":`)
 	var ts texts
 	calls := 0
-	it := arrayElems(content)
-	for i := 0; ; i++ {
-		b, ok := it.next()
-		if !ok {
-			break
-		}
-		bp := cp.at(i)
-		if err := w.block(bp); err != nil {
-			return err
-		}
-		var bo obj
-		if err := decodeObj(&bo, b, bp, keysBlock); err != nil {
-			return err
-		}
-		typ, err := bo.reqStr("type", bp)
-		if err != nil {
-			return err
-		}
+	bi := w.walkBlocks(content, cp, keysBlock)
+	for bi.next() {
+		bo, bp, typ := &bi.o, bi.at, bi.typ
 		switch {
 		case eqText(typ, "text"):
-			t, err := textBlock(&bo, bp)
+			t, err := textBlock(bo, bp)
 			if err != nil {
 				return err
 			}
 			ts.add(w, t)
 		case eqText(typ, "tool_use"):
-			if err := toolUseToOpenAI(nil, &bo, bp); err != nil {
+			if err := toolUseToOpenAI(nil, bo, bp); err != nil {
 				return err
 			}
 			calls++
 		default:
 			return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI assistant message", echo(typ))
 		}
+	}
+	if bi.err != nil {
+		return bi.err
 	}
 	switch {
 	case ts.end(w):
