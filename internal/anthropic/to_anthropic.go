@@ -148,15 +148,8 @@ func (w *writer) toAnthropic(req *obj) error {
 		return err
 	}
 	tp := root.key("tools")
-	it := arrayElems(tools)
-	for i := 0; tools != nil; i++ {
-		raw, ok := it.next()
-		if !ok {
-			break
-		}
-		if err := toolToAnthropic(nil, raw, tp.at(i)); err != nil {
-			return err
-		}
+	if err := checkTools(tools, tp, toolToAnthropic); err != nil {
+		return err
 	}
 	var choice anthropicChoice
 	if raw := req.get("tool_choice"); raw != nil {
@@ -205,10 +198,7 @@ func (w *writer) toAnthropic(req *obj) error {
 		w.lit(`,"system":`)
 		w.systemToAnthropic(rawMsgs)
 	}
-	if nums[0] != nil {
-		w.lit(`,"temperature":`)
-		w.put(nums[0])
-	}
+	w.rawField("temperature", nums[0])
 	if choice.typ != "" {
 		w.lit(`,"tool_choice":{`)
 		if choice.noParallel {
@@ -223,23 +213,9 @@ func (w *writer) toAnthropic(req *obj) error {
 		w.lit(choice.typ)
 		w.lit(`"}`)
 	}
-	if tools != nil && !isEmptyArray(tools) {
-		w.lit(`,"tools":[`)
-		it, n := arrayElems(tools), 0
-		for raw, ok := it.next(); ok; raw, ok = it.next() {
-			w.sep(&n)
-			_ = toolToAnthropic(w, raw, tp)
-		}
-		w.lit("]")
-	}
-	if hasTopK {
-		w.lit(`,"top_k":`)
-		w.int(topK)
-	}
-	if nums[1] != nil {
-		w.lit(`,"top_p":`)
-		w.put(nums[1])
-	}
+	w.toolsField(tools, tp, toolToAnthropic)
+	w.intField("top_k", topK, hasTopK)
+	w.rawField("top_p", nums[1])
 	w.lit("}")
 	return nil
 }

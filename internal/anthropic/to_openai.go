@@ -152,15 +152,8 @@ func (w *writer) toOpenAI(req *obj) error {
 		return err
 	}
 	tp := root.key("tools")
-	it = arrayElems(tools)
-	for i := 0; tools != nil; i++ {
-		raw, ok := it.next()
-		if !ok {
-			break
-		}
-		if err := toolToOpenAI(nil, raw, tp.at(i)); err != nil {
-			return err
-		}
+	if err := checkTools(tools, tp, toolToOpenAI); err != nil {
+		return err
 	}
 	var choice toolChoice
 	if raw := req.get("tool_choice"); raw != nil {
@@ -189,10 +182,7 @@ func (w *writer) toOpenAI(req *obj) error {
 			w.lit(`,"stream_options":{"include_usage":true}`)
 		}
 	}
-	if nums[0] != nil {
-		w.lit(`,"temperature":`)
-		w.put(nums[0])
-	}
+	w.rawField("temperature", nums[0])
 	if choice.typ != "" {
 		w.lit(`,"tool_choice":`)
 		switch choice.typ {
@@ -206,23 +196,9 @@ func (w *writer) toOpenAI(req *obj) error {
 			w.byte('"')
 		}
 	}
-	if tools != nil && !isEmptyArray(tools) {
-		w.lit(`,"tools":[`)
-		it, n := arrayElems(tools), 0
-		for raw, ok := it.next(); ok; raw, ok = it.next() {
-			w.sep(&n)
-			_ = toolToOpenAI(w, raw, tp)
-		}
-		w.lit("]")
-	}
-	if hasTopK {
-		w.lit(`,"top_k":`)
-		w.int(topK)
-	}
-	if nums[1] != nil {
-		w.lit(`,"top_p":`)
-		w.put(nums[1])
-	}
+	w.toolsField(tools, tp, toolToOpenAI)
+	w.intField("top_k", topK, hasTopK)
+	w.rawField("top_p", nums[1])
 	if user != nil {
 		w.lit(`,"user":`)
 		w.str("", user)
