@@ -40,3 +40,20 @@ func (bi *blockIter) next() bool {
 	bi.typ, bi.err = bi.o.reqStr("type", bi.at)
 	return bi.err == nil
 }
+
+// textOnlyBlocks adds the text of each block of raw, an array at p, to ts. A
+// block of another type is an error told with notText, a format for its type.
+func (w *writer) textOnlyBlocks(raw []byte, p path, ts *texts, notText string) error {
+	bi := w.walkBlocks(raw, p, keysBlock)
+	for bi.next() {
+		if !eqText(bi.typ, "text") {
+			return errf(bi.at.key("type").String(), notText, echo(bi.typ))
+		}
+		t, err := textBlock(&bi.o, bi.at)
+		if err != nil {
+			return err
+		}
+		ts.add(w, t)
+	}
+	return bi.err
+}

@@ -228,20 +228,8 @@ func (w *writer) systemToOpenAI(raw []byte, n *int) error {
 		w.sep(n)
 		w.lit(`{"content":`)
 		var ts texts
-		bi := w.walkBlocks(raw, p, keysBlock)
-		for bi.next() {
-			o, bp, typ := &bi.o, bi.at, bi.typ
-			if !eqText(typ, "text") {
-				return errf(bp.key("type").String(), "system block type %q is not supported; only text", echo(typ))
-			}
-			t, err := textBlock(o, bp)
-			if err != nil {
-				return err
-			}
-			ts.add(w, t)
-		}
-		if bi.err != nil {
-			return bi.err
+		if err := w.textOnlyBlocks(raw, p, &ts, "system block type %q is not supported; only text"); err != nil {
+			return err
 		}
 		ts.end(w)
 		w.lit(`,"role":"system"}`)
@@ -470,20 +458,8 @@ func (w *writer) toolResultToOpenAI(o *obj, p path) error {
 		case '"':
 			ts.add(w, raw)
 		case '[':
-			bi := w.walkBlocks(raw, cp, keysBlock)
-			for bi.next() {
-				bo, bp, typ := &bi.o, bi.at, bi.typ
-				if !eqText(typ, "text") {
-					return errf(bp.key("type").String(), "block type %q cannot be represented in an OpenAI tool message; only text", echo(typ))
-				}
-				t, err := textBlock(bo, bp)
-				if err != nil {
-					return err
-				}
-				ts.add(w, t)
-			}
-			if bi.err != nil {
-				return bi.err
+			if err := w.textOnlyBlocks(raw, cp, &ts, "block type %q cannot be represented in an OpenAI tool message; only text"); err != nil {
+				return err
 			}
 		default:
 			return errf(cp.String(), "must be a string or an array of blocks, not %s", kind(raw))
