@@ -1,5 +1,7 @@
 package anthropic
 
+import "github.com/rolter/rolter/internal/jsonscan"
+
 // userContentToAnthropic checks user content and writes it as Anthropic
 // blocks, after the *n already written in the same content array.
 func (w *writer) userContentToAnthropic(o *obj, p path, n *int) error {
@@ -109,7 +111,7 @@ func cutPrefixText(s []byte, prefix string) ([]byte, bool) {
 		if i >= len(s) {
 			return nil, false
 		}
-		r, n := nextRune(s, i)
+		r, n := jsonscan.DecodeRune(s, i)
 		if r != rune(prefix[j]) {
 			return nil, false
 		}
@@ -128,7 +130,7 @@ func cutDataURL(s []byte) (mt, data []byte, ok bool) {
 	var starts [len(suffix)]int // where the last runes before the comma start
 	runes := 0                  // runes before the comma
 	for i := 0; i < len(s); {
-		r, n := nextRune(s, i)
+		r, n := jsonscan.DecodeRune(s, i)
 		if r == ',' {
 			if runes <= len(suffix) {
 				return nil, nil, false // no media type before ;base64

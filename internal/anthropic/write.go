@@ -3,6 +3,8 @@ package anthropic
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/rolter/rolter/internal/jsonscan"
 )
 
 // MaxBlocks is the most content blocks one request may hold for
@@ -112,7 +114,7 @@ func (w *writer) str(pre string, s []byte) {
 
 // text writes s, the inside of a JSON string of the body, as encoding/json
 // writes the string it decodes to, without HTML escaping: the runes are
-// decoded one at a time (see nextRune) and quote, backslash, control
+// decoded one at a time (see jsonscan.DecodeRune) and quote, backslash, control
 // characters, U+2028 and U+2029 escaped. Runs that need neither decoding
 // nor escaping, the common case, are copied whole.
 func (w *writer) text(s []byte) {
@@ -131,7 +133,7 @@ func (w *writer) text(s []byte) {
 			}
 		}
 		w.put(s[start:i])
-		r, n := nextRune(s, i)
+		r, n := jsonscan.DecodeRune(s, i)
 		w.rune(r)
 		i += n
 		start = i
