@@ -7,8 +7,15 @@ package anthropic
 // other API's shape.
 type toolFunc func(w *writer, raw []byte, p path) error
 
-// checkTools checks each element of tools, a JSON array or nil, in order.
-func checkTools(tools []byte, tp path, check toolFunc) error {
+// checkTools reads the request's tools, a JSON array or absent, and checks
+// each with check, in order. It returns the array (nil when absent) and its
+// path.
+func checkTools(req *obj, root path, check toolFunc) ([]byte, path, error) {
+	tp := root.key("tools")
+	tools, _, err := req.array("tools", root)
+	if err != nil {
+		return nil, tp, err
+	}
 	it := arrayElems(tools)
 	for i := 0; tools != nil; i++ {
 		raw, ok := it.next()
@@ -16,10 +23,10 @@ func checkTools(tools []byte, tp path, check toolFunc) error {
 			break
 		}
 		if err := check(nil, raw, tp.at(i)); err != nil {
-			return err
+			return nil, tp, err
 		}
 	}
-	return nil
+	return tools, tp, nil
 }
 
 // toolsField writes ,"tools":[...] unless tools is nil or empty. The tools

@@ -143,12 +143,8 @@ func (w *writer) toAnthropic(req *obj) error {
 			return err
 		}
 	}
-	tools, _, err := req.array("tools", root)
+	tools, tp, err := checkTools(req, root, toolToAnthropic)
 	if err != nil {
-		return err
-	}
-	tp := root.key("tools")
-	if err := checkTools(tools, tp, toolToAnthropic); err != nil {
 		return err
 	}
 	var choice anthropicChoice

@@ -147,12 +147,8 @@ func (w *writer) toOpenAI(req *obj) error {
 	if err != nil {
 		return err
 	}
-	tools, _, err := req.array("tools", root)
+	tools, tp, err := checkTools(req, root, toolToOpenAI)
 	if err != nil {
-		return err
-	}
-	tp := root.key("tools")
-	if err := checkTools(tools, tp, toolToOpenAI); err != nil {
 		return err
 	}
 	var choice toolChoice
