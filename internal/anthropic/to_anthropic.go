@@ -39,11 +39,7 @@ var (
 // more than MaxBlocks content parts and tool calls. Like ToOpenAI, it reads
 // the body in place and writes the output as it walks (see translate).
 func ToAnthropic(body []byte) ([]byte, error) {
-	var req obj
-	if err := decodeBody(&req, body, keysChatRequest); err != nil {
-		return nil, err
-	}
-	return translate(func(w *writer) error { return w.toAnthropic(&req) })
+	return translateBody(body, keysChatRequest, (*writer).toAnthropic)
 }
 
 // toAnthropic checks and writes the request req (see ToAnthropic).

@@ -42,11 +42,7 @@ func decodeBody(o *obj, body []byte, keys []string) error {
 // translate), so the memory used is about the size of the output, and
 // nothing is allocated for the output of a request that is refused.
 func ToOpenAI(body []byte) ([]byte, error) {
-	var req obj
-	if err := decodeBody(&req, body, keysRequest); err != nil {
-		return nil, err
-	}
-	return translate(func(w *writer) error { return w.toOpenAI(&req) })
+	return translateBody(body, keysRequest, (*writer).toOpenAI)
 }
 
 // toOpenAI checks and writes the request req (see ToOpenAI).

@@ -35,6 +35,16 @@ type writer struct {
 	recount bool
 }
 
+// translateBody decodes body, a request whose members may be any of keys,
+// and translates it with write (see translate).
+func translateBody(body []byte, keys []string, write func(w *writer, req *obj) error) ([]byte, error) {
+	var req obj
+	if err := decodeBody(&req, body, keys); err != nil {
+		return nil, err
+	}
+	return translate(func(w *writer) error { return write(w, &req) })
+}
+
 // translate runs write to count its output, then again into a buffer of
 // that size. write must be deterministic: it is given the same body twice.
 func translate(write func(*writer) error) ([]byte, error) {
