@@ -134,30 +134,33 @@ func scanNumber(doc []byte, i int) (int, error) {
 	default:
 		return 0, errAt(i, "invalid number")
 	}
+	var err error
 	if i < len(doc) && doc[i] == '.' {
-		i++
-		if i >= len(doc) {
-			return 0, errEOF(doc)
+		if i, err = someDigits(doc, i+1); err != nil {
+			return 0, err
 		}
-		if !isDigit(doc[i]) {
-			return 0, errAt(i, "invalid number")
-		}
-		i = skipDigits(doc, i+1)
 	}
 	if i < len(doc) && (doc[i] == 'e' || doc[i] == 'E') {
 		i++
 		if i < len(doc) && (doc[i] == '+' || doc[i] == '-') {
 			i++
 		}
-		if i >= len(doc) {
-			return 0, errEOF(doc)
+		if i, err = someDigits(doc, i); err != nil {
+			return 0, err
 		}
-		if !isDigit(doc[i]) {
-			return 0, errAt(i, "invalid number")
-		}
-		i = skipDigits(doc, i+1)
 	}
 	return i, nil
+}
+
+// someDigits skips the one or more digits that must stand at doc[i].
+func someDigits(doc []byte, i int) (int, error) {
+	if i >= len(doc) {
+		return 0, errEOF(doc)
+	}
+	if !isDigit(doc[i]) {
+		return 0, errAt(i, "invalid number")
+	}
+	return skipDigits(doc, i+1), nil
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
