@@ -3,6 +3,8 @@ package anthropic
 import (
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/rolter/rolter/internal/jsonscan"
 )
 
 // OpenAI tool call arguments are JSON held inside a JSON string; Anthropic
@@ -23,7 +25,7 @@ func (w *writer) args(raw []byte) (empty, ok bool) {
 	started := false
 	var buf [utf8.UTFMax]byte
 	for i := 0; i < len(s); {
-		r, n := nextRune(s, i)
+		r, n := jsonscan.DecodeRune(s, i)
 		i += n
 		if (!started || v.state == jDone) && unicode.IsSpace(r) {
 			continue // trimmed

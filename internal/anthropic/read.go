@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"slices"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/rolter/rolter/internal/jsonscan"
 )
 
 // The request translators read the body in place. The body is validated
@@ -417,47 +418,6 @@ func isEmptyArray(raw []byte) bool {
 	return !ok
 }
 
-// nextRune decodes the rune at s[i], s being the inside of a valid JSON
-// string, as encoding/json decodes: escapes are resolved, a surrogate pair
-// is one rune, and invalid UTF-8 and lone surrogates are U+FFFD. n is the
-// number of bytes of s it spans.
-func nextRune(s []byte, i int) (r rune, n int) {
-	c := s[i]
-	if c >= utf8.RuneSelf {
-		return utf8.DecodeRune(s[i:])
-	}
-	if c != '\\' || i+1 >= len(s) {
-		return rune(c), 1
-	}
-	switch e := s[i+1]; e {
-	case 'b':
-		return '\b', 2
-	case 'f':
-		return '\f', 2
-	case 'n':
-		return '\n', 2
-	case 'r':
-		return '\r', 2
-	case 't':
-		return '\t', 2
-	case 'u':
-		r := hex4(s[i+2:])
-		if !utf16.IsSurrogate(r) {
-			return r, 6
-		}
-		r2 := rune(-1)
-		if i+7 < len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
-			r2 = hex4(s[i+8:])
-		}
-		if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-			return d, 12
-		}
-		return utf8.RuneError, 6
-	default: // '"', '\\', '/'
-		return rune(e), 2
-	}
-}
-
 // eqText reports whether the JSON string raw (quotes included) decodes to
 // lit, which must be ASCII. It decodes nothing into memory, and reads at
 // most six bytes of raw per byte of lit (the longest escape of one).
@@ -473,7 +433,7 @@ func eqText(raw []byte, lit string) bool {
 	}
 	j := 0
 	for i := 0; i < len(s); j++ {
-		r, n := nextRune(s, i)
+		r, n := jsonscan.DecodeRune(s, i)
 		if j >= len(lit) || r != rune(lit[j]) {
 			return false
 		}
@@ -488,8 +448,8 @@ func cmpText(a, b []byte) int {
 	a, b = a[1:len(a)-1], b[1:len(b)-1]
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
-		ra, n := nextRune(a, i)
-		rb, m := nextRune(b, j)
+		ra, n := jsonscan.DecodeRune(a, i)
+		rb, m := jsonscan.DecodeRune(b, j)
 		if ra != rb {
 			if ra < rb {
 				return -1
@@ -517,7 +477,7 @@ func echo(raw []byte) string {
 	s := raw[1 : len(raw)-1]
 	var b []byte
 	for i := 0; i < len(s); {
-		r, n := nextRune(s, i)
+		r, n := jsonscan.DecodeRune(s, i)
 		if len(b)+utf8.RuneLen(r) > maxEcho {
 			return string(b) + "..."
 		}
@@ -525,28 +485,6 @@ func echo(raw []byte) string {
 		i += n
 	}
 	return string(b)
-}
-
-// hex4 reads four hex digits (valid JSON guarantees them after \u).
-func hex4(s []byte) rune {
-	if len(s) < 4 {
-		return -1
-	}
-	var r rune
-	for _, c := range s[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }
 
 // path is where a value lies in the request ("messages[2].content[0].type"),

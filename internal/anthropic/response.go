@@ -154,19 +154,9 @@ func FromOpenAIResponse(body []byte, model string) ([]byte, error) {
 			"input": json.RawMessage(compactJSON(json.RawMessage(args))),
 		})
 	}
-	finish := ""
-	if c.FinishReason != nil {
-		finish = *c.FinishReason
-	}
-	stop, seq := stopReasonFromOpenAI(finish, c.StopReason)
-	var u openAIUsage
-	if r.Usage != nil {
-		u = *r.Usage
-	}
-	id := r.ID
-	if id == "" {
-		id = newID("msg_")
-	}
+	stop, seq := stopReasonFromOpenAI(deref(c.FinishReason), c.StopReason)
+	u := deref(r.Usage)
+	id := idOr(r.ID, "msg_")
 	return marshal(map[string]any{
 		"id":            id,
 		"type":          "message",
@@ -263,14 +253,8 @@ func FromAnthropicResponse(body []byte, model string) ([]byte, error) {
 	if len(calls) > 0 {
 		msg["tool_calls"] = calls
 	}
-	stop := ""
-	if r.StopReason != nil {
-		stop = *r.StopReason
-	}
-	id := r.ID
-	if id == "" {
-		id = newID("chatcmpl-")
-	}
+	stop := deref(r.StopReason)
+	id := idOr(r.ID, "chatcmpl-")
 	return marshal(map[string]any{
 		"id":      id,
 		"object":  "chat.completion",
@@ -284,4 +268,21 @@ func FromAnthropicResponse(body []byte, model string) ([]byte, error) {
 		}},
 		"usage": openAIUsageOf(r.Usage),
 	})
+}
+
+// deref returns *p, or the zero value for a field the upstream left out.
+func deref[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
+}
+
+// idOr returns the upstream's id, or a new one with prefix when it sent none.
+func idOr(id, prefix string) string {
+	if id == "" {
+		return newID(prefix)
+	}
+	return id
 }

@@ -116,15 +116,9 @@ func StreamToAnthropic(w io.Writer, flush func(), r io.Reader, model string) (Us
 func (t *toAnthropic) run(r io.Reader) error {
 	rd := sse.NewReader(r, 0)
 	for {
-		ev, err := rd.Next()
+		ev, err := nextEvent(rd)
 		if err != nil {
-			if err == io.EOF {
-				return ErrStreamEnded
-			}
-			return fmt.Errorf("upstream stream broken: %w", err)
-		}
-		if ev.Data == nil {
-			continue
+			return err
 		}
 		if ev.IsDone() {
 			return t.end()
@@ -341,15 +335,9 @@ type anthropicEvent struct {
 func (t *toOpenAI) run(r io.Reader) error {
 	rd := sse.NewReader(r, 0)
 	for {
-		ev, err := rd.Next()
+		ev, err := nextEvent(rd)
 		if err != nil {
-			if err == io.EOF {
-				return ErrStreamEnded
-			}
-			return fmt.Errorf("upstream stream broken: %w", err)
-		}
-		if ev.Data == nil {
-			continue
+			return err
 		}
 		var e anthropicEvent
 		if kind(ev.Data) != "an object" {
@@ -492,4 +480,21 @@ func (t *toOpenAI) event(e *anthropicEvent) (bool, error) {
 	}
 	// Unknown event types are ignored, as Anthropic asks of clients.
 	return false, nil
+}
+
+// nextEvent reads the next event that carries data. The end of the stream
+// before its last event is ErrStreamEnded.
+func nextEvent(rd *sse.Reader) (sse.Event, error) {
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if err == io.EOF {
+				return ev, ErrStreamEnded
+			}
+			return ev, fmt.Errorf("upstream stream broken: %w", err)
+		}
+		if ev.Data != nil {
+			return ev, nil
+		}
+	}
 }

@@ -39,11 +39,7 @@ var (
 // more than MaxBlocks content parts and tool calls. Like ToOpenAI, it reads
 // the body in place and writes the output as it walks (see translate).
 func ToAnthropic(body []byte) ([]byte, error) {
-	var req obj
-	if err := decodeBody(&req, body, keysChatRequest); err != nil {
-		return nil, err
-	}
-	return translate(func(w *writer) error { return w.toAnthropic(&req) })
+	return translateBody(body, keysChatRequest, (*writer).toAnthropic)
 }
 
 // toAnthropic checks and writes the request req (see ToAnthropic).
@@ -143,20 +139,9 @@ func (w *writer) toAnthropic(req *obj) error {
 			return err
 		}
 	}
-	tools, _, err := req.array("tools", root)
+	tools, tp, err := checkTools(req, root, toolToAnthropic)
 	if err != nil {
 		return err
-	}
-	tp := root.key("tools")
-	it := arrayElems(tools)
-	for i := 0; tools != nil; i++ {
-		raw, ok := it.next()
-		if !ok {
-			break
-		}
-		if err := toolToAnthropic(nil, raw, tp.at(i)); err != nil {
-			return err
-		}
 	}
 	var choice anthropicChoice
 	if raw := req.get("tool_choice"); raw != nil {
@@ -205,10 +190,7 @@ func (w *writer) toAnthropic(req *obj) error {
 		w.lit(`,"system":`)
 		w.systemToAnthropic(rawMsgs)
 	}
-	if nums[0] != nil {
-		w.lit(`,"temperature":`)
-		w.put(nums[0])
-	}
+	w.rawField("temperature", nums[0])
 	if choice.typ != "" {
 		w.lit(`,"tool_choice":{`)
 		if choice.noParallel {
@@ -223,23 +205,9 @@ func (w *writer) toAnthropic(req *obj) error {
 		w.lit(choice.typ)
 		w.lit(`"}`)
 	}
-	if tools != nil && !isEmptyArray(tools) {
-		w.lit(`,"tools":[`)
-		it, n := arrayElems(tools), 0
-		for raw, ok := it.next(); ok; raw, ok = it.next() {
-			w.sep(&n)
-			_ = toolToAnthropic(w, raw, tp)
-		}
-		w.lit("]")
-	}
-	if hasTopK {
-		w.lit(`,"top_k":`)
-		w.int(topK)
-	}
-	if nums[1] != nil {
-		w.lit(`,"top_p":`)
-		w.put(nums[1])
-	}
+	w.toolsField(tools, tp, toolToAnthropic)
+	w.intField("top_k", topK, hasTopK)
+	w.rawField("top_p", nums[1])
 	w.lit("}")
 	return nil
 }

@@ -1,5 +1,7 @@
 package anthropic
 
+import "github.com/rolter/rolter/internal/jsonscan"
+
 // userContentToAnthropic checks user content and writes it as Anthropic
 // blocks, after the *n already written in the same content array.
 func (w *writer) userContentToAnthropic(o *obj, p path, n *int) error {
@@ -16,24 +18,9 @@ func (w *writer) userContentToAnthropic(o *obj, p path, n *int) error {
 	if raw[0] != '[' {
 		return errf(cp.String(), "must be a string or an array of parts, not %s", kind(raw))
 	}
-	it := arrayElems(raw)
-	for i := 0; ; i++ {
-		b, ok := it.next()
-		if !ok {
-			return nil
-		}
-		pp := cp.at(i)
-		if err := w.block(pp); err != nil {
-			return err
-		}
-		var po obj
-		if err := decodeObj(&po, b, pp, keysPart); err != nil {
-			return err
-		}
-		typ, err := po.reqStr("type", pp)
-		if err != nil {
-			return err
-		}
+	bi := w.walkBlocks(raw, cp, keysPart)
+	for bi.next() {
+		po, pp, typ := &bi.o, bi.at, bi.typ
 		switch {
 		case eqText(typ, "text"):
 			if err := po.checkKeys(pp, "type", "text"); err != nil {
@@ -78,6 +65,7 @@ func (w *writer) userContentToAnthropic(o *obj, p path, n *int) error {
 			return errf(pp.key("type").String(), "part type %q cannot be represented in an Anthropic request", echo(typ))
 		}
 	}
+	return bi.err
 }
 
 // textBlock writes {"text":s,"type":"text"}.
@@ -123,7 +111,7 @@ func cutPrefixText(s []byte, prefix string) ([]byte, bool) {
 		if i >= len(s) {
 			return nil, false
 		}
-		r, n := nextRune(s, i)
+		r, n := jsonscan.DecodeRune(s, i)
 		if r != rune(prefix[j]) {
 			return nil, false
 		}
@@ -142,7 +130,7 @@ func cutDataURL(s []byte) (mt, data []byte, ok bool) {
 	var starts [len(suffix)]int // where the last runes before the comma start
 	runes := 0                  // runes before the comma
 	for i := 0; i < len(s); {
-		r, n := nextRune(s, i)
+		r, n := jsonscan.DecodeRune(s, i)
 		if r == ',' {
 			if runes <= len(suffix) {
 				return nil, nil, false // no media type before ;base64

@@ -137,24 +137,9 @@ func (w *writer) openAITexts(o *obj, p path, allowEmpty bool, each func([]byte))
 		each(nil)
 		return nil
 	}
-	it := arrayElems(raw)
-	for i := 0; ; i++ {
-		b, ok := it.next()
-		if !ok {
-			return nil
-		}
-		pp := cp.at(i)
-		if err := w.block(pp); err != nil {
-			return err
-		}
-		var po obj
-		if err := decodeObj(&po, b, pp, keysPart); err != nil {
-			return err
-		}
-		typ, err := po.reqStr("type", pp)
-		if err != nil {
-			return err
-		}
+	bi := w.walkBlocks(raw, cp, keysPart)
+	for bi.next() {
+		po, pp, typ := &bi.o, bi.at, bi.typ
 		if !eqText(typ, "text") {
 			return errf(pp.key("type").String(), "part type %q cannot be represented here; only text", echo(typ))
 		}
@@ -167,6 +152,7 @@ func (w *writer) openAITexts(o *obj, p path, allowEmpty bool, each func([]byte))
 		}
 		each(t)
 	}
+	return bi.err
 }
 
 // assistantToAnthropic checks an assistant message and writes it as text
@@ -186,24 +172,9 @@ func (w *writer) assistantToAnthropic(o *obj, p path) error {
 				w.textBlock(raw)
 			}
 		case '[':
-			it := arrayElems(raw)
-			for i := 0; ; i++ {
-				b, ok := it.next()
-				if !ok {
-					break
-				}
-				pp := cp.at(i)
-				if err := w.block(pp); err != nil {
-					return err
-				}
-				var po obj
-				if err := decodeObj(&po, b, pp, keysPart); err != nil {
-					return err
-				}
-				typ, err := po.reqStr("type", pp)
-				if err != nil {
-					return err
-				}
+			bi := w.walkBlocks(raw, cp, keysPart)
+			for bi.next() {
+				po, pp, typ := &bi.o, bi.at, bi.typ
 				var key string
 				switch {
 				case eqText(typ, "text"):
@@ -222,6 +193,9 @@ func (w *writer) assistantToAnthropic(o *obj, p path) error {
 				}
 				w.sep(&n)
 				w.textBlock(t)
+			}
+			if bi.err != nil {
+				return bi.err
 			}
 		default:
 			return errf(cp.String(), "must be a string or an array of parts, not %s", kind(raw))

@@ -3,6 +3,8 @@ package anthropic
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/rolter/rolter/internal/jsonscan"
 )
 
 // MaxBlocks is the most content blocks one request may hold for
@@ -31,6 +33,16 @@ type writer struct {
 	blocks int  // content blocks read so far, against MaxBlocks
 	// recount: the input is walked again, its blocks already counted.
 	recount bool
+}
+
+// translateBody decodes body, a request whose members may be any of keys,
+// and translates it with write (see translate).
+func translateBody(body []byte, keys []string, write func(w *writer, req *obj) error) ([]byte, error) {
+	var req obj
+	if err := decodeBody(&req, body, keys); err != nil {
+		return nil, err
+	}
+	return translate(func(w *writer) error { return write(w, &req) })
 }
 
 // translate runs write to count its output, then again into a buffer of
@@ -112,7 +124,7 @@ func (w *writer) str(pre string, s []byte) {
 
 // text writes s, the inside of a JSON string of the body, as encoding/json
 // writes the string it decodes to, without HTML escaping: the runes are
-// decoded one at a time (see nextRune) and quote, backslash, control
+// decoded one at a time (see jsonscan.DecodeRune) and quote, backslash, control
 // characters, U+2028 and U+2029 escaped. Runs that need neither decoding
 // nor escaping, the common case, are copied whole.
 func (w *writer) text(s []byte) {
@@ -131,7 +143,7 @@ func (w *writer) text(s []byte) {
 			}
 		}
 		w.put(s[start:i])
-		r, n := nextRune(s, i)
+		r, n := jsonscan.DecodeRune(s, i)
 		w.rune(r)
 		i += n
 		start = i

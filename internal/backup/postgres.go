@@ -99,6 +99,20 @@ type schemaInfo struct {
 	store  bool // it holds rolter's tables (goose_db_version)
 }
 
+// connAndSchema returns the libpq connection settings of spec and the
+// schema the store uses there.
+func connAndSchema(ctx context.Context, spec string) (pgConn, schemaInfo, error) {
+	conn, err := libpqConn(spec)
+	if err != nil {
+		return pgConn{}, schemaInfo{}, err
+	}
+	schema, err := storeSchema(ctx, spec)
+	if err != nil {
+		return pgConn{}, schemaInfo{}, err
+	}
+	return conn, schema, nil
+}
+
 // storeSchema connects as the gateway does and finds the schema its
 // tables go to: the first existing schema of its search_path, or, when
 // none exists yet, the first one named there.
@@ -155,11 +169,7 @@ func dumpPostgres(ctx context.Context, spec, out string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := libpqConn(spec)
-	if err != nil {
-		return err
-	}
-	schema, err := storeSchema(ctx, spec)
+	conn, schema, err := connAndSchema(ctx, spec)
 	if err != nil {
 		return err
 	}
@@ -214,11 +224,7 @@ func restorePostgres(ctx context.Context, file, spec string) error {
 	if err := runTool(exec.CommandContext(ctx, pgRestore, "--file="+os.DevNull, file), "pg_restore"); err != nil {
 		return fmt.Errorf("%w (is %s truncated or corrupt?)", err, file)
 	}
-	conn, err := libpqConn(spec)
-	if err != nil {
-		return err
-	}
-	schema, err := storeSchema(ctx, spec)
+	conn, schema, err := connAndSchema(ctx, spec)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,8 @@ type completionRequest struct {
 	MaxCompletionTokens *int `json:"max_completion_tokens"`
 }
 
+func (r *completionRequest) model() string { return r.Model }
+
 // kind distinguishes the two completion endpoints, which differ only in
 // object names and where the text goes.
 type kind struct {
@@ -44,17 +46,9 @@ func (h *handler) serveCompletions(w http.ResponseWriter, r *http.Request, cfg r
 }
 
 func (h *handler) serveCompletion(w http.ResponseWriter, r *http.Request, cfg reqConfig, k kind) {
-	body, ok := readBody(w, r)
-	if !ok {
-		return
-	}
 	var req completionRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeInvalid(w, "invalid JSON body: "+err.Error())
-		return
-	}
-	if req.Model == "" {
-		writeInvalid(w, "model is required")
+	body, ok := readRequest(w, r, &req)
+	if !ok {
 		return
 	}
 	limit := req.MaxTokens

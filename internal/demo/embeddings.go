@@ -18,18 +18,11 @@ type embeddingRequest struct {
 	EncodingFormat string          `json:"encoding_format"`
 }
 
+func (r *embeddingRequest) model() string { return r.Model }
+
 func (h *handler) serveEmbeddings(w http.ResponseWriter, r *http.Request, cfg reqConfig) {
-	body, ok := readBody(w, r)
-	if !ok {
-		return
-	}
 	var req embeddingRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeInvalid(w, "invalid JSON body: "+err.Error())
-		return
-	}
-	if req.Model == "" {
-		writeInvalid(w, "model is required")
+	if _, ok := readRequest(w, r, &req); !ok {
 		return
 	}
 	// Dispatch on the first byte: unmarshalling null into either Go type

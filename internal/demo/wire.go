@@ -27,6 +27,28 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	return body, true
 }
 
+// modelRequest is a request body that names its model.
+type modelRequest interface{ model() string }
+
+// readRequest reads the body and decodes it into req, which must name a
+// model. Otherwise it answers 400 (413 for a body too large) and reports
+// false.
+func readRequest(w http.ResponseWriter, r *http.Request, req modelRequest) ([]byte, bool) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return nil, false
+	}
+	if err := json.Unmarshal(body, req); err != nil {
+		writeInvalid(w, "invalid JSON body: "+err.Error())
+		return nil, false
+	}
+	if req.model() == "" {
+		writeInvalid(w, "model is required")
+		return nil, false
+	}
+	return body, true
+}
+
 // OpenAI wire shapes.
 
 type apiError struct {

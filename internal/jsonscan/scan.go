@@ -73,71 +73,26 @@ func skipValue(doc []byte, i, depth int) (int, error) {
 		end, _, err := scanString(doc, i)
 		return end, err
 	case '{':
-		if depth >= maxDepth {
-			return 0, errAt(i, "nesting too deep")
-		}
-		i = skipWS(doc, i+1)
-		if i < len(doc) && doc[i] == '}' {
-			return i + 1, nil
-		}
-		for {
-			if i >= len(doc) {
-				return 0, errEOF(doc)
-			}
-			if doc[i] != '"' {
-				return 0, errAt(i, "expected object key")
-			}
-			kend, _, err := scanString(doc, i)
-			if err != nil {
+		i, done, err := open(doc, i, depth, '}')
+		for !done && err == nil {
+			if _, _, i, err = memberKey(doc, i); err != nil {
 				return 0, err
 			}
-			i = skipWS(doc, kend)
-			if i >= len(doc) {
-				return 0, errEOF(doc)
-			}
-			if doc[i] != ':' {
-				return 0, errAt(i, "expected ':' after object key")
-			}
-			if i, err = skipValue(doc, skipWS(doc, i+1), depth+1); err != nil {
-				return 0, err
-			}
-			if i = skipWS(doc, i); i >= len(doc) {
-				return 0, errEOF(doc)
-			}
-			switch doc[i] {
-			case ',':
-				i = skipWS(doc, i+1)
-			case '}':
-				return i + 1, nil
-			default:
-				return 0, errAt(i, "expected ',' or '}' after object member")
-			}
-		}
-	case '[':
-		if depth >= maxDepth {
-			return 0, errAt(i, "nesting too deep")
-		}
-		i = skipWS(doc, i+1)
-		if i < len(doc) && doc[i] == ']' {
-			return i + 1, nil
-		}
-		for {
-			var err error
 			if i, err = skipValue(doc, i, depth+1); err != nil {
 				return 0, err
 			}
-			if i = skipWS(doc, i); i >= len(doc) {
-				return 0, errEOF(doc)
-			}
-			switch doc[i] {
-			case ',':
-				i = skipWS(doc, i+1)
-			case ']':
-				return i + 1, nil
-			default:
-				return 0, errAt(i, "expected ',' or ']' after array element")
-			}
+			i, done, err = next(doc, i, '}', "expected ',' or '}' after object member")
 		}
+		return i, err
+	case '[':
+		i, done, err := open(doc, i, depth, ']')
+		for !done && err == nil {
+			if i, err = skipValue(doc, i, depth+1); err != nil {
+				return 0, err
+			}
+			i, done, err = next(doc, i, ']', "expected ',' or ']' after array element")
+		}
+		return i, err
 	case 't':
 		return skipLiteral(doc, i, "true")
 	case 'f':
@@ -179,30 +134,33 @@ func scanNumber(doc []byte, i int) (int, error) {
 	default:
 		return 0, errAt(i, "invalid number")
 	}
+	var err error
 	if i < len(doc) && doc[i] == '.' {
-		i++
-		if i >= len(doc) {
-			return 0, errEOF(doc)
+		if i, err = someDigits(doc, i+1); err != nil {
+			return 0, err
 		}
-		if !isDigit(doc[i]) {
-			return 0, errAt(i, "invalid number")
-		}
-		i = skipDigits(doc, i+1)
 	}
 	if i < len(doc) && (doc[i] == 'e' || doc[i] == 'E') {
 		i++
 		if i < len(doc) && (doc[i] == '+' || doc[i] == '-') {
 			i++
 		}
-		if i >= len(doc) {
-			return 0, errEOF(doc)
+		if i, err = someDigits(doc, i); err != nil {
+			return 0, err
 		}
-		if !isDigit(doc[i]) {
-			return 0, errAt(i, "invalid number")
-		}
-		i = skipDigits(doc, i+1)
 	}
 	return i, nil
+}
+
+// someDigits skips the one or more digits that must stand at doc[i].
+func someDigits(doc []byte, i int) (int, error) {
+	if i >= len(doc) {
+		return 0, errEOF(doc)
+	}
+	if !isDigit(doc[i]) {
+		return 0, errAt(i, "invalid number")
+	}
+	return skipDigits(doc, i+1), nil
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
@@ -520,85 +478,97 @@ func IsDigit(c byte) bool { return isDigit(c) }
 // the object's nesting depth (0 for the document). It returns the offset
 // just past the object.
 func Object(doc []byte, i, depth int, f func(key []byte, v int) (int, error)) (int, error) {
-	if depth >= maxDepth {
-		return 0, errAt(i, "nesting too deep")
-	}
-	i = skipWS(doc, i+1)
-	if i < len(doc) && doc[i] == '}' {
-		return i + 1, nil
-	}
-	for {
-		if i >= len(doc) {
-			return 0, errEOF(doc)
-		}
-		if doc[i] != '"' {
-			return 0, errAt(i, "expected object key")
-		}
-		kend, esc, err := scanString(doc, i)
-		if err != nil {
+	i, done, err := open(doc, i, depth, '}')
+	for !done && err == nil {
+		var kend int
+		var esc bool
+		start := i
+		if kend, esc, i, err = memberKey(doc, i); err != nil {
 			return 0, err
 		}
-		key := doc[i+1 : kend-1]
+		key := doc[start+1 : kend-1]
 		if esc {
 			key = appendUnquoted(nil, key)
-		}
-		if i = skipWS(doc, kend); i >= len(doc) {
-			return 0, errEOF(doc)
-		}
-		if doc[i] != ':' {
-			return 0, errAt(i, "expected ':' after object key")
-		}
-		if i = skipWS(doc, i+1); i >= len(doc) {
-			return 0, errEOF(doc)
 		}
 		if i, err = f(key, i); err != nil {
 			return 0, err
 		}
-		if i = skipWS(doc, i); i >= len(doc) {
-			return 0, errEOF(doc)
-		}
-		switch doc[i] {
-		case ',':
-			i = skipWS(doc, i+1)
-		case '}':
-			return i + 1, nil
-		default:
-			return 0, errAt(i, "expected ',' or '}' after object member")
-		}
+		i, done, err = next(doc, i, '}', "expected ',' or '}' after object member")
 	}
+	return i, err
 }
 
 // Array walks the array at doc[i] ('['), calling f with the offset of each
 // element; f returns the offset just past it. depth is the array's nesting
 // depth.
 func Array(doc []byte, i, depth int, f func(v int) (int, error)) (int, error) {
-	if depth >= maxDepth {
-		return 0, errAt(i, "nesting too deep")
-	}
-	i = skipWS(doc, i+1)
-	if i < len(doc) && doc[i] == ']' {
-		return i + 1, nil
-	}
-	for {
-		if i >= len(doc) {
-			return 0, errEOF(doc)
-		}
-		var err error
+	i, done, err := open(doc, i, depth, ']')
+	for !done && err == nil {
 		if i, err = f(i); err != nil {
 			return 0, err
 		}
-		if i = skipWS(doc, i); i >= len(doc) {
-			return 0, errEOF(doc)
-		}
-		switch doc[i] {
-		case ',':
-			i = skipWS(doc, i+1)
-		case ']':
-			return i + 1, nil
-		default:
-			return 0, errAt(i, "expected ',' or ']' after array element")
-		}
+		i, done, err = next(doc, i, ']', "expected ',' or ']' after array element")
 	}
+	return i, err
+}
+
+// open enters the object or array at doc[i], of the given nesting depth,
+// whose closing byte is closer. It returns the offset of its first member or
+// element, or with done the offset just past an empty one.
+func open(doc []byte, i, depth int, closer byte) (int, bool, error) {
+	if depth >= maxDepth {
+		return 0, false, errAt(i, "nesting too deep")
+	}
+	i = skipWS(doc, i+1)
+	if i < len(doc) && doc[i] == closer {
+		return i + 1, true, nil
+	}
+	if i >= len(doc) {
+		return 0, false, errEOF(doc)
+	}
+	return i, false, nil
+}
+
+// memberKey reads the object key at doc[i] and the ':' after it. It returns
+// the end of the key string, whether the key holds an escape, and the offset
+// of the member's value.
+func memberKey(doc []byte, i int) (kend int, esc bool, v int, err error) {
+	if doc[i] != '"' {
+		return 0, false, 0, errAt(i, "expected object key")
+	}
+	if kend, esc, err = scanString(doc, i); err != nil {
+		return 0, false, 0, err
+	}
+	if i = skipWS(doc, kend); i >= len(doc) {
+		return 0, false, 0, errEOF(doc)
+	}
+	if doc[i] != ':' {
+		return 0, false, 0, errAt(i, "expected ':' after object key")
+	}
+	if i = skipWS(doc, i+1); i >= len(doc) {
+		return 0, false, 0, errEOF(doc)
+	}
+	return kend, esc, i, nil
+}
+
+// next reads what follows a member or element that ends before doc[i]: a
+// ',' (it returns the offset of the next one) or closer (it returns the
+// offset just past it, with done). what names the error otherwise.
+func next(doc []byte, i int, closer byte, what string) (int, bool, error) {
+	if i = skipWS(doc, i); i >= len(doc) {
+		return 0, false, errEOF(doc)
+	}
+	switch doc[i] {
+	case ',':
+		i = skipWS(doc, i+1)
+		if i >= len(doc) {
+			return 0, false, errEOF(doc)
+		}
+		return i, false, nil
+	case closer:
+		return i + 1, true, nil
+	}
+	return 0, false, errAt(i, what)
 }
 
 // Walk walks doc, which must be one JSON object and nothing else but

@@ -159,39 +159,23 @@ func (p *parser) topMember(in *inspection, ep endpointKind, key []byte, v int) (
 		return end, err
 	}
 	switch ep {
-	case epChat:
-		switch k {
-		case "max_completion_tokens":
-			return p.countInto(&in.mct, v)
-		case "max_tokens":
+	case epChat, epCompletions, epEmbeddings:
+		// vLLM's extensions to the OpenAI endpoints, and the members
+		// chat and embeddings share.
+		switch {
+		case k == "truncate_prompt_tokens":
+			return p.countInto(&in.trunc, v)
+		case k == "max_tokens" && ep != epEmbeddings:
 			return p.countInto(&in.mt, v)
-		case "messages":
+		case k == "messages" && ep != epCompletions:
 			return p.conversation(in, v, dChat)
-		case "chat_template":
+		case k == "chat_template" && ep != epCompletions:
 			// A template sent with the request may render anything.
 			in.noBound = in.noBound || !p.isNull(v)
-		case "truncate_prompt_tokens":
-			return p.countInto(&in.trunc, v)
-		}
-	case epCompletions:
-		switch k {
-		case "max_tokens":
-			return p.countInto(&in.mt, v)
-		case "prompt":
+		case k == "max_completion_tokens" && ep == epChat:
+			return p.countInto(&in.mct, v)
+		case k == "prompt" && ep == epCompletions, k == "input" && ep == epEmbeddings:
 			return p.prompts(in, v)
-		case "truncate_prompt_tokens":
-			return p.countInto(&in.trunc, v)
-		}
-	case epEmbeddings:
-		switch k {
-		case "input":
-			return p.prompts(in, v)
-		case "messages":
-			return p.conversation(in, v, dChat)
-		case "chat_template":
-			in.noBound = in.noBound || !p.isNull(v)
-		case "truncate_prompt_tokens":
-			return p.countInto(&in.trunc, v)
 		}
 	case epResponses:
 		switch k {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rolter/rolter/internal/store"
@@ -106,26 +105,14 @@ func (s *DB) addKey(ctx context.Context, qr querier, k *store.ProviderKey, t tim
 // GetProvider implements store.Store. Keys come without their secrets: only
 // Load opens them, for the snapshot.
 func (s *DB) GetProvider(ctx context.Context, orgID int64, slug string) (*store.Provider, error) {
-	p, err := scanProvider(s.db.QueryRowContext(ctx,
-		s.q(`SELECT `+providerCols+` FROM providers WHERE org_id = ? AND slug = ?`), orgID, slug))
-	if err != nil {
-		return nil, s.classify(err, "")
-	}
-	ps := []store.Provider{p}
-	if err := s.attachKeys(ctx, s.db, ps, false); err != nil {
-		return nil, err
-	}
-	return &ps[0], nil
+	return getWith(ctx, s, scanProvider, s.attachKeys,
+		`SELECT `+providerCols+` FROM providers WHERE org_id = ? AND slug = ?`, orgID, slug)
 }
 
 // ListProviders implements store.Store.
 func (s *DB) ListProviders(ctx context.Context, orgID int64, p store.Page) ([]store.Provider, error) {
-	ps, err := list(ctx, s, s.db, scanProvider,
+	return listWith(ctx, s, scanProvider, s.attachKeys,
 		`SELECT `+providerCols+` FROM providers WHERE org_id = ? AND id > ? ORDER BY id LIMIT ?`, orgID, p.After, limitOf(p))
-	if err != nil {
-		return nil, err
-	}
-	return ps, s.attachKeys(ctx, s.db, ps, false)
 }
 
 // attachKeys fills Keys of every provider in ps with one query. open
@@ -134,21 +121,10 @@ func (s *DB) attachKeys(ctx context.Context, qr querier, ps []store.Provider, op
 	if len(ps) == 0 {
 		return nil
 	}
-	byID := make(map[int64]*store.Provider, len(ps))
-	query := `SELECT id, provider_id, secret, weight, created_at FROM provider_keys`
-	var args []any
-	if !open { // a page of providers; Load reads every key
-		marks := make([]string, len(ps))
-		for i := range ps {
-			marks[i] = "?"
-			args = append(args, ps[i].ID)
-		}
-		query += ` WHERE provider_id IN (` + strings.Join(marks, ",") + `)`
-	}
-	for i := range ps {
-		byID[ps[i].ID] = &ps[i]
-		ps[i].Keys = []store.ProviderKey{}
-	}
+	byID, where, args := byParent(ps, open, "provider_id",
+		func(p *store.Provider) int64 { return p.ID },
+		func(p *store.Provider) { p.Keys = []store.ProviderKey{} })
+	query := `SELECT id, provider_id, secret, weight, created_at FROM provider_keys` + where
 	rows, err := qr.QueryContext(ctx, s.q(query+` ORDER BY id`), args...)
 	if err != nil {
 		return s.classify(err, "")

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rolter/rolter/internal/money"
@@ -62,26 +61,14 @@ func (s *DB) insertTargets(ctx context.Context, tx *sql.Tx, r *store.Route) erro
 
 // GetRoute implements store.Store.
 func (s *DB) GetRoute(ctx context.Context, projectID int64, model string) (*store.Route, error) {
-	r, err := scanRoute(s.db.QueryRowContext(ctx,
-		s.q(`SELECT `+routeCols+` FROM routes WHERE project_id = ? AND model = ?`), projectID, model))
-	if err != nil {
-		return nil, s.classify(err, "")
-	}
-	rs := []store.Route{r}
-	if err := s.attachTargets(ctx, s.db, rs, false); err != nil {
-		return nil, err
-	}
-	return &rs[0], nil
+	return getWith(ctx, s, scanRoute, s.attachTargets,
+		`SELECT `+routeCols+` FROM routes WHERE project_id = ? AND model = ?`, projectID, model)
 }
 
 // ListRoutes implements store.Store.
 func (s *DB) ListRoutes(ctx context.Context, projectID int64, p store.Page) ([]store.Route, error) {
-	rs, err := list(ctx, s, s.db, scanRoute,
+	return listWith(ctx, s, scanRoute, s.attachTargets,
 		`SELECT `+routeCols+` FROM routes WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?`, projectID, p.After, limitOf(p))
-	if err != nil {
-		return nil, err
-	}
-	return rs, s.attachTargets(ctx, s.db, rs, false)
 }
 
 // attachTargets fills Targets for rs; all reads every target (for Load).
@@ -89,22 +76,11 @@ func (s *DB) attachTargets(ctx context.Context, qr querier, rs []store.Route, al
 	if len(rs) == 0 {
 		return nil
 	}
-	byID := make(map[int64]*store.Route, len(rs))
+	byID, where, args := byParent(rs, all, "t.route_id",
+		func(r *store.Route) int64 { return r.ID },
+		func(r *store.Route) { r.Targets = []store.Target{} })
 	query := `SELECT t.id, t.route_id, t.provider_id, p.slug, t.upstream_model, t.weight, t.context_limit, t.input_price, t.output_price
-		FROM route_targets t JOIN providers p ON p.id = t.provider_id`
-	var args []any
-	if !all {
-		marks := make([]string, len(rs))
-		for i := range rs {
-			marks[i] = "?"
-			args = append(args, rs[i].ID)
-		}
-		query += ` WHERE t.route_id IN (` + strings.Join(marks, ",") + `)`
-	}
-	for i := range rs {
-		byID[rs[i].ID] = &rs[i]
-		rs[i].Targets = []store.Target{}
-	}
+		FROM route_targets t JOIN providers p ON p.id = t.provider_id` + where
 	rows, err := qr.QueryContext(ctx, s.q(query+` ORDER BY t.route_id, t.position`), args...)
 	if err != nil {
 		return s.classify(err, "")
