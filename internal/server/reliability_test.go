@@ -104,10 +104,22 @@ func TestScenario16_StoreOutage(t *testing.T) {
 			t.Fatalf("request %d during the outage: %d", n+i, code)
 		}
 	}
-	// Let the recorder drop what it holds: the second tick is received
-	// only once the write the first one started has returned.
-	tick(t, usageTicks)
-	tick(t, usageTicks)
+	// Let the recorder drop what it holds: tick until every record of the
+	// outage is counted as dropped (a loaded machine may leave the
+	// recorder behind the requests, holding records still to drop).
+	// Each tick is received only once the write the previous one started
+	// has returned.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tick(t, usageTicks)
+		_, metrics := r.call(t, "GET", "/metrics", "", "")
+		if metricValue(metrics, "rolter_usage_dropped_total") >= n+more {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the outage's usage was not all dropped: %v of %d", metricValue(metrics, "rolter_usage_dropped_total"), n+more)
+		}
+	}
 	after := heap()
 	growth := int64(after) - int64(before) - (logBytes() - logsBefore)
 	t.Logf("live heap during the outage: %d KiB before, %d KiB after %d more requests (%+d B/request); RSS %s",
@@ -126,7 +138,7 @@ func TestScenario16_StoreOutage(t *testing.T) {
 	}
 	// The usage of the outage's requests is dropped and counted, not
 	// queued without bound (the recorder flushes every second).
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for {
 		_, metrics := r.call(t, "GET", "/metrics", "", "")
 		if v := metricValue(metrics, "rolter_usage_dropped_total"); v >= n {
