@@ -132,16 +132,16 @@ type ProviderSettings struct {
 // Prices are token prices in the gateway's one currency (USD), per million
 // tokens, as exact integers (package money).
 type Prices struct {
-	Input  money.Price `json:"input" yaml:"input"`
-	Output money.Price `json:"output" yaml:"output"`
+	Input  money.Price `json:"input"`
+	Output money.Price `json:"output"`
 }
 
 // Budget caps what a key or a project may spend per UTC calendar period.
 // Period "" means no budget; an Amount of 0 with a period blocks every
 // priced request.
 type Budget struct {
-	Amount money.Amount `json:"amount" yaml:"amount"`
-	Period string       `json:"period" yaml:"period"` // "day", "week" or "month"
+	Amount money.Amount `json:"amount"`
+	Period string       `json:"period"` // "day", "week" or "month"
 }
 
 // Budget periods.
@@ -190,10 +190,10 @@ type Target struct {
 // Policy is the router-owned policy of a route, a group or a provider
 // (SPEC §6). Zero values mean "no limit" / "allow".
 type Policy struct {
-	MaxOutputTokens int    `json:"max_output_tokens,omitempty" yaml:"max_output_tokens"`
-	Tools           string `json:"tools,omitempty" yaml:"tools"`
-	Media           string `json:"media,omitempty" yaml:"media"`
-	MaxConcurrency  int    `json:"max_concurrency,omitempty" yaml:"max_concurrency"`
+	MaxOutputTokens int    `json:"max_output_tokens,omitempty"`
+	Tools           string `json:"tools,omitempty"`
+	Media           string `json:"media,omitempty"`
+	MaxConcurrency  int    `json:"max_concurrency,omitempty"`
 }
 
 // Group is an org-scoped set of providers addressed as "group-slug/model"
