@@ -33,9 +33,13 @@ type requestBody struct {
 	// usageEdit); nil: none.
 	usage []byte
 	// buf is the attempts' body, rebuilt in place for each one (splice).
-	buf     []byte
-	edits   []jsonscan.Edit
-	sent    *sentBody // the last attempt's, when it was a splice of buf
+	buf   []byte
+	edits []jsonscan.Edit
+	// bufSent tracks the copies of buf handed to a transport: buf is
+	// rebuilt in place only once they are all written. It is set only by a
+	// send of buf itself, so an attempt that sends the raw body in between
+	// does not stand in for a transport still reading buf.
+	bufSent *sentBody
 	editBuf [4]jsonscan.Edit
 	quoted  [96]byte // the upstream model, quoted, when it fits
 }
@@ -156,9 +160,10 @@ func (rb *requestBody) splice(model string, clamp *policy.Clamp) []byte {
 	if len(edits) == 0 {
 		return rb.raw
 	}
-	if rb.sent != nil && !rb.sent.done() {
-		rb.buf = nil
+	if rb.bufSent != nil && !rb.bufSent.done() {
+		rb.buf = nil // left to the transport still reading it
 	}
+	rb.bufSent = nil
 	rb.buf = jsonscan.Splice(rb.buf, rb.raw, edits)
 	return rb.buf
 }
@@ -183,7 +188,9 @@ func (s *sentBody) done() bool { return s.written.Load() >= s.handed.Load() }
 func (rb *requestBody) send(ctx context.Context, b []byte) (context.Context, io.ReadCloser, func() (io.ReadCloser, error)) {
 	s := &sentBody{}
 	s.handed.Store(1)
-	rb.sent = s
+	if len(b) > 0 && len(rb.buf) > 0 && &b[0] == &rb.buf[0] {
+		rb.bufSent = s
+	}
 	s.trace.WroteRequest = s.wrote
 	ctx = httptrace.WithClientTrace(ctx, &s.trace)
 	getBody := func() (io.ReadCloser, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http/httptrace"
 	"testing"
 
 	"github.com/rolter/rolter/internal/jsonscan"
@@ -102,7 +103,7 @@ func TestSpliceReusesBuffer(t *testing.T) {
 	}
 	first := rb.splice("a-much-longer-upstream-model", nil)
 	_, _, getBody := rb.send(context.Background(), first)
-	rb.sent.written.Add(1)               // the request's own body written
+	rb.bufSent.written.Add(1)            // the request's own body written
 	if _, err := getBody(); err != nil { // a retry on a new connection: still being written
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestSpliceReusesBuffer(t *testing.T) {
 		t.Fatal("the second attempt overwrote a body a transport may still read")
 	}
 	_, _, _ = rb.send(context.Background(), second)
-	rb.sent.written.Add(1)
+	rb.bufSent.written.Add(1)
 	third := rb.splice("c", nil)
 	if &third[0] != &second[0] {
 		t.Error("the third attempt did not reuse the buffer the second's transport was done with")
@@ -125,5 +126,29 @@ func TestSpliceReusesBuffer(t *testing.T) {
 	}
 	if unchanged := rb.splice("", nil); !bytes.Equal(unchanged, body) || &unchanged[0] != &body[0] {
 		t.Fatal("a splice without edits copied or changed the body")
+	}
+}
+
+// TestSpliceRawAttemptDoesNotFreeTheBuffer: an attempt that sends the
+// client's body unedited in between does not make the buffer another
+// transport may still read look free.
+func TestSpliceRawAttemptDoesNotFreeTheBuffer(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello"}]}`)
+	var rb requestBody
+	if err := rb.scan(body, "/chat/completions"); err != nil {
+		t.Fatal(err)
+	}
+	first := rb.splice("upstream-a", nil)
+	_, _, _ = rb.send(context.Background(), first) // never written: an upstream answered first
+	kept := string(first)
+	raw := rb.splice("", nil) // the next target sends the client's model
+	if &raw[0] != &body[0] {
+		t.Fatal("an unedited attempt did not send the client's body")
+	}
+	ctx, _, _ := rb.send(context.Background(), raw)
+	httptrace.ContextClientTrace(ctx).WroteRequest(httptrace.WroteRequestInfo{}) // the raw body is all written
+	third := rb.splice("upstream-c", nil)
+	if string(first) != kept || &third[0] == &first[0] {
+		t.Fatalf("the third attempt rebuilt a buffer the first attempt's transport may still read: %s", first)
 	}
 }

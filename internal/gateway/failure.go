@@ -31,6 +31,7 @@ const (
 	ClassCredential      Class = "credential"       // upstream 401: the pool key (or a keyless provider) is refused
 	ClassForbidden       Class = "forbidden"        // upstream 403: this key may not do this (model, resource)
 	ClassClientSlow      Class = "client_slow"      // the client stopped reading past the client write timeout
+	ClassSkipped         Class = "skipped"          // the gateway could not make this target's request; no upstream saw it
 	// ClassModelGone: the upstream answered that it does not serve a
 	// configured model (404 model_not_found, "does not exist"): the
 	// configuration is stale, the caller did nothing wrong.
@@ -71,6 +72,9 @@ var verdicts = map[Class]verdict{
 	ClassForbidden: {retry: true, status: http.StatusBadGateway, clientCode: "upstream_auth_failed"},
 	// The client's fault: nobody upstream is blamed.
 	ClassClientSlow: {status: 499, clientCode: "client_slow"},
+	// Our own failure to shape the request for this target: another
+	// target may serve, and no breaker learns anything.
+	ClassSkipped: {retry: true, status: http.StatusBadGateway, clientCode: "upstream_unavailable"},
 	// The configuration is stale, not the caller's request nor the
 	// upstream's health: another target may serve; the breaker is left
 	// alone (the stale mark takes the target out instead).

@@ -492,10 +492,9 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, i
 	body, err := pr.request(ctx, x, i, model)
 	if err != nil {
 		// Cannot happen: translate put the same request in this shape
-		// under admit's policy. Answered as the caller's request, which
-		// the upstream never saw.
-		x.writeError(x.client, newError(http.StatusBadRequest, "invalid_request", "the request could not be translated"))
-		return outcome{result: result{class: ClassCaller, status: http.StatusBadRequest, committed: true, model: upstreamModel, err: err},
+		// under admit's policy. If it does, this target is skipped, as
+		// before the pairings: another may serve, and no upstream saw it.
+		return outcome{result: result{class: ClassSkipped, model: upstreamModel, err: fmt.Errorf("shape the request: %w", err)},
 			upstreamModel: sent}
 	}
 	req, err := http.NewRequestWithContext(body.ctx, http.MethodPost, tg.provider.base+pr.path(x.endpoint), body.send)
