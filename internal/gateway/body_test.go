@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rolter/rolter/internal/jsonscan"
@@ -150,5 +154,43 @@ func TestSpliceRawAttemptDoesNotFreeTheBuffer(t *testing.T) {
 	third := rb.splice("upstream-c", nil)
 	if string(first) != kept || &third[0] == &first[0] {
 		t.Fatalf("the third attempt rebuilt a buffer the first attempt's transport may still read: %s", first)
+	}
+}
+
+// TestFailoverWithLargeBodiesKeepsEachAttemptsBytes: upstreams that answer
+// before reading a large body leave their transports still writing it; the
+// next attempts' bodies (edited, unedited, edited again) must not rewrite
+// bytes a transport is still sending. Under -race this also proves no
+// buffer is written while read.
+func TestFailoverWithLargeBodiesKeepsEachAttemptsBytes(t *testing.T) {
+	h := newHarness(t, Config{MaxAttempts: 3})
+	early := func(name string) *upstream {
+		return newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		})
+	}
+	a, b := early("a"), early("b")
+	var got atomic.Value
+	c := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		got.Store(string(body))
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","model":"uc","choices":[]}`)
+	})
+	pa := h.provider("a", a.base(), store.ProviderSettings{})
+	pb := h.provider("b", b.base(), store.ProviderSettings{})
+	pc := h.provider("c", c.base(), store.ProviderSettings{})
+	h.route("m", "", store.Target{ProviderID: pa, UpstreamModel: "upstream-a", Weight: 1000},
+		store.Target{ProviderID: pb, Weight: 100}, store.Target{ProviderID: pc, UpstreamModel: "uc", Weight: 1})
+	filler := strings.Repeat("x", 1<<20)
+	for range 5 {
+		resp := h.post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"`+filler+`"}]}`)
+		readAll(t, resp)
+		if resp.StatusCode != 200 {
+			continue // the order of targets is random: C may come first or not at all
+		}
+		body, _ := got.Load().(string)
+		if !strings.HasPrefix(body, `{"model":"uc","messages":[{"role":"user","content":"xxx`) || !strings.HasSuffix(body, `xxx"}]}`) ||
+			len(body) != len(`{"model":"uc","messages":[{"role":"user","content":""}]}`)+len(filler) {
+			t.Fatalf("the upstream that answered got a damaged body (%d bytes): %.80s", len(body), body)
+		}
 	}
 }
