@@ -3,12 +3,9 @@ package ratelimit
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,43 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/redis/go-redis/v9"
 	"github.com/rolter/rolter/internal/clock"
+	"github.com/rolter/rolter/internal/testkit"
 )
-
-// RedisAddr is the test Redis (ROLTER_TEST_REDIS overrides).
-func redisAddr(t *testing.T) string {
-	t.Helper()
-	addr := os.Getenv("ROLTER_TEST_REDIS")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Redis at %s: %v", addr, err)
-		}
-		t.Skipf("no Redis at %s: %v", addr, err)
-	}
-	c.Close()
-	return addr
-}
-
-// testPrefix is a key prefix no other run uses; its keys are deleted at
-// the end (nothing else is touched).
-func testPrefix(t *testing.T, addr string) string {
-	p := fmt.Sprintf("rolter-test:%d-%d:", time.Now().UnixNano(), rand.Uint32())
-	t.Cleanup(func() {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		defer c.Close()
-		ctx := context.Background()
-		iter := c.Scan(ctx, 0, p+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			c.Del(ctx, iter.Val())
-		}
-	})
-	return p
-}
 
 type logBuf struct {
 	mu sync.Mutex
@@ -79,8 +42,8 @@ func newRedis(t *testing.T, url, prefix string, reg prometheus.Registerer, logs 
 // TestRedisSharesLimits: two limiters on one Redis share every limit, take
 // all or nothing, and correct token estimates.
 func TestRedisSharesLimits(t *testing.T) {
-	addr := redisAddr(t)
-	prefix := testPrefix(t, addr)
+	addr := testkit.RedisAddr(t)
+	prefix := testkit.RedisPrefix(t, addr)
 	a := newRedis(t, "redis://"+addr, prefix, nil, nil)
 	b := newRedis(t, "redis://"+addr, prefix, nil, nil)
 	ctx := context.Background()
@@ -211,8 +174,8 @@ func (p *proxy) stop() {
 // answered locally at once, the outage is logged once and shown in the
 // metrics, and the limiter returns to Redis when it is back.
 func TestRedisOutageFallsBack(t *testing.T) {
-	addr := redisAddr(t)
-	prefix := testPrefix(t, addr)
+	addr := testkit.RedisAddr(t)
+	prefix := testkit.RedisPrefix(t, addr)
 	p := newProxy(t, addr)
 	reg := prometheus.NewRegistry()
 	logs := &logBuf{}
@@ -275,8 +238,8 @@ func TestRedisOutageFallsBack(t *testing.T) {
 // TestRedisSlowFallsBack: a Redis that answers after the 50ms timeout
 // counts as an outage; checks do not wait for it.
 func TestRedisSlowFallsBack(t *testing.T) {
-	addr := redisAddr(t)
-	prefix := testPrefix(t, addr)
+	addr := testkit.RedisAddr(t)
+	prefix := testkit.RedisPrefix(t, addr)
 	p := newProxy(t, addr)
 	r := newRedis(t, "redis://"+p.addr, prefix, nil, nil)
 	ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/server"
 	"github.com/rolter/rolter/internal/store/storetest"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 // Each request to route "paid" costs 1,000 prompt tokens at $1/M plus 500
@@ -114,8 +115,8 @@ func (e *limitsEnv) waitStoredCost(want float64) {
 // each replica would serve about a whole budget before its store counter
 // saw the others' spend (about 3 budgets in all, far above the bound).
 func TestBudgetThreeReplicas(t *testing.T) {
-	addr := redisAddr(t)
-	prefix := redisPrefix(t, addr)
+	addr := testkit.RedisAddr(t)
+	prefix := testkit.RedisPrefix(t, addr)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	spec, _ := storetest.Spec(t, "postgres")
@@ -196,8 +197,8 @@ func TestBudgetThreeReplicas(t *testing.T) {
 // request waits for Redis longer than the Redis timeout (one request a
 // second waits that long, to find whether Redis is back).
 func TestBudgetRedisOutage(t *testing.T) {
-	addr := redisAddr(t)
-	prefix := redisPrefix(t, addr)
+	addr := testkit.RedisAddr(t)
+	prefix := testkit.RedisPrefix(t, addr)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	p := newCutProxy(t, addr)

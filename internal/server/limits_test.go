@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,11 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/server"
 	"github.com/rolter/rolter/internal/store/storetest"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 const limitsAdmin = "ra-limits-test-admin-token-0000000001"
@@ -269,41 +266,6 @@ func TestRateLimitAnthropicSurface(t *testing.T) {
 	}
 }
 
-// redisAddr is the test Redis (ROLTER_TEST_REDIS overrides); without one
-// the test skips, except under CI=true.
-func redisAddr(t *testing.T) string {
-	t.Helper()
-	addr := os.Getenv("ROLTER_TEST_REDIS")
-	if addr == "" {
-		addr = "127.0.0.1:6379"
-	}
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Redis at %s: %v", addr, err)
-		}
-		t.Skipf("no Redis at %s: %v", addr, err)
-	}
-	c.Close()
-	return addr
-}
-
-// redisPrefix is a key prefix of this run only; its keys are deleted at
-// the end, nothing else.
-func redisPrefix(t *testing.T, addr string) string {
-	p := fmt.Sprintf("rolter-test:%d-%d:", time.Now().UnixNano(), rand.Uint32())
-	t.Cleanup(func() {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		defer c.Close()
-		ctx := context.Background()
-		iter := c.Scan(ctx, 0, p+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			c.Del(ctx, iter.Val())
-		}
-	})
-	return p
-}
-
 // TestRateLimitThreeReplicas: three gateway processes on one PostgreSQL
 // share a key's limit through Redis: offered 1,000 requests/s in total,
 // they admit within 5% of what the limit allows.
@@ -314,8 +276,8 @@ func redisPrefix(t *testing.T, addr string) string {
 // a loaded test machine a check can wait for a CPU longer than the 50ms
 // default, so the Redis timeout is 2s here.
 func TestRateLimitThreeReplicas(t *testing.T) {
-	addr := redisAddr(t)
-	prefix := redisPrefix(t, addr)
+	addr := testkit.RedisAddr(t)
+	prefix := testkit.RedisPrefix(t, addr)
 	spec, _ := storetest.Spec(t, "postgres")
 	up := usageUpstream(t)
 	var gws []*limitsEnv
@@ -458,8 +420,8 @@ func (p *cutProxy) closeConns() {
 // being served and limited, by this replica's counters; the outage is
 // logged once and shown on /metrics.
 func TestRateLimitRedisOutage(t *testing.T) {
-	addr := redisAddr(t)
-	prefix := redisPrefix(t, addr)
+	addr := testkit.RedisAddr(t)
+	prefix := testkit.RedisPrefix(t, addr)
 	p := newCutProxy(t, addr)
 	spec, dir := storetest.Spec(t, "sqlite")
 	e := startLimits(t, server.Config{Store: spec, DataDir: dir, Redis: "redis://" + p.ln.Addr().String(), RedisPrefix: prefix},

@@ -2,8 +2,6 @@ package spend_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -20,6 +18,7 @@ import (
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/sqlstore"
 	"github.com/rolter/rolter/internal/store/storetest"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 func TestPeriod(t *testing.T) {
@@ -213,25 +212,10 @@ func TestTracker(t *testing.T) {
 
 func redisClient(t *testing.T) (*redis.Client, string) {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		rdb.Close()
-		t.Skipf("skipping Redis: unreachable at 127.0.0.1:6379 (%v)", err)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	prefix := "rolter-test-" + hex.EncodeToString(b) + ":"
-	t.Cleanup(func() {
-		ctx := context.Background()
-		keys, _ := rdb.Keys(ctx, prefix+"*").Result()
-		if len(keys) > 0 {
-			rdb.Del(ctx, keys...)
-		}
-		rdb.Close()
-	})
-	return rdb, prefix
+	addr := testkit.RedisAddr(t)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb, testkit.RedisPrefix(t, addr)
 }
 
 func TestRedisCounter(t *testing.T) {
