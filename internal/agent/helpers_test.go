@@ -246,23 +246,7 @@ func (f *fleetServer) applied(host int64) (fleetapi.Applied, fleetapi.Discovered
 	return fleetapi.Applied{}, r.Discovered, false
 }
 
-// syncBuffer is a log sink safe for the agent's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testkit.Buffer
 
 // env is the fake vLLM's world for one test.
 type env struct {

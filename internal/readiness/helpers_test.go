@@ -1,7 +1,6 @@
 package readiness
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -98,23 +98,7 @@ func (f *fakeEngine) lastHeaders(key string) http.Header {
 	return f.headers[key]
 }
 
-// lockedBuffer collects log output written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = testkit.Buffer
 
 // newTestCache returns a cache on a manual clock at testEpoch, with its own
 // transport (closed at cleanup so no connection goroutine outlives the

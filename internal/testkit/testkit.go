@@ -1,10 +1,13 @@
 // Package testkit holds the helpers that tests of several packages share:
-// waiting on a condition and checking that no secret leaked into a text.
+// waiting on a condition, checking that no secret leaked into a text, a
+// shared log buffer, and the test Redis.
 // It is imported by tests only.
 package testkit
 
 import (
+	"bytes"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -36,4 +39,32 @@ func AssertNoSecrets(t testing.TB, what, s string, secrets ...string) {
 			t.Errorf("%s contains the secret %q:\n%s", what, sec, s)
 		}
 	}
+}
+
+// Buffer is a log destination that the code under test and the test may
+// share: writes and reads are serialised.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Cap is the memory the buffer holds, for tests that measure the heap
+// and subtract their own logs.
+func (s *Buffer) Cap() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Cap()
 }

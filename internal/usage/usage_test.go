@@ -1,7 +1,6 @@
 package usage_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -236,22 +235,7 @@ func TestStoreOutageDropsAndStaysBounded(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testkit.Buffer
 
 func TestRunFlushesOnCancel(t *testing.T) {
 	st := storetest.Open(t, "sqlite", nil)
