@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"errors"
-	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -90,12 +89,6 @@ type SlugCheck struct {
 	Slug       string `json:"slug"`
 	Available  bool   `json:"available"`
 	Suggestion string `json:"suggestion,omitempty"`
-}
-
-func (h *Handler) checkSlug(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, r, func() (SlugCheck, error) {
-		return h.svc.CheckSlug(r.Context(), r.PathValue("org"), r.PathValue("slug"))
-	})
 }
 
 // fromSlugWrite maps the error of a write that claims a slug: a taken slug

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -185,27 +184,6 @@ func (s *Service) RevokeAdminToken(ctx context.Context, id string) (AdminTokenVi
 		return AdminTokenView{}, fromStore(err, "admin token")
 	}
 	return tokenView(*fresh), nil
-}
-
-func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request) error {
-	return list(w, r, func(pr PageRequest) (Page[AdminTokenView], error) { return h.svc.ListTokens(r.Context(), pr) })
-}
-
-func (h *Handler) createToken(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in AdminTokenInput) (any, error) { return h.svc.CreateAdminToken(r.Context(), in) })
-}
-
-func (h *Handler) getToken(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, r, func() (AdminTokenView, error) { return h.svc.GetToken(r.Context(), r.PathValue("id")) })
-}
-
-func (h *Handler) revokeToken(w http.ResponseWriter, r *http.Request) error {
-	v, err := h.svc.RevokeAdminToken(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
 }
 
 // NeverHadAdminToken reports whether the store has never held an admin
