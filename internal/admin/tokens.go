@@ -211,7 +211,7 @@ func (s *Service) MintFirstStartToken(ctx context.Context) (secret.Secret, error
 
 // CodeEnvTokenClash refuses a ROLTER_ADMIN_TOKEN whose value is already a
 // token created through the API.
-const CodeEnvTokenClash = "env_token_clash"
+const CodeEnvTokenClash = "env_token_clash" //nolint:gosec // G101: an error code, not a credential
 
 // SetEnvAdminToken makes tok the bootstrap token (ROLTER_ADMIN_TOKEN): a
 // global token valid only while a start sets it. Its hash is stored, so
