@@ -159,7 +159,7 @@ func (s *Service) resolveMembers(ctx context.Context, orgID int64, fe fieldError
 
 // CreateGroup creates a provider group. A missing slug is derived from the
 // name and a missing name defaults to the slug, as for providers; a taken
-// slug (by a provider or a group) is a 409 with a suggestion.
+// slug (by a provider or a group) is ErrConflict with a suggestion.
 func (s *Service) CreateGroup(ctx context.Context, org string, in GroupInput) (GroupView, error) {
 	o, err := s.org(ctx, org)
 	if err != nil {

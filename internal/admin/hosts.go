@@ -196,8 +196,8 @@ func checkRecipe(fe fieldErrors, r fleetapi.Recipe) {
 
 // poolCheck refuses a recipe that breaks the contract of the pool it joins:
 // every live host with the same model name in the same project must agree
-// on the caller-visible parameters (409 naming the parameter). The store
-// runs it inside the write's transaction.
+// on the caller-visible parameters (ErrConflict naming the parameter). The
+// store runs it inside the write's transaction.
 func poolCheck(h *store.Host) store.PoolCheck {
 	return func(pool []store.Host) error {
 		for _, o := range pool {

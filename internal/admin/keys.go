@@ -129,9 +129,9 @@ func (s *Service) freshKeyView(ctx context.Context, k *store.VirtualKey) (Virtua
 	return keyView(*fresh), nil
 }
 
-// PurgeVirtualKey removes a revoked key (409 key_not_revoked for a live
-// one), so that its project can be deleted; usage records keep the key's
-// id as a plain number.
+// PurgeVirtualKey removes a revoked key (ErrConflict, CodeKeyNotRevoked,
+// for a live one), so that its project can be deleted; usage records keep
+// the key's id as a plain number.
 func (s *Service) PurgeVirtualKey(ctx context.Context, org, project, id string) error {
 	k, err := s.virtualKey(ctx, org, project, id)
 	if err != nil {

@@ -84,7 +84,7 @@ func (s *Service) CreateOrg(ctx context.Context, in OrgInput) (OrgView, error) {
 	return orgView(*o), nil
 }
 
-// org finds an org by name or returns a 404 naming it.
+// org finds an org by name or returns ErrNotFound naming it.
 func (s *Service) org(ctx context.Context, name string) (*store.Org, error) {
 	if err := CheckOrgScope(ctx, name); err != nil {
 		return nil, err

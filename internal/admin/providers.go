@@ -251,8 +251,8 @@ func contains(list []string, v string) bool {
 }
 
 // CreateProvider creates a provider with its key pool. A missing slug is
-// derived from the name; a taken slug is a 409 with a suggestion, never a
-// silent suffix.
+// derived from the name; a taken slug is ErrConflict with a suggestion,
+// never a silent suffix.
 func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInput) (ProviderView, error) {
 	o, err := s.org(ctx, org)
 	if err != nil {
@@ -290,7 +290,7 @@ func (s *Service) provider(ctx context.Context, org, slug string) (*store.Org, *
 	return inOrg(ctx, s, org, "provider", slug, s.st.GetProvider)
 }
 
-// liveProvider is provider, but a soft-deleted one is a 404 for writes.
+// liveProvider is provider, but a soft-deleted one is not found for writes.
 func (s *Service) liveProvider(ctx context.Context, org, slug string) (*store.Org, *store.Provider, error) {
 	o, p, err := s.provider(ctx, org, slug)
 	if err == nil && p.DeletedAt != nil {

@@ -73,7 +73,8 @@ func (s *Service) suggestSlug(ctx context.Context, orgID int64, base string) (st
 	}
 }
 
-// slugTaken is the 409 for a claimed slug, with the next free suggestion.
+// slugTaken is the ErrConflict for a claimed slug, with the next free
+// suggestion.
 func (s *Service) slugTaken(ctx context.Context, orgID int64, slug string) error {
 	sug, err := s.suggestSlug(ctx, orgID, slug)
 	if err != nil {
@@ -92,7 +93,7 @@ type SlugCheck struct {
 }
 
 // fromSlugWrite maps the error of a write that claims a slug: a taken slug
-// is a 409 with the next free suggestion, anything else as fromStore.
+// is slugTaken's ErrConflict, anything else as fromStore.
 func (s *Service) fromSlugWrite(ctx context.Context, orgID int64, slug string, err error, what string) error {
 	var ce *store.ConflictError
 	if errors.As(err, &ce) && ce.What == "slug" {

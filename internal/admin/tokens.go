@@ -159,8 +159,9 @@ func (s *Service) adminToken(ctx context.Context, id string) (*store.AdminToken,
 
 // RevokeAdminToken revokes a token at once, on every replica. The
 // ROLTER_ADMIN_TOKEN token and the last live global token are refused
-// (409): the first is the environment's to change, and the second would
-// lock every operator out until a restart with ROLTER_ADMIN_TOKEN set.
+// (ErrConflict): the first is the environment's to change, and the second
+// would lock every operator out until a restart with ROLTER_ADMIN_TOKEN
+// set.
 func (s *Service) RevokeAdminToken(ctx context.Context, id string) (AdminTokenView, error) {
 	a, err := s.adminToken(ctx, id)
 	if err != nil {
