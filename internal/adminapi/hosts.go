@@ -37,21 +37,15 @@ func (h *Handler) deleteHost(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) retireHost(w http.ResponseWriter, r *http.Request) error {
-	v, err := h.svc.RetireHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return ok(w, r, func() (admin.HostView, error) {
+		return h.svc.RetireHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
+	})
 }
 
 func (h *Handler) applyHost(w http.ResponseWriter, r *http.Request) error {
-	v, err := h.svc.ApplyHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return ok(w, r, func() (admin.HostView, error) {
+		return h.svc.ApplyHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
+	})
 }
 
 func (h *Handler) listFleetKeys(w http.ResponseWriter, r *http.Request) error {

@@ -25,16 +25,9 @@ func (h *Handler) getKey(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) patchKey(w http.ResponseWriter, r *http.Request) error {
-	var p admin.VirtualKeyPatch
-	if err := decode(w, r, &p); err != nil {
-		return err
-	}
-	v, err := h.svc.PatchVirtualKey(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("id"), p)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return update(w, r, func(in admin.VirtualKeyPatch) (any, error) {
+		return h.svc.PatchVirtualKey(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("id"), in)
+	})
 }
 
 // deleteKey revokes; the record stays, with revoked_at, for the audit
@@ -48,16 +41,7 @@ func (h *Handler) deleteKey(w http.ResponseWriter, r *http.Request) error {
 	}
 	org, project, id := r.PathValue("org"), r.PathValue("project"), r.PathValue("id")
 	if purge {
-		if err := h.svc.PurgeVirtualKey(r.Context(), org, project, id); err != nil {
-			return err
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return nil
+		return noContent(w, h.svc.PurgeVirtualKey(r.Context(), org, project, id))
 	}
-	v, err := h.svc.RevokeVirtualKey(r.Context(), org, project, id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return ok(w, r, func() (admin.VirtualKeyView, error) { return h.svc.RevokeVirtualKey(r.Context(), org, project, id) })
 }

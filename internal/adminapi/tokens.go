@@ -21,10 +21,5 @@ func (h *Handler) getToken(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) revokeToken(w http.ResponseWriter, r *http.Request) error {
-	v, err := h.svc.RevokeAdminToken(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return ok(w, r, func() (admin.AdminTokenView, error) { return h.svc.RevokeAdminToken(r.Context(), r.PathValue("id")) })
 }
