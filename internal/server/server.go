@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rolter/rolter/internal/admin"
+	"github.com/rolter/rolter/internal/adminapi"
 	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/config"
 	"github.com/rolter/rolter/internal/fleet"
@@ -207,7 +208,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "ready\n")
 	})
-	mux.Handle(admin.Prefix+"/", admin.NewHandler(svc))
+	mux.Handle(adminapi.Prefix+"/", adminapi.NewHandler(svc))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
