@@ -27,6 +27,9 @@ type Client struct {
 	base  url.URL // the gateway's root, e.g. http://127.0.0.1:4000
 	token string
 	http  *http.Client
+	// pageSize is what List asks for per page (0: the API's most, 1000);
+	// tests make it small to cross pages.
+	pageSize int
 }
 
 // NewClient returns a client of the gateway at server (http or https, a

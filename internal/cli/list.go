@@ -21,24 +21,28 @@ func List[T any](ctx context.Context, c *Client, path string, query url.Values, 
 	for k, v := range query {
 		q[k] = v
 	}
+	page := maxPage
+	if c.pageSize > 0 {
+		page = c.pageSize
+	}
 	for {
-		want := min(max-len(items)+1, maxPage)
+		want := min(max-len(items)+1, page)
 		q.Set("limit", strconv.Itoa(want))
-		var page struct {
+		var resp struct {
 			Data       []T    `json:"data"`
 			NextCursor string `json:"next_cursor"`
 		}
-		if err := c.Do(ctx, http.MethodGet, path, q, nil, &page); err != nil {
+		if err := c.Do(ctx, http.MethodGet, path, q, nil, &resp); err != nil {
 			return nil, false, err
 		}
-		items = append(items, page.Data...)
+		items = append(items, resp.Data...)
 		if len(items) > max {
 			return items[:max], true, nil
 		}
-		if page.NextCursor == "" || len(page.Data) == 0 {
+		if resp.NextCursor == "" || len(resp.Data) == 0 {
 			return items, false, nil
 		}
-		q.Set("cursor", page.NextCursor)
+		q.Set("cursor", resp.NextCursor)
 	}
 }
 
