@@ -164,17 +164,16 @@ var errUnauthorized = &Error{Kind: errUnauthenticated, Code: CodeUnauthorized,
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setSecurityHeaders(w.Header())
 	token, ok := secret.Bearer(r.Header.Get("Authorization"))
-	snap := h.svc.snap.Current()
 	var scope snapshot.AdminScope
-	if ok && snap != nil {
-		scope, ok = snap.AdminAuthorize(token, h.svc.now())
+	if ok {
+		scope, ok = h.svc.Authorize(token)
 	}
-	if !ok || snap == nil {
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rolter-admin"`)
 		h.writeError(w, r, errUnauthorized)
 		return
 	}
-	r = r.WithContext(withScope(r.Context(), scope))
+	r = r.WithContext(WithScope(r.Context(), scope))
 	if !acceptableBody(r) {
 		h.writeError(w, r, errMediaType)
 		return

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"context"
 	"encoding"
 	"encoding/json"
 	"errors"
@@ -87,70 +86,38 @@ func jsonKind(k string) string {
 	return "of another type"
 }
 
-// listPage is the pagination contract of every list: ?limit=N (1..1000,
-// default 100) and ?cursor=C from the previous page's next_cursor.
-type listPage[T any] struct {
-	Data       []T    `json:"data"`
-	NextCursor string `json:"next_cursor,omitempty"`
-}
-
-const (
-	defaultLimit = 100
-	maxLimit     = 1000
-)
-
-// pageOf parses the pagination query. It asks the store for one row more
-// than the limit so that the response knows whether a next page exists.
-func pageOf(r *http.Request) (store.Page, int, error) {
-	fe := fieldErrors{}
-	limit := defaultLimit
-	if v := r.URL.Query().Get("limit"); v != "" {
+// pageOf reads the pagination query, ?limit=N (1..1000, default 100) and
+// ?cursor=C from the previous page's next_cursor; the Service checks the
+// values.
+func pageOf(r *http.Request) (PageRequest, error) {
+	q := r.URL.Query()
+	pr := PageRequest{Cursor: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxLimit {
-			fe.add("limit", "must be an integer from 1 to %d", maxLimit)
+		if err != nil || n < 1 {
+			return pr, fieldErrors{"limit": limitRule}.err()
 		}
-		limit = n
+		pr.Limit = n
 	}
-	var after int64
-	if v := r.URL.Query().Get("cursor"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			fe.add("cursor", "is not a cursor this API returned")
-		}
-		after = n
-	}
-	if err := fe.err(); err != nil {
-		return store.Page{}, 0, err
-	}
-	return store.Page{Limit: limit + 1, After: after}, limit, nil
+	return pr, nil
 }
 
-// paginate trims rows to limit and sets the cursor from the last row's id.
-func paginate[S, T any](rows []S, limit int, id func(S) int64, view func(S) T) listPage[T] {
-	out := listPage[T]{Data: make([]T, 0, min(len(rows), limit))}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		out.NextCursor = strconv.FormatInt(id(rows[len(rows)-1]), 10)
-	}
-	for _, r := range rows {
-		out.Data = append(out.Data, view(r))
-	}
-	return out
-}
-
-// listUnder answers one page of the rows under parent (an org's or a
-// project's id), read by rows and shown by view: the shape of every list.
-func listUnder[S, T any](w http.ResponseWriter, r *http.Request, what string, parent int64,
-	rows func(context.Context, int64, store.Page) ([]S, error), id func(S) int64, view func(S) T) error {
-	page, limit, err := pageOf(r)
+// list answers one page of a list read by fn.
+func list[T any](w http.ResponseWriter, r *http.Request, fn func(PageRequest) (Page[T], error)) error {
+	pr, err := pageOf(r)
 	if err != nil {
 		return err
 	}
-	got, err := rows(r.Context(), parent, page)
+	return ok(w, r, func() (Page[T], error) { return fn(pr) })
+}
+
+// ok answers 200 with fn's view, or fn's error.
+func ok[T any](w http.ResponseWriter, _ *http.Request, fn func() (T, error)) error {
+	v, err := fn()
 	if err != nil {
-		return fromStore(err, what)
+		return err
 	}
-	writeJSON(w, http.StatusOK, paginate(got, limit, id, view))
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 

@@ -239,12 +239,9 @@ func (s *Service) DeleteGroup(ctx context.Context, org, slug string) error {
 }
 
 func (h *Handler) listGroups(w http.ResponseWriter, r *http.Request) error {
-	o, err := h.svc.org(r.Context(), r.PathValue("org"))
-	if err != nil {
-		return err
-	}
-	return listUnder(w, r, "groups", o.ID, h.svc.st.ListGroups, func(g store.Group) int64 { return g.ID },
-		groupView)
+	return list(w, r, func(pr PageRequest) (Page[GroupView], error) {
+		return h.svc.ListGroups(r.Context(), r.PathValue("org"), pr)
+	})
 }
 
 func (h *Handler) createGroup(w http.ResponseWriter, r *http.Request) error {
@@ -252,12 +249,9 @@ func (h *Handler) createGroup(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) getGroup(w http.ResponseWriter, r *http.Request) error {
-	_, g, err := h.svc.group(r.Context(), r.PathValue("org"), r.PathValue("slug"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, groupView(*g))
-	return nil
+	return ok(w, r, func() (GroupView, error) {
+		return h.svc.GetGroup(r.Context(), r.PathValue("org"), r.PathValue("slug"))
+	})
 }
 
 func (h *Handler) patchGroup(w http.ResponseWriter, r *http.Request) error {

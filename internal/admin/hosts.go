@@ -361,14 +361,9 @@ func (s *Service) ApplyHost(ctx context.Context, org, id string) (HostView, erro
 }
 
 func (h *Handler) listHosts(w http.ResponseWriter, r *http.Request) error {
-	o, err := h.svc.org(r.Context(), r.PathValue("org"))
-	if err != nil {
-		return err
-	}
-	return listUnder(w, r, "hosts", o.ID, h.svc.st.ListHosts, func(x store.Host) int64 { return x.ID },
-		func(x store.Host) HostView {
-			return h.svc.hostView(&x, h.svc.projectName(r.PathValue("org"), x.ProjectID))
-		})
+	return list(w, r, func(pr PageRequest) (Page[HostView], error) {
+		return h.svc.ListHosts(r.Context(), r.PathValue("org"), pr)
+	})
 }
 
 func (h *Handler) createHost(w http.ResponseWriter, r *http.Request) error {
@@ -378,12 +373,9 @@ func (h *Handler) createHost(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) getHost(w http.ResponseWriter, r *http.Request) error {
-	_, x, err := h.svc.host(r.Context(), r.PathValue("org"), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, h.svc.hostView(x, h.svc.projectName(r.PathValue("org"), x.ProjectID)))
-	return nil
+	return ok(w, r, func() (HostView, error) {
+		return h.svc.GetHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
+	})
 }
 
 func (h *Handler) patchHost(w http.ResponseWriter, r *http.Request) error {
@@ -465,12 +457,9 @@ func (s *Service) CreateFleetKey(ctx context.Context, org string, in FleetKeyInp
 }
 
 func (h *Handler) listFleetKeys(w http.ResponseWriter, r *http.Request) error {
-	o, err := h.svc.org(r.Context(), r.PathValue("org"))
-	if err != nil {
-		return err
-	}
-	return listUnder(w, r, "fleet keys", o.ID, h.svc.st.ListFleetKeys, func(k store.FleetKey) int64 { return k.ID },
-		fleetKeyView)
+	return list(w, r, func(pr PageRequest) (Page[FleetKeyView], error) {
+		return h.svc.ListFleetKeys(r.Context(), r.PathValue("org"), pr)
+	})
 }
 
 func (h *Handler) createFleetKey(w http.ResponseWriter, r *http.Request) error {

@@ -108,12 +108,9 @@ func (s *Service) virtualKey(ctx context.Context, org, project, id string) (*sto
 }
 
 func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) error {
-	_, pj, err := h.svc.project(r.Context(), r.PathValue("org"), r.PathValue("project"))
-	if err != nil {
-		return err
-	}
-	return listUnder(w, r, "virtual keys", pj.ID, h.svc.st.ListVirtualKeys, func(k store.VirtualKey) int64 { return k.ID },
-		keyView)
+	return list(w, r, func(pr PageRequest) (Page[VirtualKeyView], error) {
+		return h.svc.ListKeys(r.Context(), r.PathValue("org"), r.PathValue("project"), pr)
+	})
 }
 
 func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) error {
@@ -123,12 +120,9 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) getKey(w http.ResponseWriter, r *http.Request) error {
-	k, err := h.svc.virtualKey(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, keyView(*k))
-	return nil
+	return ok(w, r, func() (VirtualKeyView, error) {
+		return h.svc.GetKey(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("id"))
+	})
 }
 
 // deleteKey revokes; the record stays, with revoked_at, for the audit

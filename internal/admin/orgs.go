@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"regexp"
 	"time"
@@ -70,6 +69,9 @@ func checkName(fe fieldErrors, field, v string) {
 
 // CreateOrg creates an org.
 func (s *Service) CreateOrg(ctx context.Context, in OrgInput) (OrgView, error) {
+	if err := requireGlobal(ctx, "org creation"); err != nil {
+		return OrgView{}, err
+	}
 	fe := fieldErrors{}
 	checkName(fe, "name", in.Name)
 	if err := fe.err(); err != nil {
@@ -85,6 +87,9 @@ func (s *Service) CreateOrg(ctx context.Context, in OrgInput) (OrgView, error) {
 
 // org finds an org by name or returns a 404 naming it.
 func (s *Service) org(ctx context.Context, name string) (*store.Org, error) {
+	if sc := scopeOf(ctx); !sc.Global() && name != sc.Org {
+		return nil, notFound("org %s not found", quote(name))
+	}
 	o, err := s.st.GetOrg(ctx, name)
 	if err != nil {
 		return nil, fromStore(err, "org "+quote(name))
@@ -229,27 +234,7 @@ func projectView(o store.Org, p store.Project) ProjectView {
 }
 
 func (h *Handler) listOrgs(w http.ResponseWriter, r *http.Request) error {
-	page, limit, err := pageOf(r)
-	if err != nil {
-		return err
-	}
-	var rows []store.Org
-	if sc := scopeOf(r.Context()); sc.Global() {
-		rows, err = h.svc.st.ListOrgs(r.Context(), page)
-	} else { // an org token sees its own org only
-		o, gerr := h.svc.st.GetOrg(r.Context(), sc.Org)
-		switch {
-		case gerr == nil && o.ID > page.After:
-			rows = []store.Org{*o}
-		case gerr != nil && !errors.Is(gerr, store.ErrNotFound):
-			err = gerr
-		}
-	}
-	if err != nil {
-		return fromStore(err, "orgs")
-	}
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(o store.Org) int64 { return o.ID }, orgView))
-	return nil
+	return list(w, r, func(pr PageRequest) (Page[OrgView], error) { return h.svc.ListOrgs(r.Context(), pr) })
 }
 
 func (h *Handler) createOrg(w http.ResponseWriter, r *http.Request) error {
@@ -257,12 +242,7 @@ func (h *Handler) createOrg(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) getOrg(w http.ResponseWriter, r *http.Request) error {
-	o, err := h.svc.org(r.Context(), r.PathValue("org"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, orgView(*o))
-	return nil
+	return ok(w, r, func() (OrgView, error) { return h.svc.GetOrg(r.Context(), r.PathValue("org")) })
 }
 
 func (h *Handler) patchOrg(w http.ResponseWriter, r *http.Request) error {
@@ -274,12 +254,9 @@ func (h *Handler) deleteOrg(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request) error {
-	o, err := h.svc.org(r.Context(), r.PathValue("org"))
-	if err != nil {
-		return err
-	}
-	return listUnder(w, r, "projects", o.ID, h.svc.st.ListProjects, func(p store.Project) int64 { return p.ID },
-		func(p store.Project) ProjectView { return projectView(*o, p) })
+	return list(w, r, func(pr PageRequest) (Page[ProjectView], error) {
+		return h.svc.ListProjects(r.Context(), r.PathValue("org"), pr)
+	})
 }
 
 func (h *Handler) createProject(w http.ResponseWriter, r *http.Request) error {
@@ -287,12 +264,9 @@ func (h *Handler) createProject(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {
-	o, p, err := h.svc.project(r.Context(), r.PathValue("org"), r.PathValue("project"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, projectView(*o, *p))
-	return nil
+	return ok(w, r, func() (ProjectView, error) {
+		return h.svc.GetProject(r.Context(), r.PathValue("org"), r.PathValue("project"))
+	})
 }
 
 func (h *Handler) patchProject(w http.ResponseWriter, r *http.Request) error {

@@ -360,12 +360,9 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 }
 
 func (h *Handler) listProviders(w http.ResponseWriter, r *http.Request) error {
-	o, err := h.svc.org(r.Context(), r.PathValue("org"))
-	if err != nil {
-		return err
-	}
-	return listUnder(w, r, "providers", o.ID, h.svc.st.ListProviders, func(p store.Provider) int64 { return p.ID },
-		h.svc.providerView)
+	return list(w, r, func(pr PageRequest) (Page[ProviderView], error) {
+		return h.svc.ListProviders(r.Context(), r.PathValue("org"), pr)
+	})
 }
 
 func (h *Handler) createProvider(w http.ResponseWriter, r *http.Request) error {
@@ -373,12 +370,9 @@ func (h *Handler) createProvider(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) getProvider(w http.ResponseWriter, r *http.Request) error {
-	_, p, err := h.svc.provider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, h.svc.providerView(*p))
-	return nil
+	return ok(w, r, func() (ProviderView, error) {
+		return h.svc.GetProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
+	})
 }
 
 func boolQuery(r *http.Request, name string) (bool, error) {
@@ -414,12 +408,10 @@ func (h *Handler) deleteProvider(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) listProviderKeys(w http.ResponseWriter, r *http.Request) error {
-	_, p, err := h.svc.provider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, listPage[KeyView]{Data: providerView(*p).Keys})
-	return nil
+	return ok(w, r, func() (Page[KeyView], error) {
+		p, err := h.svc.GetProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
+		return Page[KeyView]{Data: p.Keys}, err
+	})
 }
 
 func (h *Handler) addProviderKey(w http.ResponseWriter, r *http.Request) error {

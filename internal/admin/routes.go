@@ -257,13 +257,9 @@ func (s *Service) route(ctx context.Context, org, project, model string) (*store
 }
 
 func (h *Handler) listRoutes(w http.ResponseWriter, r *http.Request) error {
-	_, pj, err := h.svc.project(r.Context(), r.PathValue("org"), r.PathValue("project"))
-	if err != nil {
-		return err
-	}
-	org := r.PathValue("org")
-	return listUnder(w, r, "routes", pj.ID, h.svc.st.ListRoutes, func(r store.Route) int64 { return r.ID },
-		func(rt store.Route) RouteView { return h.svc.targetReadiness(org, routeView(rt)) })
+	return list(w, r, func(pr PageRequest) (Page[RouteView], error) {
+		return h.svc.ListRoutes(r.Context(), r.PathValue("org"), r.PathValue("project"), pr)
+	})
 }
 
 func (h *Handler) createRoute(w http.ResponseWriter, r *http.Request) error {
@@ -273,12 +269,9 @@ func (h *Handler) createRoute(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) getRoute(w http.ResponseWriter, r *http.Request) error {
-	_, rt, err := h.svc.route(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, h.svc.targetReadiness(r.PathValue("org"), routeView(*rt)))
-	return nil
+	return ok(w, r, func() (RouteView, error) {
+		return h.svc.GetRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model"))
+	})
 }
 
 func (h *Handler) patchRoute(w http.ResponseWriter, r *http.Request) error {

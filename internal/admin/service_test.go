@@ -112,6 +112,21 @@ func TestServiceWritesRunCommittedHook(t *testing.T) {
 			if _, err := db.GetOrg(ctx, "o"); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("org after delete: %v", err)
 			}
+
+			// The bootstrap writes of the admin tokens go through the
+			// Service too, so a replica's start announces them.
+			first, err := svc.NeverHadAdminToken(ctx)
+			if err != nil || !first {
+				t.Fatalf("a store without tokens: first start %v, %v", first, err)
+			}
+			_, err = svc.MintFirstStartToken(ctx)
+			committed("mint the first-start admin token", err)
+			if first, _ := svc.NeverHadAdminToken(ctx); first {
+				t.Fatal("still a first start after minting a token")
+			}
+			env, _ := secret.Mint(secret.PrefixAdminToken)
+			committed("set ROLTER_ADMIN_TOKEN", svc.SetEnvAdminToken(ctx, env))
+			committed("unset ROLTER_ADMIN_TOKEN", svc.SetEnvAdminToken(ctx, secret.Secret{}))
 		})
 	}
 }

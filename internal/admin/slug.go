@@ -93,26 +93,9 @@ type SlugCheck struct {
 }
 
 func (h *Handler) checkSlug(w http.ResponseWriter, r *http.Request) error {
-	o, err := h.svc.org(r.Context(), r.PathValue("org"))
-	if err != nil {
-		return err
-	}
-	slug := r.PathValue("slug")
-	if !slugPattern.MatchString(slug) {
-		return fieldErrors{"slug": slugRule}.err()
-	}
-	taken, err := h.svc.st.SlugTaken(r.Context(), o.ID, slug)
-	if err != nil {
-		return fromStore(err, "slug")
-	}
-	out := SlugCheck{Slug: slug, Available: !taken}
-	if taken {
-		if out.Suggestion, err = h.svc.suggestSlug(r.Context(), o.ID, slug); err != nil {
-			return err
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return ok(w, r, func() (SlugCheck, error) {
+		return h.svc.CheckSlug(r.Context(), r.PathValue("org"), r.PathValue("slug"))
+	})
 }
 
 // fromSlugWrite maps the error of a write that claims a slug: a taken slug

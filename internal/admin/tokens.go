@@ -103,6 +103,9 @@ func parseScope(fe fieldErrors, raw json.RawMessage) (org string, global bool) {
 // CreateAdminToken mints an admin token. The returned view is the only
 // place the secret ever appears.
 func (s *Service) CreateAdminToken(ctx context.Context, in AdminTokenInput) (AdminTokenView, error) {
+	if err := requireGlobal(ctx, "admin tokens"); err != nil {
+		return AdminTokenView{}, err
+	}
 	fe := fieldErrors{}
 	if strings.TrimSpace(in.Name) == "" || len(in.Name) > 200 {
 		fe.add("name", "is required (1-200 characters)")
@@ -141,6 +144,9 @@ func (s *Service) CreateAdminToken(ctx context.Context, in AdminTokenInput) (Adm
 }
 
 func (s *Service) adminToken(ctx context.Context, id string) (*store.AdminToken, error) {
+	if err := requireGlobal(ctx, "admin token "+quote(id)); err != nil {
+		return nil, err
+	}
 	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil {
 		return nil, notFound("admin token %s not found", quote(id))
@@ -182,16 +188,7 @@ func (s *Service) RevokeAdminToken(ctx context.Context, id string) (AdminTokenVi
 }
 
 func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request) error {
-	page, limit, err := pageOf(r)
-	if err != nil {
-		return err
-	}
-	rows, err := h.svc.st.ListAdminTokens(r.Context(), page)
-	if err != nil {
-		return fromStore(err, "admin tokens")
-	}
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(a store.AdminToken) int64 { return a.ID }, tokenView))
-	return nil
+	return list(w, r, func(pr PageRequest) (Page[AdminTokenView], error) { return h.svc.ListTokens(r.Context(), pr) })
 }
 
 func (h *Handler) createToken(w http.ResponseWriter, r *http.Request) error {
@@ -199,12 +196,7 @@ func (h *Handler) createToken(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *Handler) getToken(w http.ResponseWriter, r *http.Request) error {
-	a, err := h.svc.adminToken(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, tokenView(*a))
-	return nil
+	return ok(w, r, func() (AdminTokenView, error) { return h.svc.GetToken(r.Context(), r.PathValue("id")) })
 }
 
 func (h *Handler) revokeToken(w http.ResponseWriter, r *http.Request) error {
@@ -213,5 +205,55 @@ func (h *Handler) revokeToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// NeverHadAdminToken reports whether the store has never held an admin
+// token, revoked ones included: a store's first start.
+func (s *Service) NeverHadAdminToken(ctx context.Context) (bool, error) {
+	n, err := s.st.CountAdminTokens(ctx)
+	if err != nil {
+		return false, fromStore(err, "admin tokens")
+	}
+	return n == 0, nil
+}
+
+// MintFirstStartToken stores a new global admin token named "first start"
+// and returns its secret, to be shown once. It is an ordinary global token:
+// it stays valid until revoked.
+func (s *Service) MintFirstStartToken(ctx context.Context) (secret.Secret, error) {
+	tok, lookup := secret.Mint(secret.PrefixAdminToken)
+	if err := s.st.CreateAdminToken(ctx, &store.AdminToken{Name: "first start", Hash: secret.HashOf(tok.Reveal()),
+		Lookup: lookup, Source: store.AdminTokenFirstStart}); err != nil {
+		return secret.Secret{}, fromStore(err, "admin token")
+	}
+	s.changed(ctx)
+	return tok, nil
+}
+
+// CodeEnvTokenClash refuses a ROLTER_ADMIN_TOKEN whose value is already a
+// token created through the API.
+const CodeEnvTokenClash = "env_token_clash"
+
+// SetEnvAdminToken makes tok the bootstrap token (ROLTER_ADMIN_TOKEN): a
+// global token valid only while a start sets it. Its hash is stored, so
+// that the other replicas accept it too, and any other value it had
+// before is revoked; a zero tok revokes every earlier value.
+func (s *Service) SetEnvAdminToken(ctx context.Context, tok secret.Secret) error {
+	var hash *secret.Hash
+	if !tok.IsZero() {
+		h := secret.HashOf(tok.Reveal())
+		hash = &h
+	}
+	err := s.st.SetEnvAdminToken(ctx, hash, s.now())
+	var ce *store.ConflictError
+	if errors.As(err, &ce) {
+		return &Error{Kind: ErrConflict, Code: CodeEnvTokenClash,
+			Message: "ROLTER_ADMIN_TOKEN has the value of a token created through the API; set a fresh value"}
+	}
+	if err != nil {
+		return fromStore(err, "ROLTER_ADMIN_TOKEN")
+	}
+	s.changed(ctx)
 	return nil
 }

@@ -51,11 +51,16 @@ func usageView(u store.UsageRecord, project string) UsageView {
 // is refused: a misspelt filter must not silently return everything.
 var usageParams = []string{"project", "key", "route", "provider", "model", "since", "until", "limit", "cursor"}
 
-// parseUsageFilter reads the usage query filters into f, adding malformed
-// values to fe by parameter name; allowed lists the parameters the
-// endpoint takes. It returns the project name filter, which the caller
-// resolves.
-func parseUsageFilter(q url.Values, allowed []string, f *store.UsageFilter, fe fieldErrors) (project string) {
+// UsageQuery filters usage records; an empty field matches everything.
+// Values are written as the API's query parameters take them: Key is a
+// virtual key id or name, Since and Until RFC 3339 times or dates (UTC).
+type UsageQuery struct {
+	Project, Key, Route, Provider, Model, Since, Until string
+}
+
+// usageQuery reads the usage query parameters, adding to fe those the
+// endpoint does not take (allowed), repeats and empty values.
+func usageQuery(q url.Values, allowed []string, fe fieldErrors) UsageQuery {
 	for name, vs := range q {
 		switch {
 		case !slices.Contains(allowed, name):
@@ -66,11 +71,17 @@ func parseUsageFilter(q url.Values, allowed []string, f *store.UsageFilter, fe f
 			fe.add(name, "must not be empty; leave it out to match everything")
 		}
 	}
-	project = q.Get("project")
-	if project != "" {
-		checkName(fe, "project", project)
+	return UsageQuery{Project: q.Get("project"), Key: q.Get("key"), Route: q.Get("route"), Provider: q.Get("provider"),
+		Model: q.Get("model"), Since: q.Get("since"), Until: q.Get("until")}
+}
+
+// check validates the query into f, adding malformed values to fe by
+// parameter name. The project, a name, is resolved by the caller.
+func (q UsageQuery) check(f *store.UsageFilter, fe fieldErrors) {
+	if q.Project != "" {
+		checkName(fe, "project", q.Project)
 	}
-	if v := q.Get("key"); v != "" {
+	if v := q.Key; v != "" {
 		// A key is named by id or by name; a name matches every key of
 		// the org (or project) that has it, revoked ones included.
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
@@ -84,24 +95,41 @@ func parseUsageFilter(q url.Values, allowed []string, f *store.UsageFilter, fe f
 			f.KeyName = v
 		}
 	}
-	if v := q.Get("route"); v != "" {
+	if v := q.Route; v != "" {
 		checkModelName(fe, "route", v)
 		f.Route = v
 	}
-	if v := q.Get("provider"); v != "" {
+	if v := q.Provider; v != "" {
 		checkModelName(fe, "provider", v)
 		f.Provider = v
 	}
-	if v := q.Get("model"); v != "" {
+	if v := q.Model; v != "" {
 		checkModelName(fe, "model", v)
 		f.Model = v
 	}
-	f.Since = usageTime(fe, "since", q.Get("since"))
-	f.Until = usageTime(fe, "until", q.Get("until"))
+	f.Since = usageTime(fe, "since", q.Since)
+	f.Until = usageTime(fe, "until", q.Until)
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
 		fe.add("until", "must be after since")
 	}
-	return project
+}
+
+// filter checks the query and resolves its project in org o.
+func (s *Service) usageFilter(ctx context.Context, o *store.Org, q UsageQuery, fe fieldErrors) (store.UsageFilter, *store.Project, error) {
+	f := store.UsageFilter{OrgID: o.ID}
+	q.check(&f, fe)
+	if err := fe.err(); err != nil {
+		return f, nil, err
+	}
+	if q.Project == "" {
+		return f, nil, nil
+	}
+	pj, err := s.st.GetProject(ctx, o.ID, q.Project)
+	if err != nil {
+		return f, nil, fromStore(err, "project "+quote(q.Project)+" in org "+quote(o.Name))
+	}
+	f.ProjectID = pj.ID
+	return f, pj, nil
 }
 
 // usageTime reads an RFC 3339 time or a date (midnight UTC).
@@ -152,46 +180,50 @@ func (s *Service) projectNames(ctx context.Context, orgID int64, rows []store.Us
 	return names, nil
 }
 
-// listUsage serves GET /orgs/{org}/usage: the org's usage records oldest
-// first, filtered by project, key, route and since. A malformed filter or
-// page parameter is a 400 naming every bad parameter; a project that does
-// not exist is a 404.
-func (h *Handler) listUsage(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	o, err := h.svc.org(ctx, r.PathValue("org"))
+// ListUsage lists the org's usage records oldest first, filtered by q. A
+// malformed filter or page is ErrInvalid naming every bad field; a
+// project that does not exist is ErrNotFound.
+func (s *Service) ListUsage(ctx context.Context, org string, q UsageQuery, pr PageRequest) (Page[UsageView], error) {
+	o, err := s.org(ctx, org)
 	if err != nil {
-		return err
+		return Page[UsageView]{}, err
 	}
 	fe := fieldErrors{}
-	page, limit, err := pageOf(r)
-	if ae, ok := err.(*Error); ok {
-		maps.Copy(fe, ae.Fields)
-	} else if err != nil {
-		return err
-	}
-	f := store.UsageFilter{OrgID: o.ID}
-	project := parseUsageFilter(r.URL.Query(), usageParams, &f, fe)
-	if err := fe.err(); err != nil {
-		return err
+	page, limit := pr.check(fe)
+	f, pj, err := s.usageFilter(ctx, o, q, fe)
+	if err != nil {
+		return Page[UsageView]{}, err
 	}
 	var names map[int64]string
-	if project != "" {
-		pj, err := h.svc.st.GetProject(ctx, o.ID, project)
-		if err != nil {
-			return fromStore(err, "project "+quote(project)+" in org "+quote(o.Name))
-		}
-		f.ProjectID, names = pj.ID, map[int64]string{pj.ID: pj.Name}
+	if pj != nil {
+		names = map[int64]string{pj.ID: pj.Name}
 	}
-	rows, err := h.svc.st.ListUsage(ctx, f, page)
+	rows, err := s.st.ListUsage(ctx, f, page)
 	if err != nil {
-		return fromStore(err, "usage")
+		return Page[UsageView]{}, fromStore(err, "usage")
 	}
 	if names == nil {
-		if names, err = h.svc.projectNames(ctx, o.ID, rows[:min(len(rows), limit)]); err != nil {
-			return err
+		if names, err = s.projectNames(ctx, o.ID, rows[:min(len(rows), limit)]); err != nil {
+			return Page[UsageView]{}, err
 		}
 	}
-	writeJSON(w, http.StatusOK, paginate(rows, limit, func(u store.UsageRecord) int64 { return u.ID },
-		func(u store.UsageRecord) UsageView { return usageView(u, names[u.ProjectID]) }))
-	return nil
+	return paginate(rows, limit, func(u store.UsageRecord) int64 { return u.ID },
+		func(u store.UsageRecord) UsageView { return usageView(u, names[u.ProjectID]) }), nil
+}
+
+// listUsage serves GET /orgs/{org}/usage. A bad parameter is a 400 naming
+// every bad parameter, the unknown ones with the malformed values.
+func (h *Handler) listUsage(w http.ResponseWriter, r *http.Request) error {
+	fe := fieldErrors{}
+	q := usageQuery(r.URL.Query(), usageParams, fe)
+	pr, err := pageOf(r)
+	if ae, ok := err.(*Error); ok {
+		maps.Copy(fe, ae.Fields)
+	}
+	if len(fe) > 0 {
+		q.check(&store.UsageFilter{}, fe)
+		pr.check(fe)
+		return fe.err()
+	}
+	return ok(w, r, func() (Page[UsageView], error) { return h.svc.ListUsage(r.Context(), r.PathValue("org"), q, pr) })
 }

@@ -95,79 +95,112 @@ const summaryTimeout = 30 * time.Second
 // CodeSummaryTooSlow: a usage summary ran past summaryTimeout.
 const CodeSummaryTooSlow = "summary_too_slow"
 
-func (h *Handler) usageSummary(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	o, err := h.svc.org(ctx, r.PathValue("org"))
+// SummaryQuery asks for usage sums: the records q matches, grouped by
+// GroupBy (any of key, project, route, provider, model and one of day or
+// hour; none: one total), at most Limit groups (0: 1000; at most 10000).
+type SummaryQuery struct {
+	UsageQuery
+	GroupBy []string
+	Limit   int
+}
+
+// SummarizeUsage sums the org's usage in one store query. More groups than
+// the limit is refused (ErrInvalid, CodeTooManyGroups), never cut
+// silently; a query running past summaryTimeout is refused too.
+func (s *Service) SummarizeUsage(ctx context.Context, org string, q SummaryQuery) (UsageSummary, error) {
+	o, err := s.org(ctx, org)
 	if err != nil {
-		return err
+		return UsageSummary{}, err
 	}
-	q := r.URL.Query()
 	fe := fieldErrors{}
-	f := store.UsageFilter{OrgID: o.ID}
-	project := parseUsageFilter(q, summaryParams, &f, fe)
-	var groupBy []string
-	if v := q.Get("group_by"); v != "" {
-		for _, d := range strings.Split(v, ",") {
-			d = strings.TrimSpace(d)
-			switch {
-			case !slices.Contains(groupDims, d):
-				fe.add("group_by", "takes a comma-separated list of %s", strings.Join(groupDims, ", "))
-			case slices.Contains(groupBy, d):
-				fe.add("group_by", "names %s twice", d)
-			default:
-				groupBy = append(groupBy, d)
-			}
-		}
-		if slices.Contains(groupBy, store.GroupDay) && slices.Contains(groupBy, store.GroupHour) {
-			fe.add("group_by", "takes day or hour, not both")
-		}
-	}
-	format := q.Get("format")
-	if format != "" && format != "json" && format != "csv" {
-		fe.add("format", `must be "json" or "csv"`)
-	}
-	limit := defaultGroups
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxGroups {
-			fe.add("limit", "must be a number of groups from 1 to %d", maxGroups)
-		}
-		limit = n
-	}
-	if err := fe.err(); err != nil {
-		return err
-	}
-	if project != "" {
-		pj, err := h.svc.st.GetProject(ctx, o.ID, project)
-		if err != nil {
-			return fromStore(err, "project "+quote(project)+" in org "+quote(o.Name))
-		}
-		f.ProjectID = pj.ID
-	}
-	if groupBy == nil {
-		groupBy = []string{}
+	groupBy, limit := q.check(fe)
+	f, _, err := s.usageFilter(ctx, o, q.UsageQuery, fe)
+	if err != nil {
+		return UsageSummary{}, err
 	}
 	// One summary may not hold the store for long, whatever range it asks
 	// for: the database stops it.
 	qctx, cancel := context.WithTimeout(ctx, summaryTimeout)
 	defer cancel()
-	groups, err := h.svc.st.SummarizeUsage(qctx, f, groupBy, limit+1)
+	groups, err := s.st.SummarizeUsage(qctx, f, groupBy, limit+1)
 	if err != nil && qctx.Err() != nil && ctx.Err() == nil {
-		return &Error{Kind: ErrInvalid, Code: CodeSummaryTooSlow,
+		return UsageSummary{}, &Error{Kind: ErrInvalid, Code: CodeSummaryTooSlow,
 			Message: "the summary took longer than " + summaryTimeout.String() + "; narrow since/until or the filters",
 			Fields:  map[string]string{"since": "narrow the range"}}
 	}
 	if err != nil {
-		return fromStore(err, "usage")
+		return UsageSummary{}, fromStore(err, "usage")
 	}
 	if len(groups) > limit {
-		return &Error{Kind: ErrInvalid, Code: CodeTooManyGroups,
+		return UsageSummary{}, &Error{Kind: ErrInvalid, Code: CodeTooManyGroups,
 			Message: "more than " + strconv.Itoa(limit) + " groups match; narrow the filters (since, until, key, ...), group by fewer dimensions or by day rather than hour, or raise limit (at most " + strconv.Itoa(maxGroups) + ")",
 			Fields:  map[string]string{"group_by": "yields more than " + strconv.Itoa(limit) + " groups"}}
 	}
 	out := UsageSummary{Currency: "USD", GroupBy: groupBy, Data: make([]UsageTotal, 0, len(groups))}
 	for _, g := range groups {
 		out.Data = append(out.Data, usageTotal(g, groupBy))
+	}
+	return out, nil
+}
+
+// check validates the grouping and the limit into fe.
+func (q SummaryQuery) check(fe fieldErrors) (groupBy []string, limit int) {
+	groupBy = []string{}
+	for _, d := range q.GroupBy {
+		switch {
+		case !slices.Contains(groupDims, d):
+			fe.add("group_by", "takes a comma-separated list of %s", strings.Join(groupDims, ", "))
+		case slices.Contains(groupBy, d):
+			fe.add("group_by", "names %s twice", d)
+		default:
+			groupBy = append(groupBy, d)
+		}
+	}
+	if slices.Contains(groupBy, store.GroupDay) && slices.Contains(groupBy, store.GroupHour) {
+		fe.add("group_by", "takes day or hour, not both")
+	}
+	limit = q.Limit
+	switch {
+	case limit == 0:
+		limit = defaultGroups
+	case limit < 1 || limit > maxGroups:
+		fe.add("limit", "%s", groupLimitRule)
+	}
+	return groupBy, limit
+}
+
+var groupLimitRule = "must be a number of groups from 1 to " + strconv.Itoa(maxGroups)
+
+// usageSummary serves GET /orgs/{org}/usage/summary as JSON or
+// (format=csv) CSV.
+func (h *Handler) usageSummary(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	fe := fieldErrors{}
+	sq := SummaryQuery{UsageQuery: usageQuery(q, summaryParams, fe)}
+	if v := q.Get("group_by"); v != "" {
+		for _, d := range strings.Split(v, ",") {
+			sq.GroupBy = append(sq.GroupBy, strings.TrimSpace(d))
+		}
+	}
+	format := q.Get("format")
+	if format != "" && format != "json" && format != "csv" {
+		fe.add("format", `must be "json" or "csv"`)
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			fe.add("limit", "%s", groupLimitRule)
+		}
+		sq.Limit = n
+	}
+	if len(fe) > 0 {
+		sq.UsageQuery.check(&store.UsageFilter{}, fe)
+		sq.check(fe)
+		return fe.err()
+	}
+	out, err := h.svc.SummarizeUsage(r.Context(), r.PathValue("org"), sq)
+	if err != nil {
+		return err
 	}
 	if format == "csv" {
 		writeUsageCSV(w, out)

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/secret"
-	"github.com/rolter/rolter/internal/store"
 )
 
 // Names created on first start.
@@ -33,15 +31,6 @@ func checkAdminToken(tok secret.Secret) error {
 	return nil
 }
 
-// tokenStore is the part of store.Store that bootstrap uses. As store.Store
-// documents, CountAdminTokens counts revoked tokens too (zero means first
-// start), and SetEnvAdminToken leaves hash the only live env token.
-type tokenStore interface {
-	CountAdminTokens(ctx context.Context) (int, error)
-	CreateAdminToken(ctx context.Context, t *store.AdminToken) error
-	SetEnvAdminToken(ctx context.Context, hash *secret.Hash, at time.Time) error
-}
-
 // bootstrap prepares a store for serving. First start is "no admin token
 // stored yet", revoked ones included: it creates the default org and
 // project and a first virtual key, then stores the admin token last, as the
@@ -53,26 +42,21 @@ type tokenStore interface {
 // it had before is revoked; unset, every earlier value is revoked. The
 // generated first-start token is an ordinary global token: it stays valid
 // until revoked through the API.
-func bootstrap(ctx context.Context, st tokenStore, svc *admin.Service, envToken secret.Secret, out io.Writer) error {
-	n, err := st.CountAdminTokens(ctx)
+func bootstrap(ctx context.Context, svc *admin.Service, envToken secret.Secret, out io.Writer) error {
+	first, err := svc.NeverHadAdminToken(ctx)
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	var banner string
-	if n == 0 {
-		if banner, err = firstStart(ctx, st, svc, envToken); err != nil {
+	if first {
+		if banner, err = firstStart(ctx, svc, envToken); err != nil {
 			return err
 		}
 	}
-	var hash *secret.Hash
-	if !envToken.IsZero() {
-		h := secret.HashOf(envToken.Reveal())
-		hash = &h
-	}
-	err = st.SetEnvAdminToken(ctx, hash, time.Now())
-	var ce *store.ConflictError
-	if errors.As(err, &ce) {
-		return errors.New("bootstrap: ROLTER_ADMIN_TOKEN has the value of a token created through the API; set a fresh value")
+	var ae *admin.Error
+	err = svc.SetEnvAdminToken(ctx, envToken)
+	if errors.As(err, &ae) && ae.Code == admin.CodeEnvTokenClash {
+		return errors.New("bootstrap: " + ae.Message)
 	}
 	if err != nil {
 		return fmt.Errorf("bootstrap: store ROLTER_ADMIN_TOKEN: %w", err)
@@ -87,7 +71,7 @@ func bootstrap(ctx context.Context, st tokenStore, svc *admin.Service, envToken 
 // firstStart mints what a new store needs and returns the banner that
 // shows its secrets. With ROLTER_ADMIN_TOKEN set, storing it (in
 // bootstrap) is the commit point; otherwise the generated token is.
-func firstStart(ctx context.Context, st tokenStore, svc *admin.Service, envToken secret.Secret) (string, error) {
+func firstStart(ctx context.Context, svc *admin.Service, envToken secret.Secret) (string, error) {
 	if _, err := svc.CreateOrg(ctx, admin.OrgInput{Name: DefaultOrg, Description: "created on first start"}); err != nil && !admin.AlreadyExists(err) {
 		return "", fmt.Errorf("bootstrap: default org: %w", err)
 	}
@@ -100,10 +84,7 @@ func firstStart(ctx context.Context, st tokenStore, svc *admin.Service, envToken
 	}
 	var token secret.Secret
 	if envToken.IsZero() {
-		var lookup string
-		token, lookup = secret.Mint(secret.PrefixAdminToken)
-		if err := st.CreateAdminToken(ctx, &store.AdminToken{Name: "first start", Hash: secret.HashOf(token.Reveal()),
-			Lookup: lookup, Source: store.AdminTokenFirstStart}); err != nil {
+		if token, err = svc.MintFirstStartToken(ctx); err != nil {
 			return "", fmt.Errorf("bootstrap: admin token: %w", err)
 		}
 	}

@@ -173,10 +173,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	}
 	svc.SetPublisher(publish)
 	svc.SetAllowLinkLocalUpstreams(s.cfg.AllowLinkLocalUpstreams)
-	if err := bootstrap(ctx, s.db, svc, s.cfg.AdminToken, s.cfg.Out); err != nil {
-		return err
-	}
-	if err := snap.Reload(ctx); err != nil { // admin tokens are written outside Service
+	if err := bootstrap(ctx, svc, s.cfg.AdminToken, s.cfg.Out); err != nil {
 		return err
 	}
 	if s.cfg.ConfigFile != "" {
