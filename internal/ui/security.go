@@ -52,14 +52,17 @@ func csrfOK(w http.ResponseWriter, r *http.Request, ss *session) bool {
 
 // sameOrigin refuses a cross-site POST when the browser says where it comes
 // from: a defence beside the CSRF token and the SameSite cookie, and the
-// only one the login form has (no session yet). A request without Origin
-// (an old browser, a script) is judged by the token alone.
+// only one the login form has (no session yet). Sec-Fetch-Site is the
+// browser's own verdict. Origin is compared only when it names one: under
+// our Referrer-Policy no-referrer, browsers send "Origin: null" even for a
+// same-origin form. A request without either (an old browser, a script) is
+// judged by the CSRF token alone.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return false
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
 	}
 	o := r.Header.Get("Origin")
-	if o == "" {
+	if o == "" || o == "null" {
 		return true
 	}
 	u, err := url.Parse(o)
