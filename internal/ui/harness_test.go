@@ -27,7 +27,7 @@ import (
 // harness is the UI over a real SQLite store and the real admin Service,
 // served by httptest, with a manual clock for session expiry.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	db    *sqlstore.DB
 	svc   *admin.Service
 	ui    *UI
@@ -38,12 +38,12 @@ type harness struct {
 	token string
 }
 
-func newHarness(t *testing.T, opts Options) *harness {
+func newHarness(t testing.TB, opts Options) *harness {
 	t.Helper()
 	return newHarnessWith(t, opts, httptest.NewServer)
 }
 
-func newHarnessWith(t *testing.T, opts Options, serve func(http.Handler) *httptest.Server) *harness {
+func newHarnessWith(t testing.TB, opts Options, serve func(http.Handler) *httptest.Server) *harness {
 	t.Helper()
 	ctx := context.Background()
 	h := &harness{t: t, clock: clock.NewManual(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), logs: &testkit.Buffer{}}
