@@ -58,4 +58,17 @@
 // with the template function link ("routes", "org", .Org, ...), which
 // drops empty values. Nothing else is shared between pages, so two pages
 // built at once do not conflict.
+//
+// # Testing a page
+//
+// harness_test.go builds the UI over a real SQLite store and the real
+// Service behind httptest (newHarness; h.svc to set data up, h.token a
+// global admin token, h.clock the sessions' manual clock). A browser
+// (h.browser()) is a cookie-keeping HTTP client: login, get, postCSRF.
+// browser_test.go drives chromium through chromedp with one browser per
+// test binary: newTab(t, h) opens a fresh browser context, tb.login,
+// tb.do (chromedp actions), tb.waitFor (a JavaScript condition; never a
+// sleep), tb.text, tb.screenshot (into t.TempDir(), path logged), and
+// tb.clean at the end (fails on a dialog, an exception or a CSP
+// violation). Put a page's tests in routes_test.go.
 package ui

@@ -127,7 +127,7 @@ func (s *sessions) len() int {
 // a plain-HTTP deployment (localhost, a trusted network) still works, and
 // a TLS one never sends the cookie in clear.
 func sessionCookie(r *http.Request, value string) *http.Cookie {
-	c := &http.Cookie{Name: CookieName, Value: value, Path: Prefix + "/", HttpOnly: true,
+	c := &http.Cookie{Name: CookieName, Value: value, Path: Prefix + "/", HttpOnly: true, //nolint:gosec // G124: Secure under TLS only, so plain HTTP on localhost works
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
 	if value == "" {
 		c.MaxAge = -1

@@ -93,8 +93,6 @@ type request struct {
 	// ctx carries the token's admin scope: the Service confines an
 	// org-scoped token to its org.
 	ctx context.Context
-	// orgs are the orgs the token may see, loaded on first use.
-	orgs []string
 }
 
 // handler is a page endpoint. An error it returns is shown as an error
@@ -193,7 +191,7 @@ func safeNext(next string) string {
 func (u *UI) loginForm(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if _, ok := u.session(w, r); ok {
-		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther) //nolint:gosec // G710: safeNext keeps it inside /ui/
 		return
 	}
 	u.renderLogin(w, r, http.StatusOK, "")
@@ -221,7 +219,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	}
 	_, id := u.sessions.create(tok, scope)
 	http.SetCookie(w, sessionCookie(r, id))
-	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
+	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther) //nolint:gosec // G710: safeNext keeps it inside /ui/
 }
 
 // logout ends the session and clears its cookie.
