@@ -174,7 +174,8 @@ func (s *Server) prepare(ctx context.Context) error {
 	}
 	svc.SetPublisher(publish)
 	svc.SetAllowLinkLocalUpstreams(s.cfg.AllowLinkLocalUpstreams)
-	if err := bootstrap(ctx, svc, s.cfg.AdminToken, s.cfg.Out); err != nil {
+	fresh, err := bootstrap(ctx, svc, s.cfg.AdminToken, s.cfg.Out)
+	if err != nil {
 		return err
 	}
 	if s.cfg.ConfigFile != "" {
@@ -305,10 +306,12 @@ func (s *Server) prepare(ctx context.Context) error {
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	go func() { s.done <- s.http.Serve(ln) }()
-	s.log.Info("rolter serving", "addr", s.Addr, "store", s.db.Dialect(), "demo", s.cfg.Demo)
-	// Beside the first-start banner (which shows the admin token to log in
-	// with), on every start: where the console is.
-	fmt.Fprintf(s.cfg.Out, "rolter: web UI at %s (log in with an admin token)\n", uiURL(s.Addr))
+	s.log.Info("rolter serving", "addr", s.Addr, "store", s.db.Dialect(), "demo", s.cfg.Demo, "ui", uiURL(s.Addr))
+	if fresh {
+		// Under the banner that shows the admin token to log in with; a
+		// later start prints nothing (the log line above has the address).
+		fmt.Fprintf(s.cfg.Out, "  web UI:       %s  (log in with the admin token)\n", uiURL(s.Addr))
+	}
 	return nil
 }
 

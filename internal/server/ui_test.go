@@ -9,14 +9,14 @@ import (
 	"github.com/rolter/rolter/internal/store/storetest"
 )
 
-// The web UI is mounted at /ui/ and its address printed on start, beside
-// the first-start banner that shows the admin token to log in with.
+// The web UI is mounted at /ui/ and its address printed under the
+// first-start banner that shows the admin token to log in with.
 func TestWebUIIsMountedAndAnnounced(t *testing.T) {
 	spec, dir := storetest.Spec(t, "sqlite")
 	r := start(t, server.Config{Store: spec, DataDir: dir})
 	t.Cleanup(func() { _ = r.srv.Shutdown() })
 	out := r.out.String()
-	if !strings.Contains(out, "admin token:") || !strings.Contains(out, "web UI at http://"+r.addr+"/ui/") {
+	if !strings.Contains(out, "admin token:") || !strings.Contains(out, "web UI:       http://"+r.addr+"/ui/") {
 		t.Fatalf("start-up output: %q", out)
 	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
