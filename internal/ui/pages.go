@@ -72,8 +72,10 @@ func navLinks(active string) []navLink {
 // first; an org the token may not see is a 404, as in the admin API.
 func (u *UI) newView(r *request, page string, withProject bool) (*view, error) {
 	e := navEntry(page)
+	// The switchers lead to the page's root: an item of one org (a
+	// provider's page) does not exist in another.
 	v := &view{Page: page, Title: e.Title, Nav: navLinks(page), Scope: r.sess.scopeLabel(), CSRF: r.sess.csrf,
-		Path: r.URL.Path}
+		Path: link(page)}
 	orgs, err := u.svc.ListOrgs(r.ctx, admin.PageRequest{Limit: 1000})
 	if err != nil {
 		return nil, err

@@ -79,7 +79,7 @@ type view struct {
 	Orgs     []string
 	Project  string
 	Projects []string // nil: the page has no project selector
-	// Path is the current page's path, where the switchers submit to.
+	// Path is the page's root, where the org and project switchers go.
 	Path string
 	Data any
 }
