@@ -1,16 +1,16 @@
 package admin
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/rolter/rolter/internal/store"
 )
 
 // Stable error codes of the admin API. Clients branch on these, never on
-// messages.
+// messages. Unauthorized, BodyTooLarge, MethodNotAllowed and
+// UnsupportedMediaType are the HTTP layer's own (package adminapi); they
+// are listed here so that the codes stay one list.
 const (
 	CodeInvalidJSON          = "invalid_json"
 	CodeUnknownField         = "unknown_field"
@@ -32,7 +32,7 @@ const (
 // Classes of domain failure. Every error a Service method returns matches
 // at most one of them with errors.Is (none: an internal failure); callers
 // branch on the class, and on Error.Code for the finer, stable reason. The
-// HTTP layer maps the classes to statuses in one place, httpStatus.
+// HTTP layer (package adminapi) maps the classes to statuses in one place.
 var (
 	// ErrInvalid: the input breaks a rule; Error.Fields names the fields.
 	ErrInvalid = errors.New("invalid input")
@@ -43,14 +43,6 @@ var (
 	ErrConflict = errors.New("conflict with the current state")
 	// ErrUnavailable: the store cannot be reached; retry later.
 	ErrUnavailable = errors.New("store unavailable")
-)
-
-// Classes of HTTP-only failure, which no Service method returns.
-var (
-	errUnauthenticated  = errors.New("unauthenticated")
-	errMethod           = errors.New("method not allowed")
-	errTooLarge         = errors.New("body too large")
-	errUnsupportedMedia = errors.New("unsupported media type")
 )
 
 // AlreadyExists reports whether a create was refused because the name or
@@ -106,7 +98,26 @@ func (f fieldErrors) err() error {
 	return &Error{Kind: ErrInvalid, Code: CodeValidation, Message: "the request has invalid fields; see fields", Fields: f}
 }
 
-// fromStore maps store errors to API errors; what names the resource.
+// Invalid is the ErrInvalid error (CodeValidation) that a Service method
+// returns for bad fields, naming each with its problem; nil when fields is
+// empty. It is for a layer over the Service that checks input of its own
+// (query parameters, say) and must report it in the same shape.
+func Invalid(fields map[string]string) error { return fieldErrors(fields).err() }
+
+// AsError returns err as an *Error, for a layer that shows every failure in
+// the one error shape: err itself when it is one, else the domain error a
+// store failure means (naming the resource generically), else an internal
+// error that carries err. It returns nil for nil.
+func AsError(err error) *Error {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	ae, _ = fromStore(err, "resource").(*Error)
+	return ae
+}
+
+// fromStore maps store errors to domain errors; what names the resource.
 func fromStore(err error, what string) error {
 	var (
 		ce *store.ConflictError
@@ -128,51 +139,4 @@ func fromStore(err error, what string) error {
 		return &Error{Kind: ErrUnavailable, Code: CodeStoreUnavailable, Message: "the store is unavailable; retry later", Err: err}
 	}
 	return &Error{Code: CodeInternal, Message: "internal error", Err: err}
-}
-
-// writeError sends err in the one admin error shape:
-// {"error":{"code":...,"message":...,"fields":{...},"suggestion":...}}.
-func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var ae *Error
-	if !errors.As(err, &ae) {
-		ae, _ = fromStore(err, "resource").(*Error)
-	}
-	status := httpStatus(ae.Kind)
-	if status >= 500 {
-		h.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", ae.Err)
-	} else if ae.Err != nil {
-		h.log.Debug("admin request refused", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", ae.Err)
-	}
-	writeJSON(w, status, map[string]*Error{"error": ae})
-}
-
-// httpStatus is the one mapping from failure classes to HTTP statuses.
-func httpStatus(kind error) int {
-	switch kind {
-	case ErrInvalid:
-		return http.StatusBadRequest
-	case ErrNotFound:
-		return http.StatusNotFound
-	case ErrConflict:
-		return http.StatusConflict
-	case ErrUnavailable:
-		return http.StatusServiceUnavailable
-	case errUnauthenticated:
-		return http.StatusUnauthorized
-	case errMethod:
-		return http.StatusMethodNotAllowed
-	case errTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case errUnsupportedMedia:
-		return http.StatusUnsupportedMediaType
-	}
-	return http.StatusInternalServerError
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -160,7 +159,7 @@ func (s *Service) resolveMembers(ctx context.Context, orgID int64, fe fieldError
 
 // CreateGroup creates a provider group. A missing slug is derived from the
 // name and a missing name defaults to the slug, as for providers; a taken
-// slug (by a provider or a group) is a 409 with a suggestion.
+// slug (by a provider or a group) is ErrConflict with a suggestion.
 func (s *Service) CreateGroup(ctx context.Context, org string, in GroupInput) (GroupView, error) {
 	o, err := s.org(ctx, org)
 	if err != nil {
@@ -236,34 +235,4 @@ func (s *Service) DeleteGroup(ctx context.Context, org, slug string) error {
 	}
 	s.changed(ctx)
 	return nil
-}
-
-func (h *Handler) listGroups(w http.ResponseWriter, r *http.Request) error {
-	return list(w, r, func(pr PageRequest) (Page[GroupView], error) {
-		return h.svc.ListGroups(r.Context(), r.PathValue("org"), pr)
-	})
-}
-
-func (h *Handler) createGroup(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in GroupInput) (any, error) { return h.svc.CreateGroup(r.Context(), r.PathValue("org"), in) })
-}
-
-func (h *Handler) getGroup(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, r, func() (GroupView, error) {
-		return h.svc.GetGroup(r.Context(), r.PathValue("org"), r.PathValue("slug"))
-	})
-}
-
-func (h *Handler) patchGroup(w http.ResponseWriter, r *http.Request) error {
-	return update(w, r, func(in GroupPatch) (any, error) {
-		allow, err := boolQuery(r, "allow_slug_change")
-		if err != nil {
-			return nil, err
-		}
-		return h.svc.UpdateGroup(r.Context(), r.PathValue("org"), r.PathValue("slug"), in, allow)
-	})
-}
-
-func (h *Handler) deleteGroup(w http.ResponseWriter, r *http.Request) error {
-	return noContent(w, h.svc.DeleteGroup(r.Context(), r.PathValue("org"), r.PathValue("slug")))
 }

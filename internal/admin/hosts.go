@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -197,8 +196,8 @@ func checkRecipe(fe fieldErrors, r fleetapi.Recipe) {
 
 // poolCheck refuses a recipe that breaks the contract of the pool it joins:
 // every live host with the same model name in the same project must agree
-// on the caller-visible parameters (409 naming the parameter). The store
-// runs it inside the write's transaction.
+// on the caller-visible parameters (ErrConflict naming the parameter). The
+// store runs it inside the write's transaction.
 func poolCheck(h *store.Host) store.PoolCheck {
 	return func(pool []store.Host) error {
 		for _, o := range pool {
@@ -360,54 +359,6 @@ func (s *Service) ApplyHost(ctx context.Context, org, id string) (HostView, erro
 	return s.hostView(h, s.projectName(org, h.ProjectID)), nil
 }
 
-func (h *Handler) listHosts(w http.ResponseWriter, r *http.Request) error {
-	return list(w, r, func(pr PageRequest) (Page[HostView], error) {
-		return h.svc.ListHosts(r.Context(), r.PathValue("org"), pr)
-	})
-}
-
-func (h *Handler) createHost(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in HostInput) (any, error) {
-		return h.svc.CreateHost(r.Context(), r.PathValue("org"), in)
-	})
-}
-
-func (h *Handler) getHost(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, r, func() (HostView, error) {
-		return h.svc.GetHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
-	})
-}
-
-func (h *Handler) patchHost(w http.ResponseWriter, r *http.Request) error {
-	return update(w, r, func(in HostPatch) (any, error) {
-		return h.svc.PatchHost(r.Context(), r.PathValue("org"), r.PathValue("id"), in)
-	})
-}
-
-// deleteHost retires: a host record is never deleted, so "did this host
-// ever exist" keeps its answer (design 002).
-func (h *Handler) deleteHost(w http.ResponseWriter, r *http.Request) error {
-	return h.retireHost(w, r)
-}
-
-func (h *Handler) retireHost(w http.ResponseWriter, r *http.Request) error {
-	v, err := h.svc.RetireHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
-}
-
-func (h *Handler) applyHost(w http.ResponseWriter, r *http.Request) error {
-	v, err := h.svc.ApplyHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
-}
-
 // FleetKeyInput creates a fleet key; the secret is generated.
 type FleetKeyInput struct {
 	Name string `json:"name"`
@@ -454,23 +405,6 @@ func (s *Service) CreateFleetKey(ctx context.Context, org string, in FleetKeyInp
 	v := fleetKeyView(*k)
 	v.Secret = tok.Reveal()
 	return v, nil
-}
-
-func (h *Handler) listFleetKeys(w http.ResponseWriter, r *http.Request) error {
-	return list(w, r, func(pr PageRequest) (Page[FleetKeyView], error) {
-		return h.svc.ListFleetKeys(r.Context(), r.PathValue("org"), pr)
-	})
-}
-
-func (h *Handler) createFleetKey(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in FleetKeyInput) (any, error) {
-		return h.svc.CreateFleetKey(r.Context(), r.PathValue("org"), in)
-	})
-}
-
-// revokeFleetKey revokes; the record stays with revoked_at.
-func (h *Handler) revokeFleetKey(w http.ResponseWriter, r *http.Request) error {
-	return noContent(w, h.svc.RevokeFleetKey(r.Context(), r.PathValue("org"), r.PathValue("id")))
 }
 
 // RevokeFleetKey revokes a fleet key; the record stays with revoked_at.

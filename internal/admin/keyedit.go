@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/rolter/rolter/internal/store"
@@ -106,16 +105,3 @@ func (s *Service) PatchVirtualKey(ctx context.Context, org, project, id string, 
 
 var errKeyRevoked = &Error{Kind: ErrConflict, Code: CodeKeyRevoked,
 	Message: "a revoked key cannot be edited; create a new key"}
-
-func (h *Handler) patchKey(w http.ResponseWriter, r *http.Request) error {
-	var p VirtualKeyPatch
-	if err := decode(w, r, &p); err != nil {
-		return err
-	}
-	v, err := h.svc.PatchVirtualKey(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("id"), p)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -107,49 +106,6 @@ func (s *Service) virtualKey(ctx context.Context, org, project, id string) (*sto
 	return k, nil
 }
 
-func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) error {
-	return list(w, r, func(pr PageRequest) (Page[VirtualKeyView], error) {
-		return h.svc.ListKeys(r.Context(), r.PathValue("org"), r.PathValue("project"), pr)
-	})
-}
-
-func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in VirtualKeyInput) (any, error) {
-		return h.svc.CreateVirtualKey(r.Context(), r.PathValue("org"), r.PathValue("project"), in)
-	})
-}
-
-func (h *Handler) getKey(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, r, func() (VirtualKeyView, error) {
-		return h.svc.GetKey(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("id"))
-	})
-}
-
-// deleteKey revokes; the record stays, with revoked_at, for the audit
-// trail. With ?purge=true it removes a revoked key instead (409
-// key_not_revoked for a live one), so that its project can be deleted;
-// usage records keep the key's id as a plain number.
-func (h *Handler) deleteKey(w http.ResponseWriter, r *http.Request) error {
-	purge, err := boolQuery(r, "purge")
-	if err != nil {
-		return err
-	}
-	org, project, id := r.PathValue("org"), r.PathValue("project"), r.PathValue("id")
-	if purge {
-		if err := h.svc.PurgeVirtualKey(r.Context(), org, project, id); err != nil {
-			return err
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return nil
-	}
-	v, err := h.svc.RevokeVirtualKey(r.Context(), org, project, id)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
-}
-
 // RevokeVirtualKey revokes a key; the record stays, with revoked_at, for
 // the audit trail.
 func (s *Service) RevokeVirtualKey(ctx context.Context, org, project, id string) (VirtualKeyView, error) {
@@ -173,9 +129,9 @@ func (s *Service) freshKeyView(ctx context.Context, k *store.VirtualKey) (Virtua
 	return keyView(*fresh), nil
 }
 
-// PurgeVirtualKey removes a revoked key (409 key_not_revoked for a live
-// one), so that its project can be deleted; usage records keep the key's
-// id as a plain number.
+// PurgeVirtualKey removes a revoked key (ErrConflict, CodeKeyNotRevoked,
+// for a live one), so that its project can be deleted; usage records keep
+// the key's id as a plain number.
 func (s *Service) PurgeVirtualKey(ctx context.Context, org, project, id string) error {
 	k, err := s.virtualKey(ctx, org, project, id)
 	if err != nil {

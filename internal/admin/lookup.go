@@ -9,8 +9,8 @@ import (
 )
 
 // inOrg finds the org by name, then what (a "provider", "group" or
-// "project") by key within it, with a 404 naming both when either is
-// missing.
+// "project") by key within it, with ErrNotFound naming both when either
+// is missing.
 func inOrg[T any](ctx context.Context, s *Service, org, what, key string,
 	get func(context.Context, int64, string) (*T, error)) (*store.Org, *T, error) {
 	o, err := s.org(ctx, org)

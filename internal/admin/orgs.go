@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"net/http"
 	"regexp"
 	"time"
 
@@ -85,10 +84,10 @@ func (s *Service) CreateOrg(ctx context.Context, in OrgInput) (OrgView, error) {
 	return orgView(*o), nil
 }
 
-// org finds an org by name or returns a 404 naming it.
+// org finds an org by name or returns ErrNotFound naming it.
 func (s *Service) org(ctx context.Context, name string) (*store.Org, error) {
-	if sc := scopeOf(ctx); !sc.Global() && name != sc.Org {
-		return nil, notFound("org %s not found", quote(name))
+	if err := CheckOrgScope(ctx, name); err != nil {
+		return nil, err
 	}
 	o, err := s.st.GetOrg(ctx, name)
 	if err != nil {
@@ -231,50 +230,4 @@ type ProjectView struct {
 func projectView(o store.Org, p store.Project) ProjectView {
 	return ProjectView{Org: o.Name, Name: p.Name, Description: p.Description, RPMLimit: p.RPMLimit, TPMLimit: p.TPMLimit,
 		Budget: budgetView(p.Budget), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
-}
-
-func (h *Handler) listOrgs(w http.ResponseWriter, r *http.Request) error {
-	return list(w, r, func(pr PageRequest) (Page[OrgView], error) { return h.svc.ListOrgs(r.Context(), pr) })
-}
-
-func (h *Handler) createOrg(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in OrgInput) (any, error) { return h.svc.CreateOrg(r.Context(), in) })
-}
-
-func (h *Handler) getOrg(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, r, func() (OrgView, error) { return h.svc.GetOrg(r.Context(), r.PathValue("org")) })
-}
-
-func (h *Handler) patchOrg(w http.ResponseWriter, r *http.Request) error {
-	return update(w, r, func(in OrgPatch) (any, error) { return h.svc.PatchOrg(r.Context(), r.PathValue("org"), in) })
-}
-
-func (h *Handler) deleteOrg(w http.ResponseWriter, r *http.Request) error {
-	return noContent(w, h.svc.DeleteOrg(r.Context(), r.PathValue("org")))
-}
-
-func (h *Handler) listProjects(w http.ResponseWriter, r *http.Request) error {
-	return list(w, r, func(pr PageRequest) (Page[ProjectView], error) {
-		return h.svc.ListProjects(r.Context(), r.PathValue("org"), pr)
-	})
-}
-
-func (h *Handler) createProject(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in ProjectInput) (any, error) { return h.svc.CreateProject(r.Context(), r.PathValue("org"), in) })
-}
-
-func (h *Handler) getProject(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, r, func() (ProjectView, error) {
-		return h.svc.GetProject(r.Context(), r.PathValue("org"), r.PathValue("project"))
-	})
-}
-
-func (h *Handler) patchProject(w http.ResponseWriter, r *http.Request) error {
-	return update(w, r, func(in ProjectPatch) (any, error) {
-		return h.svc.PatchProject(r.Context(), r.PathValue("org"), r.PathValue("project"), in)
-	})
-}
-
-func (h *Handler) deleteProject(w http.ResponseWriter, r *http.Request) error {
-	return noContent(w, h.svc.DeleteProject(r.Context(), r.PathValue("org"), r.PathValue("project")))
 }

@@ -3,7 +3,7 @@ package admin
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -211,9 +211,9 @@ func checkForwardHeaders(fe fieldErrors, hs []string) []string {
 			fe.add(field, "must be a header name of up to 64 characters, or a prefix ending in \"-*\" such as \"X-Trace-*\"")
 			continue
 		}
-		canon := http.CanonicalHeaderKey(name)
+		canon := textproto.CanonicalMIMEHeaderKey(name)
 		if prefix {
-			canon = http.CanonicalHeaderKey(name + "x")
+			canon = textproto.CanonicalMIMEHeaderKey(name + "x")
 			canon = canon[:len(canon)-1]
 		}
 		for _, n := range neverForwarded {
@@ -251,8 +251,8 @@ func contains(list []string, v string) bool {
 }
 
 // CreateProvider creates a provider with its key pool. A missing slug is
-// derived from the name; a taken slug is a 409 with a suggestion, never a
-// silent suffix.
+// derived from the name; a taken slug is ErrConflict with a suggestion,
+// never a silent suffix.
 func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInput) (ProviderView, error) {
 	o, err := s.org(ctx, org)
 	if err != nil {
@@ -290,7 +290,7 @@ func (s *Service) provider(ctx context.Context, org, slug string) (*store.Org, *
 	return inOrg(ctx, s, org, "provider", slug, s.st.GetProvider)
 }
 
-// liveProvider is provider, but a soft-deleted one is a 404 for writes.
+// liveProvider is provider, but a soft-deleted one is not found for writes.
 func (s *Service) liveProvider(ctx context.Context, org, slug string) (*store.Org, *store.Provider, error) {
 	o, p, err := s.provider(ctx, org, slug)
 	if err == nil && p.DeletedAt != nil {
@@ -357,71 +357,6 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 	v := s.providerView(*fresh)
 	v.Warnings = warnings
 	return v, nil
-}
-
-func (h *Handler) listProviders(w http.ResponseWriter, r *http.Request) error {
-	return list(w, r, func(pr PageRequest) (Page[ProviderView], error) {
-		return h.svc.ListProviders(r.Context(), r.PathValue("org"), pr)
-	})
-}
-
-func (h *Handler) createProvider(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in ProviderInput) (any, error) { return h.svc.CreateProvider(r.Context(), r.PathValue("org"), in) })
-}
-
-func (h *Handler) getProvider(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, r, func() (ProviderView, error) {
-		return h.svc.GetProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
-	})
-}
-
-func boolQuery(r *http.Request, name string) (bool, error) {
-	v := r.URL.Query().Get(name)
-	if v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fieldErrors{name: "must be true or false"}.err()
-	}
-	return b, nil
-}
-
-func (h *Handler) patchProvider(w http.ResponseWriter, r *http.Request) error {
-	return update(w, r, func(in ProviderPatch) (any, error) {
-		allow, err := boolQuery(r, "allow_slug_change")
-		if err != nil {
-			return nil, err
-		}
-		return h.svc.UpdateProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"), in, allow)
-	})
-}
-
-// deleteProvider soft-deletes (the slug stays reserved, the provider leaves
-// routing); ?purge=true removes it and frees the slug.
-func (h *Handler) deleteProvider(w http.ResponseWriter, r *http.Request) error {
-	purge, err := boolQuery(r, "purge")
-	if err != nil {
-		return err
-	}
-	return noContent(w, h.svc.DeleteProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"), purge))
-}
-
-func (h *Handler) listProviderKeys(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, r, func() (Page[KeyView], error) {
-		p, err := h.svc.GetProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"))
-		return Page[KeyView]{Data: p.Keys}, err
-	})
-}
-
-func (h *Handler) addProviderKey(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in KeyInput) (any, error) {
-		return h.svc.AddProviderKey(r.Context(), r.PathValue("org"), r.PathValue("slug"), in)
-	})
-}
-
-func (h *Handler) deleteProviderKey(w http.ResponseWriter, r *http.Request) error {
-	return noContent(w, h.svc.DeleteProviderKey(r.Context(), r.PathValue("org"), r.PathValue("slug"), r.PathValue("id")))
 }
 
 // DeleteProvider soft-deletes a provider: the slug stays reserved and the

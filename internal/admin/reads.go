@@ -32,10 +32,11 @@ const (
 	maxLimit     = 1000
 )
 
-// limitRule and cursorRule are the messages of a bad page request, shared
-// with the HTTP layer's parsing of the query string.
+// LimitRule and cursorRule are the messages of a bad page request.
+// LimitRule is exported for a layer that parses the limit from text (the
+// admin API's ?limit=) and refuses what is not a number the same way.
 var (
-	limitRule  = "must be an integer from 1 to " + strconv.Itoa(maxLimit)
+	LimitRule  = "must be an integer from 1 to " + strconv.Itoa(maxLimit)
 	cursorRule = "is not a cursor this API returned"
 )
 
@@ -47,7 +48,7 @@ func (p PageRequest) check(fe fieldErrors) (store.Page, int) {
 	case limit == 0:
 		limit = defaultLimit
 	case limit < 1 || limit > maxLimit:
-		fe.add("limit", "%s", limitRule)
+		fe.add("limit", "%s", LimitRule)
 	}
 	var after int64
 	if p.Cursor != "" {
@@ -58,6 +59,14 @@ func (p PageRequest) check(fe fieldErrors) (store.Page, int) {
 		after = n
 	}
 	return store.Page{Limit: limit + 1, After: after}, limit
+}
+
+// Problems names, by field, what is wrong with p, as a list call would
+// report it; empty when nothing is.
+func (p PageRequest) Problems() map[string]string {
+	fe := fieldErrors{}
+	p.check(fe)
+	return fe
 }
 
 // paginate trims rows to limit and sets the cursor from the last row's id.
@@ -89,15 +98,6 @@ func listUnder[S, T any](ctx context.Context, pr PageRequest, what string, paren
 	return paginate(got, limit, id, view), nil
 }
 
-// WithScope returns ctx carrying the scope of the admin token a caller
-// presented. The Service confines an org-scoped token to its org: every
-// other org, and what only a global token may do (orgs' creation, admin
-// tokens), is not found for it. A context without a scope is global: the
-// Service called in-process (bootstrap, config import).
-func WithScope(ctx context.Context, sc snapshot.AdminScope) context.Context {
-	return withScope(ctx, sc)
-}
-
 // Authorize checks a presented admin token against the serving snapshot
 // (so a store outage does not lock operators out) and returns its scope.
 func (s *Service) Authorize(token string) (snapshot.AdminScope, bool) {
@@ -115,7 +115,7 @@ func (s *Service) Authorize(token string) (snapshot.AdminScope, bool) {
 // do, as not found (an org token must not learn what exists beyond its
 // org).
 func requireGlobal(ctx context.Context, what string) error {
-	if !scopeOf(ctx).Global() {
+	if !ScopeOf(ctx).Global() {
 		return notFound("%s not found", what)
 	}
 	return nil
@@ -131,7 +131,7 @@ func (s *Service) ListOrgs(ctx context.Context, pr PageRequest) (Page[OrgView], 
 	}
 	var rows []store.Org
 	var err error
-	if sc := scopeOf(ctx); sc.Global() {
+	if sc := ScopeOf(ctx); sc.Global() {
 		rows, err = s.st.ListOrgs(ctx, page)
 	} else {
 		o, gerr := s.st.GetOrg(ctx, sc.Org)

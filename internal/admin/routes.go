@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 	"unicode"
@@ -254,34 +253,6 @@ func (s *Service) route(ctx context.Context, org, project, model string) (*store
 		return nil, nil, fromStore(err, "route "+quote(model)+" in project "+quote(project))
 	}
 	return o, r, nil
-}
-
-func (h *Handler) listRoutes(w http.ResponseWriter, r *http.Request) error {
-	return list(w, r, func(pr PageRequest) (Page[RouteView], error) {
-		return h.svc.ListRoutes(r.Context(), r.PathValue("org"), r.PathValue("project"), pr)
-	})
-}
-
-func (h *Handler) createRoute(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in RouteInput) (any, error) {
-		return h.svc.CreateRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), in)
-	})
-}
-
-func (h *Handler) getRoute(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, r, func() (RouteView, error) {
-		return h.svc.GetRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model"))
-	})
-}
-
-func (h *Handler) patchRoute(w http.ResponseWriter, r *http.Request) error {
-	return update(w, r, func(in RoutePatch) (any, error) {
-		return h.svc.PatchRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model"), in)
-	})
-}
-
-func (h *Handler) deleteRoute(w http.ResponseWriter, r *http.Request) error {
-	return noContent(w, h.svc.DeleteRoute(r.Context(), r.PathValue("org"), r.PathValue("project"), r.PathValue("model")))
 }
 
 // PatchRoute changes a route; absent fields stay, and targets, when given,

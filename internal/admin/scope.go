@@ -2,62 +2,47 @@ package admin
 
 import (
 	"context"
-	"net/http"
-	"strings"
 
 	"github.com/rolter/rolter/internal/snapshot"
 )
 
 // Admin token scopes (issue 14 §5). A global token manages everything. An
-// org token manages its one org: every path under /orgs/{org} with that
-// org, and the org list, which shows only that org. Everything else answers
-// it 404, exactly as if the org or endpoint did not exist, so an org token
-// cannot even learn which other orgs exist. That includes creating orgs and
-// the token API (/tokens): only a global token mints or revokes tokens,
-// because a token that mints tokens could outlive its own revocation.
+// org token manages its one org: every other org, and what only a global
+// token may do (creating orgs, the admin tokens), is not found for it,
+// exactly as if it did not exist, so an org token cannot even learn which
+// other orgs exist. Only a global token mints or revokes tokens, because a
+// token that mints tokens could outlive its own revocation.
 //
-// The rule is applied in one place, allowScope, which the dispatch wrapper
-// (Handler.handle) runs before any handler: a route added later is covered
-// without touching it, and a path outside /orgs/{org} is global-only unless
-// listed here.
+// The Service applies the rule on every call, whoever the caller. The admin
+// API (package adminapi) applies it once more, to the route, before it
+// reads a body, so that a refused request fails the same way whatever it
+// carries.
 
 type scopeKey struct{}
 
-func withScope(ctx context.Context, sc snapshot.AdminScope) context.Context {
+// WithScope returns ctx carrying the scope of the admin token a caller
+// presented. The Service confines an org-scoped token to its org: every
+// other org, and what only a global token may do (orgs' creation, admin
+// tokens), is not found for it. A context without a scope is global: the
+// Service called in-process (bootstrap, config import).
+func WithScope(ctx context.Context, sc snapshot.AdminScope) context.Context {
 	return context.WithValue(ctx, scopeKey{}, sc)
 }
 
-// scopeOf returns the scope of the request's admin token. A request that
-// did not pass ServeHTTP has none and is treated as global: that is only
-// the Service called in-process (bootstrap, config import).
-func scopeOf(ctx context.Context) snapshot.AdminScope {
+// ScopeOf returns the scope WithScope put in ctx. A context without one is
+// global: that is only the Service called in-process (bootstrap, config
+// import).
+func ScopeOf(ctx context.Context) snapshot.AdminScope {
 	sc, _ := ctx.Value(scopeKey{}).(snapshot.AdminScope)
 	return sc
 }
 
-// orgScopedOK lists the patterns outside /orgs/{org} an org token may use;
-// their handlers narrow what they show to the token's org.
-var orgScopedOK = map[string]bool{
-	"GET /orgs": true,
-}
-
-// allowScope decides whether the request's token may use the route pattern
-// (method and path under Prefix) that matched it. A refusal is the 404 the
-// caller would see for a missing org or endpoint, and happens before the
-// handler reads the body or touches the store, so it changes nothing.
-func allowScope(r *http.Request, method, path string) error {
-	sc := scopeOf(r.Context())
-	if sc.Global() {
-		return nil
+// CheckOrgScope returns nil when the scope in ctx reaches org, and
+// otherwise the error a missing org gets (ErrNotFound, CodeNotFound), so
+// that another org is indistinguishable from none.
+func CheckOrgScope(ctx context.Context, org string) error {
+	if sc := ScopeOf(ctx); !sc.Global() && org != sc.Org {
+		return notFound("org %s not found", quote(org))
 	}
-	if path == "/orgs/{org}" || strings.HasPrefix(path, "/orgs/{org}/") {
-		if org := r.PathValue("org"); org != sc.Org {
-			return notFound("org %s not found", quote(org))
-		}
-		return nil
-	}
-	if orgScopedOK[method+" "+path] {
-		return nil
-	}
-	return notFound("no admin endpoint at %s", r.URL.Path)
+	return nil
 }

@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"errors"
-	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -74,7 +73,8 @@ func (s *Service) suggestSlug(ctx context.Context, orgID int64, base string) (st
 	}
 }
 
-// slugTaken is the 409 for a claimed slug, with the next free suggestion.
+// slugTaken is the ErrConflict for a claimed slug, with the next free
+// suggestion.
 func (s *Service) slugTaken(ctx context.Context, orgID int64, slug string) error {
 	sug, err := s.suggestSlug(ctx, orgID, slug)
 	if err != nil {
@@ -92,14 +92,8 @@ type SlugCheck struct {
 	Suggestion string `json:"suggestion,omitempty"`
 }
 
-func (h *Handler) checkSlug(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, r, func() (SlugCheck, error) {
-		return h.svc.CheckSlug(r.Context(), r.PathValue("org"), r.PathValue("slug"))
-	})
-}
-
 // fromSlugWrite maps the error of a write that claims a slug: a taken slug
-// is a 409 with the next free suggestion, anything else as fromStore.
+// is slugTaken's ErrConflict, anything else as fromStore.
 func (s *Service) fromSlugWrite(ctx context.Context, orgID int64, slug string, err error, what string) error {
 	var ce *store.ConflictError
 	if errors.As(err, &ce) && ce.What == "slug" {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -160,8 +159,9 @@ func (s *Service) adminToken(ctx context.Context, id string) (*store.AdminToken,
 
 // RevokeAdminToken revokes a token at once, on every replica. The
 // ROLTER_ADMIN_TOKEN token and the last live global token are refused
-// (409): the first is the environment's to change, and the second would
-// lock every operator out until a restart with ROLTER_ADMIN_TOKEN set.
+// (ErrConflict): the first is the environment's to change, and the second
+// would lock every operator out until a restart with ROLTER_ADMIN_TOKEN
+// set.
 func (s *Service) RevokeAdminToken(ctx context.Context, id string) (AdminTokenView, error) {
 	a, err := s.adminToken(ctx, id)
 	if err != nil {
@@ -185,27 +185,6 @@ func (s *Service) RevokeAdminToken(ctx context.Context, id string) (AdminTokenVi
 		return AdminTokenView{}, fromStore(err, "admin token")
 	}
 	return tokenView(*fresh), nil
-}
-
-func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request) error {
-	return list(w, r, func(pr PageRequest) (Page[AdminTokenView], error) { return h.svc.ListTokens(r.Context(), pr) })
-}
-
-func (h *Handler) createToken(w http.ResponseWriter, r *http.Request) error {
-	return create(w, r, func(in AdminTokenInput) (any, error) { return h.svc.CreateAdminToken(r.Context(), in) })
-}
-
-func (h *Handler) getToken(w http.ResponseWriter, r *http.Request) error {
-	return ok(w, r, func() (AdminTokenView, error) { return h.svc.GetToken(r.Context(), r.PathValue("id")) })
-}
-
-func (h *Handler) revokeToken(w http.ResponseWriter, r *http.Request) error {
-	v, err := h.svc.RevokeAdminToken(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
 }
 
 // NeverHadAdminToken reports whether the store has never held an admin
@@ -233,7 +212,7 @@ func (s *Service) MintFirstStartToken(ctx context.Context) (secret.Secret, error
 
 // CodeEnvTokenClash refuses a ROLTER_ADMIN_TOKEN whose value is already a
 // token created through the API.
-const CodeEnvTokenClash = "env_token_clash"
+const CodeEnvTokenClash = "env_token_clash" //nolint:gosec // G101: an error code, not a credential
 
 // SetEnvAdminToken makes tok the bootstrap token (ROLTER_ADMIN_TOKEN): a
 // global token valid only while a start sets it. Its hash is stored, so

@@ -2,12 +2,7 @@ package admin
 
 import (
 	"context"
-	"maps"
-	"net/http"
-	"net/url"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rolter/rolter/internal/money"
@@ -47,32 +42,11 @@ func usageView(u store.UsageRecord, project string) UsageView {
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, Stream: u.Stream, Cost: u.Cost}
 }
 
-// usageParams are the query parameters GET .../usage accepts. Anything else
-// is refused: a misspelt filter must not silently return everything.
-var usageParams = []string{"project", "key", "route", "provider", "model", "since", "until", "limit", "cursor"}
-
 // UsageQuery filters usage records; an empty field matches everything.
 // Values are written as the API's query parameters take them: Key is a
 // virtual key id or name, Since and Until RFC 3339 times or dates (UTC).
 type UsageQuery struct {
 	Project, Key, Route, Provider, Model, Since, Until string
-}
-
-// usageQuery reads the usage query parameters, adding to fe those the
-// endpoint does not take (allowed), repeats and empty values.
-func usageQuery(q url.Values, allowed []string, fe fieldErrors) UsageQuery {
-	for name, vs := range q {
-		switch {
-		case !slices.Contains(allowed, name):
-			fe.add(name, "is not a parameter here; use %s", strings.Join(allowed, ", "))
-		case len(vs) > 1:
-			fe.add(name, "must be given at most once")
-		case vs[0] == "" && name != "limit" && name != "cursor":
-			fe.add(name, "must not be empty; leave it out to match everything")
-		}
-	}
-	return UsageQuery{Project: q.Get("project"), Key: q.Get("key"), Route: q.Get("route"), Provider: q.Get("provider"),
-		Model: q.Get("model"), Since: q.Get("since"), Until: q.Get("until")}
 }
 
 // check validates the query into f, adding malformed values to fe by
@@ -114,7 +88,16 @@ func (q UsageQuery) check(f *store.UsageFilter, fe fieldErrors) {
 	}
 }
 
-// filter checks the query and resolves its project in org o.
+// Problems names, by query parameter, what is wrong with q, as ListUsage
+// and SummarizeUsage report it but without reading the store (a project
+// that does not exist is not a problem here); empty when nothing is.
+func (q UsageQuery) Problems() map[string]string {
+	fe := fieldErrors{}
+	q.check(&store.UsageFilter{}, fe)
+	return fe
+}
+
+// usageFilter checks the query and resolves its project in org o.
 func (s *Service) usageFilter(ctx context.Context, o *store.Org, q UsageQuery, fe fieldErrors) (store.UsageFilter, *store.Project, error) {
 	f := store.UsageFilter{OrgID: o.ID}
 	q.check(&f, fe)
@@ -209,21 +192,4 @@ func (s *Service) ListUsage(ctx context.Context, org string, q UsageQuery, pr Pa
 	}
 	return paginate(rows, limit, func(u store.UsageRecord) int64 { return u.ID },
 		func(u store.UsageRecord) UsageView { return usageView(u, names[u.ProjectID]) }), nil
-}
-
-// listUsage serves GET /orgs/{org}/usage. A bad parameter is a 400 naming
-// every bad parameter, the unknown ones with the malformed values.
-func (h *Handler) listUsage(w http.ResponseWriter, r *http.Request) error {
-	fe := fieldErrors{}
-	q := usageQuery(r.URL.Query(), usageParams, fe)
-	pr, err := pageOf(r)
-	if ae, ok := err.(*Error); ok {
-		maps.Copy(fe, ae.Fields)
-	}
-	if len(fe) > 0 {
-		q.check(&store.UsageFilter{}, fe)
-		pr.check(fe)
-		return fe.err()
-	}
-	return ok(w, r, func() (Page[UsageView], error) { return h.svc.ListUsage(r.Context(), r.PathValue("org"), q, pr) })
 }

@@ -2,8 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/csv"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,10 +10,6 @@ import (
 	"github.com/rolter/rolter/internal/money"
 	"github.com/rolter/rolter/internal/store"
 )
-
-// summaryParams are the parameters of GET .../usage/summary: the usage
-// filters, group_by, format and limit.
-var summaryParams = []string{"project", "key", "route", "provider", "model", "since", "until", "group_by", "format", "limit"}
 
 // groupDims are the group_by values, in the order the API documents.
 var groupDims = []string{store.GroupKey, store.GroupProject, store.GroupRoute, store.GroupProvider, store.GroupModel, store.GroupDay, store.GroupHour}
@@ -85,10 +79,6 @@ func usageTotal(g store.UsageGroup, groupBy []string) UsageTotal {
 	return t
 }
 
-// usageSummary serves GET /orgs/{org}/usage/summary: token and cost sums
-// of the org's usage, filtered like the record list, grouped by any of
-// key, project, route, provider, model and one of day or hour, as JSON or
-// (format=csv) CSV. The sums are computed by the store in one query.
 // summaryTimeout bounds one usage summary query.
 const summaryTimeout = 30 * time.Second
 
@@ -164,113 +154,21 @@ func (q SummaryQuery) check(fe fieldErrors) (groupBy []string, limit int) {
 	case limit == 0:
 		limit = defaultGroups
 	case limit < 1 || limit > maxGroups:
-		fe.add("limit", "%s", groupLimitRule)
+		fe.add("limit", "%s", GroupLimitRule)
 	}
 	return groupBy, limit
 }
 
-var groupLimitRule = "must be a number of groups from 1 to " + strconv.Itoa(maxGroups)
+// GroupLimitRule is the message of a bad number of summary groups,
+// exported for a layer that parses it from text (?limit=) and refuses what
+// is not a number the same way.
+var GroupLimitRule = "must be a number of groups from 1 to " + strconv.Itoa(maxGroups)
 
-// usageSummary serves GET /orgs/{org}/usage/summary as JSON or
-// (format=csv) CSV.
-func (h *Handler) usageSummary(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	fe := fieldErrors{}
-	sq := SummaryQuery{UsageQuery: usageQuery(q, summaryParams, fe)}
-	if v := q.Get("group_by"); v != "" {
-		for _, d := range strings.Split(v, ",") {
-			sq.GroupBy = append(sq.GroupBy, strings.TrimSpace(d))
-		}
-	}
-	format := q.Get("format")
-	if format != "" && format != "json" && format != "csv" {
-		fe.add("format", `must be "json" or "csv"`)
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			fe.add("limit", "%s", groupLimitRule)
-		}
-		sq.Limit = n
-	}
-	if len(fe) > 0 {
-		sq.UsageQuery.check(&store.UsageFilter{}, fe)
-		sq.check(fe)
-		return fe.err()
-	}
-	out, err := h.svc.SummarizeUsage(r.Context(), r.PathValue("org"), sq)
-	if err != nil {
-		return err
-	}
-	if format == "csv" {
-		writeUsageCSV(w, out)
-		return nil
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-// writeUsageCSV writes the summary as CSV with a header row: the grouped
-// dimensions, then requests, prompt_tokens, completion_tokens, cost_usd
-// (empty when unpriced) and unpriced_requests.
-func writeUsageCSV(w http.ResponseWriter, s UsageSummary) {
-	var header []string
-	for _, d := range s.GroupBy {
-		if d == store.GroupKey {
-			header = append(header, "key_id")
-		}
-		header = append(header, d)
-	}
-	header = append(header, "requests", "prompt_tokens", "completion_tokens", "cost_usd", "unpriced_requests")
-	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", `attachment; filename="usage.csv"`)
-	w.WriteHeader(http.StatusOK)
-	cw := csv.NewWriter(w)
-	_ = cw.Write(header)
-	for _, t := range s.Data {
-		var row []string
-		str := func(p *string) {
-			if p != nil {
-				row = append(row, csvCell(*p))
-			}
-		}
-		if t.KeyID != nil {
-			row = append(row, strconv.FormatInt(*t.KeyID, 10))
-		}
-		for _, d := range s.GroupBy {
-			switch d {
-			case store.GroupKey:
-				str(t.Key)
-			case store.GroupProject:
-				str(t.Project)
-			case store.GroupRoute:
-				str(t.Route)
-			case store.GroupProvider:
-				str(t.Provider)
-			case store.GroupModel:
-				str(t.Model)
-			case store.GroupDay:
-				row = append(row, t.Day.Format(time.RFC3339))
-			case store.GroupHour:
-				row = append(row, t.Hour.Format(time.RFC3339))
-			}
-		}
-		cost := ""
-		if t.Cost != nil {
-			cost = t.Cost.USD()
-		}
-		row = append(row, strconv.FormatInt(t.Requests, 10), strconv.FormatInt(t.PromptTokens, 10),
-			strconv.FormatInt(t.CompletionTokens, 10), cost, strconv.FormatInt(t.UnpricedRequests, 10))
-		_ = cw.Write(row)
-	}
-	cw.Flush()
-}
-
-// csvCell keeps a spreadsheet from running a cell as a formula: model
-// strings come from clients.
-func csvCell(v string) string {
-	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
-		return "'" + v
-	}
-	return v
+// Problems names, by query parameter, what is wrong with q, the usage
+// filters as UsageQuery.Problems and the grouping and limit, without
+// reading the store; empty when nothing is.
+func (q SummaryQuery) Problems() map[string]string {
+	fe := fieldErrors(q.UsageQuery.Problems())
+	q.check(fe)
+	return fe
 }

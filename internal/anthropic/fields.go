@@ -44,6 +44,33 @@ func (w *writer) toolsField(tools []byte, tp path, write toolFunc) {
 	w.lit("]")
 }
 
+// sampling holds the sampling fields the two APIs name and mean alike, so
+// they are carried over unchanged: temperature and top_p as their JSON
+// numbers (nil when absent), top_k as an integer.
+type sampling struct {
+	temperature, topP []byte
+	topK              int64
+	hasTopK           bool
+}
+
+// checkSampling reads the request's sampling fields, in the order the
+// map-based translation checked them (temperature, top_p, top_k), so that a
+// request with several mistakes is told the same one.
+func checkSampling(req *obj, root path) (sampling, error) {
+	var (
+		s   sampling
+		err error
+	)
+	if s.temperature, _, err = req.number("temperature", root); err != nil {
+		return s, err
+	}
+	if s.topP, _, err = req.number("top_p", root); err != nil {
+		return s, err
+	}
+	s.topK, s.hasTopK, err = req.integer("top_k", root)
+	return s, err
+}
+
 // rawField writes ,"key":v unless v is nil.
 func (w *writer) rawField(key string, v []byte) {
 	if v == nil {

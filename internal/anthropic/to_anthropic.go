@@ -88,13 +88,7 @@ func (w *writer) toAnthropic(req *obj) error {
 	// The other fields are checked in the order the map-based translation
 	// checked them, so that a request with several mistakes is told the
 	// same one, and written after.
-	var nums [2][]byte // temperature, top_p
-	for i, k := range []string{"temperature", "top_p"} {
-		if nums[i], _, err = req.number(k, root); err != nil {
-			return err
-		}
-	}
-	topK, hasTopK, err := req.integer("top_k", root)
+	samp, err := checkSampling(req, root)
 	if err != nil {
 		return err
 	}
@@ -190,7 +184,7 @@ func (w *writer) toAnthropic(req *obj) error {
 		w.lit(`,"system":`)
 		w.systemToAnthropic(rawMsgs)
 	}
-	w.rawField("temperature", nums[0])
+	w.rawField("temperature", samp.temperature)
 	if choice.typ != "" {
 		w.lit(`,"tool_choice":{`)
 		if choice.noParallel {
@@ -206,8 +200,8 @@ func (w *writer) toAnthropic(req *obj) error {
 		w.lit(`"}`)
 	}
 	w.toolsField(tools, tp, toolToAnthropic)
-	w.intField("top_k", topK, hasTopK)
-	w.rawField("top_p", nums[1])
+	w.intField("top_k", samp.topK, samp.hasTopK)
+	w.rawField("top_p", samp.topP)
 	w.lit("}")
 	return nil
 }

@@ -38,14 +38,21 @@ func newError(status int, code, msg string) *apiError {
 var errUnauthorized = newError(http.StatusUnauthorized, "unauthorized",
 	"invalid or missing API key: send a rolter virtual key as Authorization: Bearer <key> or x-api-key")
 
+// writeError answers with e in OpenAI's shape.
 func writeError(w http.ResponseWriter, e *apiError) {
+	writeErrorBody(w, e, map[string]*apiError{"error": e})
+}
+
+// writeErrorBody answers with e's status and Retry-After, and body (e in
+// one API's shape) as JSON.
+func writeErrorBody(w http.ResponseWriter, e *apiError, body any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if e.retryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
 	w.WriteHeader(e.status)
-	b, _ := json.Marshal(map[string]*apiError{"error": e})
+	b, _ := json.Marshal(body)
 	_, _ = w.Write(append(b, '\n'))
 }
 
@@ -66,14 +73,7 @@ func (x *exchange) writeError(w http.ResponseWriter, e *apiError) {
 		writeError(w, e)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	if e.retryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(e.retryAfter))
-	}
-	w.WriteHeader(e.status)
-	b, _ := json.Marshal(anthropicError(e))
-	_, _ = w.Write(append(b, '\n'))
+	writeErrorBody(w, e, anthropicError(e))
 }
 
 // anthropicError is {"type":"error","error":{"type","message"}}, with the

@@ -424,7 +424,11 @@ func TestRateLimitRedisOutage(t *testing.T) {
 	prefix := testkit.RedisPrefix(t, addr)
 	p := newCutProxy(t, addr)
 	spec, dir := storetest.Spec(t, "sqlite")
-	e := startLimits(t, server.Config{Store: spec, DataDir: dir, Redis: "redis://" + p.ln.Addr().String(), RedisPrefix: prefix},
+	// A generous check timeout: on a loaded machine a 50 ms one can expire
+	// before the cut, and the requests before it are then counted locally.
+	// The cut refuses connections, so the outage is seen at once anyway.
+	e := startLimits(t, server.Config{Store: spec, DataDir: dir, Redis: "redis://" + p.ln.Addr().String(), RedisPrefix: prefix,
+		RedisTimeout: 2 * time.Second},
 		usageUpstream(t).URL+"/v1", true)
 	key := e.key("default", `,"rpm_limit":20`)
 	for i := range 5 {

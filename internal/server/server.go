@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rolter/rolter/internal/admin"
+	"github.com/rolter/rolter/internal/adminapi"
 	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/config"
 	"github.com/rolter/rolter/internal/fleet"
@@ -209,7 +210,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "ready\n")
 	})
-	mux.Handle(admin.Prefix+"/", admin.NewHandler(svc))
+	mux.Handle(adminapi.Prefix+"/", adminapi.NewHandler(svc))
 	mux.Handle(ui.Prefix+"/", ui.New(svc, s.log, ui.Options{}))
 	mux.Handle("GET "+ui.Prefix, http.RedirectHandler(ui.Prefix+"/", http.StatusMovedPermanently))
 

@@ -5,9 +5,9 @@ import (
 	"strings"
 )
 
-// Providers carry their keys and routes their targets: rows of a child
-// table read with one query for a page of parents. These helpers hold what
-// the two have in common.
+// Providers carry their keys, routes their targets and groups their
+// members: rows of a child table read with one query for a page of
+// parents. These helpers hold what the three have in common.
 
 // attachFunc fills the children of every parent in ps; all reads every
 // child row (for Load) rather than those of ps.
@@ -35,24 +35,56 @@ func listWith[T any](ctx context.Context, s *DB, scan func(interface{ Scan(...an
 	return ps, attach(ctx, s.db, ps, false)
 }
 
-// byParent indexes ps by id and resets each one's children with reset. It
-// returns the index and, unless all, the " WHERE col IN (?, ...)" clause
-// that selects the children of ps, with its arguments.
-func byParent[T any](ps []T, all bool, col string, id func(*T) int64, reset func(*T)) (map[int64]*T, string, []any) {
-	var where string
+// childTable says where the children of a parent type P are stored and
+// where they go on P.
+type childTable[P, C any] struct {
+	// selectFrom is the query without its WHERE and ORDER BY clauses;
+	// parentCol is its column of the parent's id, and orderBy its
+	// " ORDER BY ..." clause.
+	selectFrom, parentCol, orderBy string
+	id                             func(*P) int64 // the parent's id
+	children                       func(*P) *[]C  // the parent's children
+}
+
+// attachChildren fills the children of every parent in ps with one query
+// of table t, in t's order; all reads every child row (for Load) rather
+// than those of ps. A parent without children gets an empty, non-nil
+// slice. scan reads one row: the child and its parent's id; its errors
+// are classified as list's are.
+func attachChildren[P, C any](ctx context.Context, s *DB, qr querier, ps []P, all bool, t childTable[P, C],
+	scan func(interface{ Scan(...any) error }) (parent int64, c C, err error)) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	query := t.selectFrom
 	var args []any
 	if !all {
 		marks := make([]string, len(ps))
 		for i := range ps {
 			marks[i] = "?"
-			args = append(args, id(&ps[i]))
+			args = append(args, t.id(&ps[i]))
 		}
-		where = ` WHERE ` + col + ` IN (` + strings.Join(marks, ",") + `)`
+		query += ` WHERE ` + t.parentCol + ` IN (` + strings.Join(marks, ",") + `)`
 	}
-	byID := make(map[int64]*T, len(ps))
+	byID := make(map[int64]*P, len(ps))
 	for i := range ps {
-		byID[id(&ps[i])] = &ps[i]
-		reset(&ps[i])
+		byID[t.id(&ps[i])] = &ps[i]
+		*t.children(&ps[i]) = []C{}
 	}
-	return byID, where, args
+	rows, err := qr.QueryContext(ctx, s.q(query+t.orderBy), args...)
+	if err != nil {
+		return s.classify(err, "")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		parent, c, err := scan(rows)
+		if err != nil {
+			return s.classify(err, "")
+		}
+		if p := byID[parent]; p != nil {
+			cs := t.children(p)
+			*cs = append(*cs, c)
+		}
+	}
+	return s.classify(rows.Err(), "")
 }

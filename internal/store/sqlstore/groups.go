@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/rolter/rolter/internal/store"
 )
@@ -72,73 +71,44 @@ func (s *DB) insertMembers(ctx context.Context, tx *sql.Tx, groupID, orgID int64
 
 // GetGroup implements store.Store.
 func (s *DB) GetGroup(ctx context.Context, orgID int64, slug string) (*store.Group, error) {
-	g, err := scanGroup(s.db.QueryRowContext(ctx,
-		s.q(`SELECT `+groupCols+` FROM provider_groups WHERE org_id = ? AND slug = ?`), orgID, slug))
-	if err != nil {
-		return nil, s.classify(err, "")
-	}
-	gs := []store.Group{g}
-	if err := s.attachMembers(ctx, s.db, gs, false); err != nil {
-		return nil, err
-	}
-	return &gs[0], nil
+	return getWith(ctx, s, scanGroup, s.attachMembers,
+		`SELECT `+groupCols+` FROM provider_groups WHERE org_id = ? AND slug = ?`, orgID, slug)
 }
 
 // ListGroups implements store.Store.
 func (s *DB) ListGroups(ctx context.Context, orgID int64, p store.Page) ([]store.Group, error) {
-	gs, err := list(ctx, s, s.db, scanGroup,
+	return listWith(ctx, s, scanGroup, s.attachMembers,
 		`SELECT `+groupCols+` FROM provider_groups WHERE org_id = ? AND id > ? ORDER BY id LIMIT ?`, orgID, p.After, limitOf(p))
-	if err != nil {
-		return nil, err
-	}
-	return gs, s.attachMembers(ctx, s.db, gs, false)
+}
+
+// groupMembers are the children attachMembers reads, in the group's order.
+var groupMembers = childTable[store.Group, store.GroupMember]{
+	selectFrom: `SELECT m.group_id, m.provider_id, p.slug, m.weight, m.model_map
+		FROM group_members m JOIN providers p ON p.id = m.provider_id`,
+	parentCol: "m.group_id",
+	orderBy:   ` ORDER BY m.group_id, m.position`,
+	id:        func(g *store.Group) int64 { return g.ID },
+	children:  func(g *store.Group) *[]store.GroupMember { return &g.Members },
 }
 
 // attachMembers fills Members (with ProviderSlug) for gs; all reads every
 // member (for Load). Soft-deleted providers stay listed: the snapshot
 // leaves them out of rotation.
 func (s *DB) attachMembers(ctx context.Context, qr querier, gs []store.Group, all bool) error {
-	if len(gs) == 0 {
-		return nil
-	}
-	byID := make(map[int64]*store.Group, len(gs))
-	query := `SELECT m.group_id, m.provider_id, p.slug, m.weight, m.model_map
-		FROM group_members m JOIN providers p ON p.id = m.provider_id`
-	var args []any
-	if !all {
-		marks := make([]string, len(gs))
-		for i := range gs {
-			marks[i] = "?"
-			args = append(args, gs[i].ID)
-		}
-		query += ` WHERE m.group_id IN (` + strings.Join(marks, ",") + `)`
-	}
-	for i := range gs {
-		byID[gs[i].ID] = &gs[i]
-		gs[i].Members = []store.GroupMember{}
-	}
-	rows, err := qr.QueryContext(ctx, s.q(query+` ORDER BY m.group_id, m.position`), args...)
-	if err != nil {
-		return s.classify(err, "")
-	}
-	defer rows.Close()
-	for rows.Next() {
+	return attachChildren(ctx, s, qr, gs, all, groupMembers, func(sc interface{ Scan(...any) error }) (int64, store.GroupMember, error) {
 		var (
 			m     store.GroupMember
 			group int64
 			mm    string
 		)
-		if err := rows.Scan(&group, &m.ProviderID, &m.ProviderSlug, &m.Weight, &mm); err != nil {
-			return s.classify(err, "")
+		if err := sc.Scan(&group, &m.ProviderID, &m.ProviderSlug, &m.Weight, &mm); err != nil {
+			return 0, m, err
 		}
 		if err := json.Unmarshal([]byte(mm), &m.ModelMap); err != nil {
-			return fmt.Errorf("store: group %d member %d: model_map column: %w", group, m.ProviderID, err)
+			return 0, m, fmt.Errorf("store: group %d member %d: model_map column: %w", group, m.ProviderID, err)
 		}
-		if g := byID[group]; g != nil {
-			g.Members = append(g.Members, m)
-		}
-	}
-	return s.classify(rows.Err(), "")
+		return group, m, nil
+	})
 }
 
 // UpdateGroup implements store.Store. The org comes from the stored row: a

@@ -115,40 +115,35 @@ func (s *DB) ListProviders(ctx context.Context, orgID int64, p store.Page) ([]st
 		`SELECT `+providerCols+` FROM providers WHERE org_id = ? AND id > ? ORDER BY id LIMIT ?`, orgID, p.After, limitOf(p))
 }
 
+// providerKeys are the children attachKeys reads.
+var providerKeys = childTable[store.Provider, store.ProviderKey]{
+	selectFrom: `SELECT id, provider_id, secret, weight, created_at FROM provider_keys`,
+	parentCol:  "provider_id",
+	orderBy:    ` ORDER BY id`,
+	id:         func(p *store.Provider) int64 { return p.ID },
+	children:   func(p *store.Provider) *[]store.ProviderKey { return &p.Keys },
+}
+
 // attachKeys fills Keys of every provider in ps with one query. open
 // decrypts the secrets; without it Secret stays empty.
 func (s *DB) attachKeys(ctx context.Context, qr querier, ps []store.Provider, open bool) error {
-	if len(ps) == 0 {
-		return nil
-	}
-	byID, where, args := byParent(ps, open, "provider_id",
-		func(p *store.Provider) int64 { return p.ID },
-		func(p *store.Provider) { p.Keys = []store.ProviderKey{} })
-	query := `SELECT id, provider_id, secret, weight, created_at FROM provider_keys` + where
-	rows, err := qr.QueryContext(ctx, s.q(query+` ORDER BY id`), args...)
-	if err != nil {
-		return s.classify(err, "")
-	}
-	defer rows.Close()
-	for rows.Next() {
+	return attachChildren(ctx, s, qr, ps, open, providerKeys, func(sc interface{ Scan(...any) error }) (int64, store.ProviderKey, error) {
 		var (
 			k      store.ProviderKey
 			sealed string
 		)
-		if err := rows.Scan(&k.ID, &k.ProviderID, &sealed, &k.Weight, &k.CreatedAt); err != nil {
-			return s.classify(err, "")
+		if err := sc.Scan(&k.ID, &k.ProviderID, &sealed, &k.Weight, &k.CreatedAt); err != nil {
+			return 0, k, err
 		}
 		k.CreatedAt = k.CreatedAt.UTC()
 		if open {
+			var err error
 			if k.Secret, err = s.sealer.Open(sealed); err != nil {
-				return fmt.Errorf("store: provider key %d: %w", k.ID, err)
+				return 0, k, fmt.Errorf("store: provider key %d: %w", k.ID, err)
 			}
 		}
-		if p := byID[k.ProviderID]; p != nil {
-			p.Keys = append(p.Keys, k)
-		}
-	}
-	return s.classify(rows.Err(), "")
+		return k.ProviderID, k, nil
+	})
 }
 
 // UpdateProvider implements store.Store.

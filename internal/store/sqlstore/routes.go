@@ -71,38 +71,32 @@ func (s *DB) ListRoutes(ctx context.Context, projectID int64, p store.Page) ([]s
 		`SELECT `+routeCols+` FROM routes WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?`, projectID, p.After, limitOf(p))
 }
 
+// routeTargets are the children attachTargets reads, in the route's order.
+var routeTargets = childTable[store.Route, store.Target]{
+	selectFrom: `SELECT t.id, t.route_id, t.provider_id, p.slug, t.upstream_model, t.weight, t.context_limit, t.input_price, t.output_price
+		FROM route_targets t JOIN providers p ON p.id = t.provider_id`,
+	parentCol: "t.route_id",
+	orderBy:   ` ORDER BY t.route_id, t.position`,
+	id:        func(r *store.Route) int64 { return r.ID },
+	children:  func(r *store.Route) *[]store.Target { return &r.Targets },
+}
+
 // attachTargets fills Targets for rs; all reads every target (for Load).
 func (s *DB) attachTargets(ctx context.Context, qr querier, rs []store.Route, all bool) error {
-	if len(rs) == 0 {
-		return nil
-	}
-	byID, where, args := byParent(rs, all, "t.route_id",
-		func(r *store.Route) int64 { return r.ID },
-		func(r *store.Route) { r.Targets = []store.Target{} })
-	query := `SELECT t.id, t.route_id, t.provider_id, p.slug, t.upstream_model, t.weight, t.context_limit, t.input_price, t.output_price
-		FROM route_targets t JOIN providers p ON p.id = t.provider_id` + where
-	rows, err := qr.QueryContext(ctx, s.q(query+` ORDER BY t.route_id, t.position`), args...)
-	if err != nil {
-		return s.classify(err, "")
-	}
-	defer rows.Close()
-	for rows.Next() {
+	return attachChildren(ctx, s, qr, rs, all, routeTargets, func(sc interface{ Scan(...any) error }) (int64, store.Target, error) {
 		var (
 			tg      store.Target
 			route   int64
 			in, out sql.NullInt64
 		)
-		if err := rows.Scan(&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight, &tg.ContextLimit, &in, &out); err != nil {
-			return s.classify(err, "")
+		if err := sc.Scan(&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight, &tg.ContextLimit, &in, &out); err != nil {
+			return 0, tg, err
 		}
 		if in.Valid && out.Valid {
 			tg.Prices = &store.Prices{Input: money.Price(in.Int64), Output: money.Price(out.Int64)}
 		}
-		if r := byID[route]; r != nil {
-			r.Targets = append(r.Targets, tg)
-		}
-	}
-	return s.classify(rows.Err(), "")
+		return route, tg, nil
+	})
 }
 
 // UpdateRoute implements store.Store.

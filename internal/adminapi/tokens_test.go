@@ -1,4 +1,4 @@
-package admin_test
+package adminapi_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/admin"
+	"github.com/rolter/rolter/internal/adminapi"
 	"github.com/rolter/rolter/internal/secret"
 )
 
@@ -225,7 +226,7 @@ func TestOrgTokenScope(t *testing.T) {
 		ids := scopeFixture(t, e)
 		tok := e.ok("POST", "/tokens", `{"name":"team-a","scope":{"org":"a"}}`, 201)["secret"].(string)
 		auth := "Bearer " + tok
-		patterns := admin.NewHandler(e.svc).Patterns()
+		patterns := adminapi.NewHandler(e.svc).Patterns()
 
 		before := e.orgState("b")
 		families := map[string]bool{}

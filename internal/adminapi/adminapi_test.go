@@ -1,4 +1,4 @@
-package admin_test
+package adminapi_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/admin"
+	"github.com/rolter/rolter/internal/adminapi"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
@@ -47,7 +48,7 @@ func newEnv(t *testing.T, dialect string, sealer *secret.Sealer) *env {
 		t.Fatal(err)
 	}
 	svc := admin.NewService(db, h, log)
-	srv := httptest.NewServer(admin.NewHandler(svc))
+	srv := httptest.NewServer(adminapi.NewHandler(svc))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, srv: srv, snap: h, st: db, svc: svc, logs: logs}
 	e.ok("POST", "/orgs", `{"name":"default"}`, 201)
@@ -66,7 +67,7 @@ func (e *env) doAuth(method, path, body, auth string) (int, string) {
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, _ := http.NewRequest(method, e.srv.URL+admin.Prefix+path, rd)
+	req, _ := http.NewRequest(method, e.srv.URL+adminapi.Prefix+path, rd)
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
@@ -322,21 +323,6 @@ func TestSlugs(t *testing.T) {
 		e.ok("DELETE", "/orgs/default/providers/vllm-msk?purge=true", "", 204)
 		e.ok("POST", "/orgs/default/providers", `{"name":"x","slug":"vllm-msk","kind":"vllm","base_url":"http://a/v1"}`, 201)
 	})
-}
-
-func TestDeriveSlug(t *testing.T) {
-	for in, want := range map[string]string{
-		"vLLM Moscow":             "vllm-moscow",
-		"  --OpenAI (prod)-- ":    "openai-prod",
-		"a__b..c":                 "a-b-c",
-		"Москва":                  "",
-		"Qwen3 на сервере 2":      "qwen3-2",
-		strings.Repeat("ab-", 40): strings.TrimRight(strings.Repeat("ab-", 21), "-"),
-	} {
-		if got := admin.DeriveSlug(in); got != want {
-			t.Errorf("DeriveSlug(%q) = %q, want %q", in, got, want)
-		}
-	}
 }
 
 func TestPagination(t *testing.T) {

@@ -1,4 +1,4 @@
-package admin
+package adminapi
 
 import (
 	"encoding"
@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -28,7 +29,7 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	err := dec.Decode(dst)
 	if err == nil {
 		if _, terr := dec.Token(); terr != io.EOF {
-			return &Error{Kind: ErrInvalid, Code: CodeInvalidJSON, Message: "the body must hold exactly one JSON object"}
+			return &admin.Error{Kind: admin.ErrInvalid, Code: admin.CodeInvalidJSON, Message: "the body must hold exactly one JSON object"}
 		}
 		return nil
 	}
@@ -39,10 +40,10 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	)
 	switch {
 	case errors.As(err, &tooLarge):
-		return &Error{Kind: errTooLarge, Code: CodeBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes", maxBody)}
+		return &admin.Error{Kind: errTooLarge, Code: admin.CodeBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes", maxBody)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return &Error{Kind: ErrInvalid, Code: CodeUnknownField, Message: fmt.Sprintf("unknown field %q", field),
+		return &admin.Error{Kind: admin.ErrInvalid, Code: admin.CodeUnknownField, Message: fmt.Sprintf("unknown field %q", field),
 			Fields: map[string]string{field: "unknown field"}}
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
@@ -58,16 +59,16 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 				want = `must be a duration string such as "30s"`
 			}
 		}
-		return &Error{Kind: ErrInvalid, Code: CodeValidation, Message: "a field has the wrong type; see fields",
+		return &admin.Error{Kind: admin.ErrInvalid, Code: admin.CodeValidation, Message: "a field has the wrong type; see fields",
 			Fields: map[string]string{field: want}}
 	case errors.As(err, &syntax):
-		return &Error{Kind: ErrInvalid, Code: CodeInvalidJSON, Message: fmt.Sprintf("malformed JSON at byte %d", syntax.Offset)}
+		return &admin.Error{Kind: admin.ErrInvalid, Code: admin.CodeInvalidJSON, Message: fmt.Sprintf("malformed JSON at byte %d", syntax.Offset)}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return &Error{Kind: ErrInvalid, Code: CodeInvalidJSON, Message: "the body is empty or truncated; send a JSON object"}
+		return &admin.Error{Kind: admin.ErrInvalid, Code: admin.CodeInvalidJSON, Message: "the body is empty or truncated; send a JSON object"}
 	}
 	// Custom unmarshalers (durations, secrets) return messages that never
 	// quote secret input.
-	return &Error{Kind: ErrInvalid, Code: CodeInvalidJSON, Message: strings.TrimPrefix(err.Error(), "json: ")}
+	return &admin.Error{Kind: admin.ErrInvalid, Code: admin.CodeInvalidJSON, Message: strings.TrimPrefix(err.Error(), "json: ")}
 }
 
 func jsonKind(k string) string {
@@ -89,26 +90,39 @@ func jsonKind(k string) string {
 // pageOf reads the pagination query, ?limit=N (1..1000, default 100) and
 // ?cursor=C from the previous page's next_cursor; the Service checks the
 // values.
-func pageOf(r *http.Request) (PageRequest, error) {
+func pageOf(r *http.Request) (admin.PageRequest, error) {
 	q := r.URL.Query()
-	pr := PageRequest{Cursor: q.Get("cursor")}
+	pr := admin.PageRequest{Cursor: q.Get("cursor")}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return pr, fieldErrors{"limit": limitRule}.err()
+			return pr, admin.Invalid(map[string]string{"limit": admin.LimitRule})
 		}
 		pr.Limit = n
 	}
 	return pr, nil
 }
 
+// boolQuery reads an optional true/false query parameter (absent: false).
+func boolQuery(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, admin.Invalid(map[string]string{name: "must be true or false"})
+	}
+	return b, nil
+}
+
 // list answers one page of a list read by fn.
-func list[T any](w http.ResponseWriter, r *http.Request, fn func(PageRequest) (Page[T], error)) error {
+func list[T any](w http.ResponseWriter, r *http.Request, fn func(admin.PageRequest) (admin.Page[T], error)) error {
 	pr, err := pageOf(r)
 	if err != nil {
 		return err
 	}
-	return ok(w, r, func() (Page[T], error) { return fn(pr) })
+	return ok(w, r, func() (admin.Page[T], error) { return fn(pr) })
 }
 
 // ok answers 200 with fn's view, or fn's error.

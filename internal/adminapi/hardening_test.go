@@ -1,4 +1,4 @@
-package admin_test
+package adminapi_test
 
 import (
 	"io"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rolter/rolter/internal/admin"
+	"github.com/rolter/rolter/internal/adminapi"
 )
 
 // TestAdminResponsesAreLockedDown: every admin response, refusals
@@ -22,7 +22,7 @@ func TestAdminResponsesAreLockedDown(t *testing.T) {
 		{"GET", "/nowhere", "Bearer " + adminToken, ""},
 		{"POST", "/orgs", "Bearer " + adminToken, ""},
 	} {
-		req, _ := http.NewRequest(c.method, e.srv.URL+admin.Prefix+c.path, strings.NewReader("{"))
+		req, _ := http.NewRequest(c.method, e.srv.URL+adminapi.Prefix+c.path, strings.NewReader("{"))
 		if c.auth != "" {
 			req.Header.Set("Authorization", c.auth)
 		}
@@ -53,7 +53,7 @@ func TestAdminResponsesAreLockedDown(t *testing.T) {
 func TestAdminRefusesNonJSONBodies(t *testing.T) {
 	e := newEnv(t, "sqlite", nil)
 	send := func(method, path, ctype, body string) (int, string) {
-		req, _ := http.NewRequest(method, e.srv.URL+admin.Prefix+path, strings.NewReader(body))
+		req, _ := http.NewRequest(method, e.srv.URL+adminapi.Prefix+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+adminToken)
 		if ctype != "" {
 			req.Header.Set("Content-Type", ctype)
@@ -89,7 +89,7 @@ func TestAdminRefusesNonJSONBodies(t *testing.T) {
 		t.Fatalf("form-encoded body: %d", code)
 	}
 	// Unauthenticated requests are refused as 401 first.
-	req, _ := http.NewRequest("POST", e.srv.URL+admin.Prefix+"/orgs", strings.NewReader("x"))
+	req, _ := http.NewRequest("POST", e.srv.URL+adminapi.Prefix+"/orgs", strings.NewReader("x"))
 	req.Header.Set("Content-Type", "text/plain")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

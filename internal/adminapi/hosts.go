@@ -1,0 +1,66 @@
+package adminapi
+
+import (
+	"net/http"
+
+	"github.com/rolter/rolter/internal/admin"
+)
+
+func (h *Handler) listHosts(w http.ResponseWriter, r *http.Request) error {
+	return list(w, r, func(pr admin.PageRequest) (admin.Page[admin.HostView], error) {
+		return h.svc.ListHosts(r.Context(), r.PathValue("org"), pr)
+	})
+}
+
+func (h *Handler) createHost(w http.ResponseWriter, r *http.Request) error {
+	return create(w, r, func(in admin.HostInput) (any, error) {
+		return h.svc.CreateHost(r.Context(), r.PathValue("org"), in)
+	})
+}
+
+func (h *Handler) getHost(w http.ResponseWriter, r *http.Request) error {
+	return ok(w, r, func() (admin.HostView, error) {
+		return h.svc.GetHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
+	})
+}
+
+func (h *Handler) patchHost(w http.ResponseWriter, r *http.Request) error {
+	return update(w, r, func(in admin.HostPatch) (any, error) {
+		return h.svc.PatchHost(r.Context(), r.PathValue("org"), r.PathValue("id"), in)
+	})
+}
+
+// deleteHost retires: a host record is never deleted, so "did this host
+// ever exist" keeps its answer (design 002).
+func (h *Handler) deleteHost(w http.ResponseWriter, r *http.Request) error {
+	return h.retireHost(w, r)
+}
+
+func (h *Handler) retireHost(w http.ResponseWriter, r *http.Request) error {
+	return ok(w, r, func() (admin.HostView, error) {
+		return h.svc.RetireHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
+	})
+}
+
+func (h *Handler) applyHost(w http.ResponseWriter, r *http.Request) error {
+	return ok(w, r, func() (admin.HostView, error) {
+		return h.svc.ApplyHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
+	})
+}
+
+func (h *Handler) listFleetKeys(w http.ResponseWriter, r *http.Request) error {
+	return list(w, r, func(pr admin.PageRequest) (admin.Page[admin.FleetKeyView], error) {
+		return h.svc.ListFleetKeys(r.Context(), r.PathValue("org"), pr)
+	})
+}
+
+func (h *Handler) createFleetKey(w http.ResponseWriter, r *http.Request) error {
+	return create(w, r, func(in admin.FleetKeyInput) (any, error) {
+		return h.svc.CreateFleetKey(r.Context(), r.PathValue("org"), in)
+	})
+}
+
+// revokeFleetKey revokes; the record stays with revoked_at.
+func (h *Handler) revokeFleetKey(w http.ResponseWriter, r *http.Request) error {
+	return noContent(w, h.svc.RevokeFleetKey(r.Context(), r.PathValue("org"), r.PathValue("id")))
+}

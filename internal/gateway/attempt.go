@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// attempt sends the request to target i (tg) with one key, in the shape
+// the target's pairing makes, and returns how it ended.
+func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, i int, tg *targetRT, key *keyRT) outcome {
+	// design 003: on an upstream-metadata provider the discovered id is
+	// always the one sent (admit took targets naming another out).
+	upstreamModel := x.model
+	if tg.provider.upstream || tg.id.model != "" {
+		upstreamModel = sendModel(tg, g.status(tg.provider), x.model)
+	}
+	if upstreamModel == "" { // the provider went not ready since admit
+		return outcome{result: result{class: ClassConnect, err: errNotReady}}
+	}
+	pr := tg.provider.pairs[x.api]
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	model := ""
+	if upstreamModel != x.model {
+		model = upstreamModel
+	}
+	sent := capModel(upstreamModel)
+	body, err := pr.request(ctx, x, i, model)
+	if err != nil {
+		// Cannot happen: translate put the same request in this shape
+		// under admit's policy. If it does, this target is skipped, as
+		// before the pairings: another may serve, and no upstream saw it.
+		return outcome{result: result{class: ClassSkipped, model: upstreamModel, err: fmt.Errorf("shape the request: %w", err)},
+			upstreamModel: sent}
+	}
+	req, err := http.NewRequestWithContext(body.ctx, http.MethodPost, tg.provider.base+pr.path(x.endpoint), body.send)
+	if err != nil {
+		return outcome{result: result{class: ClassConnect, err: fmt.Errorf("build the request: %w", err)}, upstreamModel: sent}
+	}
+	req.ContentLength, req.GetBody = int64(len(body.b)), body.getBody
+	if len(body.b) == 0 {
+		req.Body, req.GetBody = http.NoBody, nil
+	}
+	upstreamHeaders(req.Header, r.Header, tg.provider, x.requestID)
+	setCredential(req.Header, tg, key)
+	wd := newWatchdog(tg.provider.firstByteTimeout, tg.provider.idleTimeout, cancel)
+	defer wd.stop()
+	cw := x.client
+	cw.wd = wd
+	defer func() { cw.wd = nil }()
+	o := g.exchangeWith(ctx, call{x: x, w: cw, r: r, wd: wd, model: sent}, pr, tg, req)
+	o.model = upstreamModel
+	if cw.slow {
+		// Whatever the attempt saw afterwards (a cancelled context, a
+		// broken write), it ended because the client stopped reading.
+		o.class = ClassClientSlow
+	}
+	return o
+}
+
+// exchangeWith sends req and answers the client through pairing pr: a
+// caller error is relayed unchanged, a retryable status fails the attempt,
+// and a 2xx goes to pr's respond or relay.
+func (g *Gateway) exchangeWith(ctx context.Context, c call, pr pairing, tg *targetRT, req *http.Request) outcome {
+	resp, err := g.transport.RoundTrip(req)
+	if err != nil {
+		return c.outcome(result{class: classifyErr(err, ctx, c.r.Context()), err: fmt.Errorf("send: %w", attemptErr(err, ctx))})
+	}
+	defer resp.Body.Close()
+	switch cls := classifyStatus(resp.StatusCode); cls {
+	case ClassNone:
+	case ClassCaller:
+		var head []byte
+		if tg.configured && modelGoneStatus(resp.StatusCode) {
+			// A configured model the upstream says it does not serve is a
+			// stale configuration, not the caller's fault: fail over, and
+			// never relay the upstream's answer (it names its model id).
+			head, _ = io.ReadAll(io.LimitReader(resp.Body, modelGoneSniff))
+			if modelGone(resp.StatusCode, head, c.model) {
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+				return c.outcome(result{class: ClassModelGone, status: resp.StatusCode, err: errModelGone})
+			}
+		}
+		// The caller's fault: relay unchanged, no retry.
+		w := c.w
+		copyResponseHeaders(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(head)
+		_, _ = io.Copy(w, resp.Body)
+		return c.outcome(result{class: ClassCaller, status: resp.StatusCode, committed: true})
+	default:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keep the connection reusable
+		return c.outcome(result{class: cls, status: resp.StatusCode, retryAfter: retryAfter(resp.Header, g.clock.Now()), err: statusErr(resp.StatusCode)})
+	}
+	c.resp = resp
+	if isEventStream(resp.Header) {
+		return pr.relay(ctx, c)
+	}
+	return g.respond(ctx, c, pr)
+}
+
+func isEventStream(h http.Header) bool {
+	return strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
+}
