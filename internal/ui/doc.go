@@ -38,7 +38,7 @@
 // A handler is func(w http.ResponseWriter, r *request) error. It starts
 // with v, err := u.newView(r, "routes", withProject), which resolves ?org=
 // (and ?project=) against what the token may see; calls the Service with
-// r.ctx (it carries the scope); sets v.Data; and ends with u.render(w,
+// r.Context() (it carries the scope); sets v.Data; and ends with u.render(w,
 // status, v, "") (or a fragment's name, for an htmx swap). A returned
 // error becomes an error page with the admin error's code and message;
 // form handlers instead put asFormErr(err) on their data and render the

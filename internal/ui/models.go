@@ -70,7 +70,7 @@ func (u *UI) models(w http.ResponseWriter, r *request) error {
 	pageNo = max(pageNo, 1)
 	var all []address
 	if v.Org != "" {
-		if all, err = u.addresses(r.ctx, v.Org, v.Project); err != nil {
+		if all, err = u.addresses(r.Context(), v.Org, v.Project); err != nil {
 			return err
 		}
 	}

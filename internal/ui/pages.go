@@ -76,7 +76,7 @@ func (u *UI) newView(r *request, page string, withProject bool) (*view, error) {
 	// provider's page) does not exist in another.
 	v := &view{Page: page, Title: e.Title, Nav: navLinks(page), Scope: r.sess.scopeLabel(), CSRF: r.sess.csrf,
 		Path: link(page)}
-	orgs, err := u.svc.ListOrgs(r.ctx, admin.PageRequest{Limit: 1000})
+	orgs, err := u.svc.ListOrgs(r.Context(), admin.PageRequest{Limit: 1000})
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (u *UI) newView(r *request, page string, withProject bool) (*view, error) {
 		if !slices.Contains(v.Orgs, v.Org) {
 			// Past the switcher's first page, or not visible: the
 			// Service decides (an org token gets a 404 for others).
-			if _, err := u.svc.GetOrg(r.ctx, v.Org); err != nil {
+			if _, err := u.svc.GetOrg(r.Context(), v.Org); err != nil {
 				return nil, err
 			}
 		}
@@ -101,7 +101,7 @@ func (u *UI) newView(r *request, page string, withProject bool) (*view, error) {
 	if !withProject || v.Org == "" {
 		return v, nil
 	}
-	projects, err := u.svc.ListProjects(r.ctx, v.Org, admin.PageRequest{Limit: 1000})
+	projects, err := u.svc.ListProjects(r.Context(), v.Org, admin.PageRequest{Limit: 1000})
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func (u *UI) newView(r *request, page string, withProject bool) (*view, error) {
 	switch {
 	case v.Project != "":
 		if !slices.Contains(v.Projects, v.Project) {
-			if _, err := u.svc.GetProject(r.ctx, v.Org, v.Project); err != nil {
+			if _, err := u.svc.GetProject(r.Context(), v.Org, v.Project); err != nil {
 				return nil, err
 			}
 		}

@@ -94,7 +94,7 @@ func (u *UI) providerList(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	d.Providers, err = all(func(p admin.PageRequest) (admin.Page[admin.ProviderView], error) {
-		return u.svc.ListProviders(r.ctx, v.Org, p)
+		return u.svc.ListProviders(r.Context(), v.Org, p)
 	})
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func (u *UI) providerCreate(w http.ResponseWriter, r *request) error {
 		u.render(w, http.StatusUnprocessableEntity, v, "")
 		return nil
 	}
-	p, err := u.svc.CreateProvider(r.ctx, v.Org, in)
+	p, err := u.svc.CreateProvider(r.Context(), v.Org, in)
 	if e, ok := asFormErr(err); ok {
 		d.Err = e
 		u.render(w, http.StatusUnprocessableEntity, v, "")
@@ -152,7 +152,7 @@ func (u *UI) providerCreate(w http.ResponseWriter, r *request) error {
 
 // provider loads the stored provider the path names into d.
 func (u *UI) provider(r *request, v *view, d *providersPage) error {
-	p, err := u.svc.GetProvider(r.ctx, v.Org, r.PathValue("slug"))
+	p, err := u.svc.GetProvider(r.Context(), v.Org, r.PathValue("slug"))
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func (u *UI) providerUpdate(w http.ResponseWriter, r *request) error {
 		u.render(w, http.StatusUnprocessableEntity, v, "")
 		return nil
 	}
-	p, err := u.svc.UpdateProvider(r.ctx, v.Org, d.P.Slug, patch, d.Form.AllowSlugChange)
+	p, err := u.svc.UpdateProvider(r.Context(), v.Org, d.P.Slug, patch, d.Form.AllowSlugChange)
 	if e, ok := asFormErr(err); ok {
 		d.Err = e
 		u.render(w, http.StatusUnprocessableEntity, v, "")
@@ -222,7 +222,7 @@ func (u *UI) providerDelete(purge bool) handler {
 			return err
 		}
 		slug := r.PathValue("slug")
-		err = u.svc.DeleteProvider(r.ctx, v.Org, slug, purge)
+		err = u.svc.DeleteProvider(r.Context(), v.Org, slug, purge)
 		if e, ok := asFormErr(err); ok {
 			return u.detailWithError(w, r, v, d, func() { d.ActionErr = e })
 		} else if err != nil {
@@ -249,7 +249,7 @@ func (u *UI) providerAddKey(w http.ResponseWriter, r *request) error {
 		return u.detailWithError(w, r, v, d, func() { d.KeyErr = fieldsErr(fe) })
 	}
 	in := admin.KeyInput{Secret: secret.New(strings.TrimSpace(r.PostForm.Get("secret"))), Weight: weight}
-	_, err = u.svc.AddProviderKey(r.ctx, v.Org, r.PathValue("slug"), in)
+	_, err = u.svc.AddProviderKey(r.Context(), v.Org, r.PathValue("slug"), in)
 	if e, ok := asFormErr(err); ok {
 		return u.detailWithError(w, r, v, d, func() { d.KeyErr = e })
 	} else if err != nil {
@@ -264,7 +264,7 @@ func (u *UI) providerRemoveKey(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	err = u.svc.DeleteProviderKey(r.ctx, v.Org, r.PathValue("slug"), r.PathValue("id"))
+	err = u.svc.DeleteProviderKey(r.Context(), v.Org, r.PathValue("slug"), r.PathValue("id"))
 	if e, ok := asFormErr(err); ok {
 		return u.detailWithError(w, r, v, d, func() { d.ActionErr = e })
 	} else if err != nil {

@@ -50,7 +50,7 @@ func (u *UI) slugCheck(w http.ResponseWriter, r *request) error {
 	case out.Slug == r.FormValue("current"):
 		out.State = "current"
 	default:
-		check, err := u.svc.CheckSlug(r.ctx, v.Org, out.Slug)
+		check, err := u.svc.CheckSlug(r.Context(), v.Org, out.Slug)
 		if fe, ok := asFormErr(err); ok {
 			out.State, out.Message, out.Code = "invalid", fieldError(fe, "slug"), fe.Code
 			if out.Message == "" {

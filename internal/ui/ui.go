@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -87,12 +86,11 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // request is a logged-in request as page handlers see it.
+// Its Context carries the token's admin scope: the Service confines an
+// org-scoped token to its org.
 type request struct {
 	*http.Request
 	sess *session
-	// ctx carries the token's admin scope: the Service confines an
-	// org-scoped token to its org.
-	ctx context.Context
 }
 
 // handler is a page endpoint. An error it returns is shown as an error
@@ -123,7 +121,9 @@ func (u *UI) authed(h handler, write bool) http.HandlerFunc {
 				"this form was refused: it did not carry the page's CSRF token (reload the page and try again); nothing was changed")
 			return
 		}
-		rq := &request{Request: r, sess: ss, ctx: admin.WithScope(r.Context(), ss.scope)}
+		// The scope rides on the request's context, so every Service call
+		// made with r.Context() is confined to what the token may see.
+		rq := &request{Request: r.WithContext(admin.WithScope(r.Context(), ss.scope)), sess: ss}
 		if err := h(w, rq); err != nil {
 			u.fail(w, rq, err)
 		}
