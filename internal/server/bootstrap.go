@@ -42,30 +42,32 @@ func checkAdminToken(tok secret.Secret) error {
 // it had before is revoked; unset, every earlier value is revoked. The
 // generated first-start token is an ordinary global token: it stays valid
 // until revoked through the API.
-func bootstrap(ctx context.Context, svc *admin.Service, envToken secret.Secret, out io.Writer) error {
+//
+// It reports whether this was the first start, whose banner it printed.
+func bootstrap(ctx context.Context, svc *admin.Service, envToken secret.Secret, out io.Writer) (first bool, _ error) {
 	first, err := svc.NeverHadAdminToken(ctx)
 	if err != nil {
-		return fmt.Errorf("bootstrap: %w", err)
+		return false, fmt.Errorf("bootstrap: %w", err)
 	}
 	var banner string
 	if first {
 		if banner, err = firstStart(ctx, svc, envToken); err != nil {
-			return err
+			return false, err
 		}
 	}
 	var ae *admin.Error
 	err = svc.SetEnvAdminToken(ctx, envToken)
 	if errors.As(err, &ae) && ae.Code == admin.CodeEnvTokenClash {
-		return errors.New("bootstrap: " + ae.Message)
+		return false, errors.New("bootstrap: " + ae.Message)
 	}
 	if err != nil {
-		return fmt.Errorf("bootstrap: store ROLTER_ADMIN_TOKEN: %w", err)
+		return false, fmt.Errorf("bootstrap: store ROLTER_ADMIN_TOKEN: %w", err)
 	}
 	// The one place these secrets are shown, once they are stored.
 	// Deliberately not the logger: logs are collected and kept; this is a
 	// console banner.
 	_, _ = io.WriteString(out, banner)
-	return nil
+	return first, nil
 }
 
 // firstStart mints what a new store needs and returns the banner that

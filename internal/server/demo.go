@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 
 	"github.com/rolter/rolter/internal/admin"
@@ -24,14 +23,11 @@ const (
 // route is created once and then left to the operator.
 func (s *Server) mountDemo(ctx context.Context, mux *http.ServeMux, svc *admin.Service) error {
 	mux.Handle("/demo/", http.StripPrefix("/demo", demo.New(demo.Options{})))
-	host, port, err := net.SplitHostPort(s.Addr)
+	hostPort, err := localHostPort(s.Addr)
 	if err != nil {
 		return err
 	}
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	base := "http://" + net.JoinHostPort(host, port) + "/demo/v1"
+	base := "http://" + hostPort + "/demo/v1"
 	// The simulator is shaped per request by x-demo-* headers, which the
 	// gateway forwards only because the provider says so.
 	forward := []string{"X-Demo-*"}

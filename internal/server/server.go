@@ -34,6 +34,7 @@ import (
 	"github.com/rolter/rolter/internal/spend"
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/sqlstore"
+	"github.com/rolter/rolter/internal/ui"
 	"github.com/rolter/rolter/internal/usage"
 )
 
@@ -174,7 +175,8 @@ func (s *Server) prepare(ctx context.Context) error {
 	}
 	svc.SetPublisher(publish)
 	svc.SetAllowLinkLocalUpstreams(s.cfg.AllowLinkLocalUpstreams)
-	if err := bootstrap(ctx, svc, s.cfg.AdminToken, s.cfg.Out); err != nil {
+	fresh, err := bootstrap(ctx, svc, s.cfg.AdminToken, s.cfg.Out)
+	if err != nil {
 		return err
 	}
 	if s.cfg.ConfigFile != "" {
@@ -209,6 +211,8 @@ func (s *Server) prepare(ctx context.Context) error {
 		_, _ = io.WriteString(w, "ready\n")
 	})
 	mux.Handle(adminapi.Prefix+"/", adminapi.NewHandler(svc))
+	mux.Handle(ui.Prefix+"/", ui.New(svc, s.log, ui.Options{}))
+	mux.Handle("GET "+ui.Prefix, http.RedirectHandler(ui.Prefix+"/", http.StatusMovedPermanently))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -303,8 +307,34 @@ func (s *Server) prepare(ctx context.Context) error {
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	go func() { s.done <- s.http.Serve(ln) }()
-	s.log.Info("rolter serving", "addr", s.Addr, "store", s.db.Dialect(), "demo", s.cfg.Demo)
+	s.log.Info("rolter serving", "addr", s.Addr, "store", s.db.Dialect(), "demo", s.cfg.Demo, "ui", uiURL(s.Addr))
+	if fresh {
+		// Under the banner that shows the admin token to log in with; a
+		// later start prints nothing (the log line above has the address).
+		fmt.Fprintf(s.cfg.Out, "  web UI:       %s  (log in with the admin token)\n", uiURL(s.Addr))
+	}
 	return nil
+}
+
+// localHostPort is the bound listen address as a client on this machine
+// reaches it: an unspecified host (0.0.0.0, ::) becomes 127.0.0.1.
+func localHostPort(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// uiURL is the address of the web UI, for the start-up line.
+func uiURL(addr string) string {
+	if hp, err := localHostPort(addr); err == nil {
+		addr = hp
+	}
+	return "http://" + addr + ui.Prefix + "/"
 }
 
 // rateLimiter is the in-memory limiter, or with --redis the shared one

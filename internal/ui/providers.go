@@ -1,0 +1,417 @@
+package ui
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rolter/rolter/internal/admin"
+	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/store"
+)
+
+// The Providers page: the list, a create form, and per provider its
+// readiness and discovered metadata, an edit form (a slug change needs an
+// explicit confirmation), the key pool, soft delete and purge.
+//
+// Collection actions sit under "/providers/_..." : '_' is never in a slug,
+// so no provider's page can be shadowed by them.
+func init() {
+	mount("providers", func(u *UI) {
+		u.get("/providers", u.providerList)
+		u.get("/providers/_new", u.providerNew)
+		u.post("/providers/_new", u.providerCreate)
+		u.get("/providers/{slug}", u.providerDetail)
+		u.post("/providers/{slug}", u.providerUpdate)
+		u.post("/providers/{slug}/delete", u.providerDelete(false))
+		u.post("/providers/{slug}/purge", u.providerDelete(true))
+		u.post("/providers/{slug}/keys", u.providerAddKey)
+		u.post("/providers/{slug}/keys/{id}/delete", u.providerRemoveKey)
+		u.post("/providers/{slug}/keys/{id}/weight", u.providerKeyWeight)
+	})
+}
+
+// providersPage is the data of providers.html, whose Mode picks the view:
+// "list", "new" or "detail".
+type providersPage struct {
+	Mode string
+	// List.
+	Providers []admin.ProviderView
+	Live      int
+	// Detail: the stored provider.
+	P admin.ProviderView
+	// New and detail: the edit form as typed and its error.
+	Form providerForm
+	Err  *formErr
+	// Detail: the add-key form and its error; an error of a delete, purge
+	// or key removal.
+	KeyWeight string
+	KeyErr    *formErr
+	ActionErr *formErr
+	// Done names what the last action did, for the notice at the top;
+	// PreviousSlug is the slug before a slug change.
+	Done, PreviousSlug string
+	Kinds              []string
+	Metadata           []string
+	Tristates          []string
+}
+
+// providerForm is the provider form as typed: every field a string, so a
+// value that does not parse is shown back as it was.
+type providerForm struct {
+	Name, Slug, Kind, BaseURL, MetadataSource, ContextLimit, Models string
+	FirstByteTimeout, IdleTimeout, ForwardHeaders                   string
+	MaxOutputTokens, Tools, Media, MaxConcurrency                   string
+	// Create only: the first pool key's weight (its secret is never
+	// shown back).
+	KeyWeight string
+	// Edit only: a slug change must be allowed and the new slug typed
+	// again.
+	AllowSlugChange bool
+	ConfirmSlug     string
+}
+
+func (u *UI) providersView(r *request, mode string) (*view, *providersPage, error) {
+	v, err := u.newView(r, "providers", false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v.Org == "" {
+		return nil, nil, &admin.Error{Kind: admin.ErrNotFound, Code: admin.CodeNotFound, Message: "this token sees no org"}
+	}
+	d := &providersPage{Mode: mode, Done: r.FormValue("done"), PreviousSlug: r.FormValue("from"), Kinds: store.ProviderKinds,
+		Metadata: []string{store.MetadataConfigured, store.MetadataUpstream}, Tristates: []string{"", "allow", "deny"}}
+	v.Data = d
+	return v, d, nil
+}
+
+func (u *UI) providerList(w http.ResponseWriter, r *request) error {
+	v, d, err := u.providersView(r, "list")
+	if err != nil {
+		return err
+	}
+	d.Providers, err = all(func(p admin.PageRequest) (admin.Page[admin.ProviderView], error) {
+		return u.svc.ListProviders(r.Context(), v.Org, p)
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(d.Providers, func(a, b admin.ProviderView) int { return strings.Compare(a.Slug, b.Slug) })
+	for _, p := range d.Providers {
+		if p.DeletedAt == nil {
+			d.Live++
+		}
+	}
+	u.render(w, http.StatusOK, v, "")
+	return nil
+}
+
+func (u *UI) providerNew(w http.ResponseWriter, r *request) error {
+	v, d, err := u.providersView(r, "new")
+	if err != nil {
+		return err
+	}
+	d.Form = providerForm{Kind: store.KindVLLM, MetadataSource: store.MetadataConfigured, KeyWeight: "1"}
+	u.render(w, http.StatusOK, v, "")
+	return nil
+}
+
+func (u *UI) providerCreate(w http.ResponseWriter, r *request) error {
+	v, d, err := u.providersView(r, "new")
+	if err != nil {
+		return err
+	}
+	d.Form = readProviderForm(r)
+	in, fe := d.Form.input()
+	key := secret.New(strings.TrimSpace(r.PostForm.Get("key_secret")))
+	if !key.IsZero() {
+		weight, ok := parseWeight(fe, "keys[0].weight", d.Form.KeyWeight)
+		if ok {
+			in.Keys = []admin.KeyInput{{Secret: key, Weight: weight}}
+		}
+	}
+	if len(fe) > 0 {
+		d.Err = fieldsErr(fe)
+		u.render(w, http.StatusUnprocessableEntity, v, "")
+		return nil
+	}
+	p, err := u.svc.CreateProvider(r.Context(), v.Org, in)
+	if e, ok := asFormErr(err); ok {
+		d.Err = e
+		u.render(w, http.StatusUnprocessableEntity, v, "")
+		return nil
+	} else if err != nil {
+		return err
+	}
+	seeOther(w, r, link("providers/"+url.PathEscape(p.Slug), "org", v.Org, "done", "created"))
+	return nil
+}
+
+// provider loads the stored provider the path names into d.
+func (u *UI) provider(r *request, v *view, d *providersPage) error {
+	p, err := u.svc.GetProvider(r.Context(), v.Org, r.PathValue("slug"))
+	if err != nil {
+		return err
+	}
+	d.P, v.Title = p, "Provider "+p.Slug
+	return nil
+}
+
+func (u *UI) providerDetail(w http.ResponseWriter, r *request) error {
+	v, d, err := u.providersView(r, "detail")
+	if err != nil {
+		return err
+	}
+	if err := u.provider(r, v, d); err != nil {
+		return err
+	}
+	d.Form, d.KeyWeight = formOf(d.P), "1"
+	u.render(w, http.StatusOK, v, "")
+	return nil
+}
+
+func (u *UI) providerUpdate(w http.ResponseWriter, r *request) error {
+	v, d, err := u.providersView(r, "detail")
+	if err != nil {
+		return err
+	}
+	if err := u.provider(r, v, d); err != nil {
+		return err
+	}
+	d.Form, d.KeyWeight = readProviderForm(r), "1"
+	in, fe := d.Form.input()
+	patch := admin.ProviderPatch{Name: &in.Name, Kind: &in.Kind, BaseURL: &in.BaseURL, MetadataSource: &in.MetadataSource,
+		ContextLimit: &in.ContextLimit, Models: &in.Models, FirstByteTimeout: &in.FirstByteTimeout, IdleTimeout: &in.IdleTimeout,
+		ForwardHeaders: &in.ForwardHeaders, Policy: &in.Policy}
+	if in.Slug != d.P.Slug {
+		patch.Slug = &in.Slug
+		// UI.md: a slug change needs the person to type the new slug
+		// again, beside the service's own allow_slug_change.
+		if d.Form.AllowSlugChange && d.Form.ConfirmSlug != in.Slug {
+			fe["confirm_slug"] = "type the new slug again to confirm the change"
+		}
+	}
+	if len(fe) > 0 {
+		d.Err = fieldsErr(fe)
+		u.render(w, http.StatusUnprocessableEntity, v, "")
+		return nil
+	}
+	p, err := u.svc.UpdateProvider(r.Context(), v.Org, d.P.Slug, patch, d.Form.AllowSlugChange)
+	if e, ok := asFormErr(err); ok {
+		d.Err = e
+		u.render(w, http.StatusUnprocessableEntity, v, "")
+		return nil
+	} else if err != nil {
+		return err
+	}
+	done := "updated"
+	if p.Slug != d.P.Slug {
+		done = "slug-changed"
+	}
+	seeOther(w, r, link("providers/"+url.PathEscape(p.Slug), "org", v.Org, "done", done, "from", d.P.Slug))
+	return nil
+}
+
+func (u *UI) providerDelete(purge bool) handler {
+	return func(w http.ResponseWriter, r *request) error {
+		v, d, err := u.providersView(r, "detail")
+		if err != nil {
+			return err
+		}
+		slug := r.PathValue("slug")
+		err = u.svc.DeleteProvider(r.Context(), v.Org, slug, purge)
+		if e, ok := asFormErr(err); ok {
+			return u.detailWithError(w, r, v, d, func() { d.ActionErr = e })
+		} else if err != nil {
+			return err
+		}
+		done := "deleted"
+		if purge {
+			done = "purged"
+		}
+		seeOther(w, r, link("providers", "org", v.Org, "done", done, "slug", slug))
+		return nil
+	}
+}
+
+func (u *UI) providerAddKey(w http.ResponseWriter, r *request) error {
+	v, d, err := u.providersView(r, "detail")
+	if err != nil {
+		return err
+	}
+	fe := map[string]string{}
+	d.KeyWeight = r.PostForm.Get("weight")
+	weight, _ := parseWeight(fe, "weight", d.KeyWeight)
+	if len(fe) > 0 {
+		return u.detailWithError(w, r, v, d, func() { d.KeyErr = fieldsErr(fe) })
+	}
+	in := admin.KeyInput{Secret: secret.New(strings.TrimSpace(r.PostForm.Get("secret"))), Weight: weight}
+	_, err = u.svc.AddProviderKey(r.Context(), v.Org, r.PathValue("slug"), in)
+	if e, ok := asFormErr(err); ok {
+		return u.detailWithError(w, r, v, d, func() { d.KeyErr = e })
+	} else if err != nil {
+		return err
+	}
+	seeOther(w, r, link("providers/"+url.PathEscape(r.PathValue("slug")), "org", v.Org, "done", "key-added"))
+	return nil
+}
+
+func (u *UI) providerRemoveKey(w http.ResponseWriter, r *request) error {
+	v, d, err := u.providersView(r, "detail")
+	if err != nil {
+		return err
+	}
+	err = u.svc.DeleteProviderKey(r.Context(), v.Org, r.PathValue("slug"), r.PathValue("id"))
+	if e, ok := asFormErr(err); ok {
+		return u.detailWithError(w, r, v, d, func() { d.ActionErr = e })
+	} else if err != nil {
+		return err
+	}
+	seeOther(w, r, link("providers/"+url.PathEscape(r.PathValue("slug")), "org", v.Org, "done", "key-removed"))
+	return nil
+}
+
+func (u *UI) providerKeyWeight(w http.ResponseWriter, r *request) error {
+	v, d, err := u.providersView(r, "detail")
+	if err != nil {
+		return err
+	}
+	fe := map[string]string{}
+	weight, _ := parseWeight(fe, "weight", r.PostForm.Get("weight"))
+	if len(fe) > 0 {
+		return u.detailWithError(w, r, v, d, func() { d.ActionErr = fieldsErr(fe) })
+	}
+	_, err = u.svc.SetProviderKeyWeight(r.Context(), v.Org, r.PathValue("slug"), r.PathValue("id"), admin.KeyWeightInput{Weight: weight})
+	if e, ok := asFormErr(err); ok {
+		return u.detailWithError(w, r, v, d, func() { d.ActionErr = e })
+	} else if err != nil {
+		return err
+	}
+	seeOther(w, r, link("providers/"+url.PathEscape(r.PathValue("slug")), "org", v.Org, "done", "key-weight"))
+	return nil
+}
+
+// detailWithError shows the provider page again with an action's error,
+// the edit form as stored (what was typed in another form is not lost
+// because it was never sent).
+func (u *UI) detailWithError(w http.ResponseWriter, r *request, v *view, d *providersPage, set func()) error {
+	if err := u.provider(r, v, d); err != nil {
+		return err
+	}
+	d.Form = formOf(d.P)
+	if d.KeyWeight == "" {
+		d.KeyWeight = "1"
+	}
+	set()
+	u.render(w, http.StatusUnprocessableEntity, v, "")
+	return nil
+}
+
+// seeOther ends a successful form post with a redirect (post/redirect/get),
+// so reloading the page does not repeat the action.
+func seeOther(w http.ResponseWriter, r *request, to string) {
+	http.Redirect(w, r.Request, to, http.StatusSeeOther)
+}
+
+func readProviderForm(r *request) providerForm {
+	f := func(name string) string { return strings.TrimSpace(r.PostForm.Get(name)) }
+	return providerForm{Name: f("name"), Slug: f("slug"), Kind: f("kind"), BaseURL: f("base_url"),
+		MetadataSource: f("metadata_source"), ContextLimit: f("context_limit"), Models: r.PostForm.Get("models"),
+		FirstByteTimeout: f("first_byte_timeout"), IdleTimeout: f("idle_timeout"), ForwardHeaders: r.PostForm.Get("forward_headers"),
+		MaxOutputTokens: f("policy.max_output_tokens"), Tools: f("policy.tools"), Media: f("policy.media"),
+		MaxConcurrency: f("policy.max_concurrency"), KeyWeight: f("keys[0].weight"),
+		AllowSlugChange: r.PostForm.Get("allow_slug_change") == "on", ConfirmSlug: f("confirm_slug")}
+}
+
+// formOf fills the edit form from a stored provider.
+func formOf(p admin.ProviderView) providerForm {
+	num := func(n int) string {
+		if n == 0 {
+			return ""
+		}
+		return strconv.Itoa(n)
+	}
+	dur := func(d store.Duration) string {
+		if d == 0 {
+			return ""
+		}
+		return time.Duration(d).String()
+	}
+	return providerForm{Name: p.Name, Slug: p.Slug, Kind: p.Kind, BaseURL: p.BaseURL, MetadataSource: p.MetadataSource,
+		ContextLimit: num(p.ContextLimit), Models: strings.Join(p.Models, "\n"), FirstByteTimeout: dur(p.FirstByteTimeout),
+		IdleTimeout: dur(p.IdleTimeout), ForwardHeaders: strings.Join(p.ForwardHeaders, "\n"),
+		MaxOutputTokens: num(p.Policy.MaxOutputTokens), Tools: p.Policy.Tools, Media: p.Policy.Media,
+		MaxConcurrency: num(p.Policy.MaxConcurrency)}
+}
+
+// input converts the form to the service's input. What cannot even be
+// parsed (a number, a duration) is reported by field name, as the service
+// names its fields; everything else is the service's to judge.
+func (f providerForm) input() (admin.ProviderInput, map[string]string) {
+	fe := map[string]string{}
+	in := admin.ProviderInput{Name: f.Name, Slug: f.Slug, Kind: f.Kind, BaseURL: f.BaseURL, MetadataSource: f.MetadataSource,
+		Models: lines(f.Models), ForwardHeaders: lines(f.ForwardHeaders)}
+	in.ContextLimit = parseInt(fe, "context_limit", f.ContextLimit)
+	in.Policy.MaxOutputTokens = parseInt(fe, "policy.max_output_tokens", f.MaxOutputTokens)
+	in.Policy.MaxConcurrency = parseInt(fe, "policy.max_concurrency", f.MaxConcurrency)
+	in.Policy.Tools, in.Policy.Media = f.Tools, f.Media
+	in.FirstByteTimeout = parseDuration(fe, "first_byte_timeout", f.FirstByteTimeout)
+	in.IdleTimeout = parseDuration(fe, "idle_timeout", f.IdleTimeout)
+	return in, fe
+}
+
+// lines splits a textarea (or a comma-separated line) into its non-empty
+// entries.
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' || r == ',' }) {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func parseInt(fe map[string]string, field, s string) int {
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		fe[field] = "must be a whole number"
+	}
+	return n
+}
+
+func parseWeight(fe map[string]string, field, s string) (*int, bool) {
+	if s == "" {
+		return nil, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		fe[field] = fmt.Sprintf("must be a whole number from 0 to %d", admin.MaxWeight)
+		return nil, false
+	}
+	return &n, true
+}
+
+func parseDuration(fe map[string]string, field, s string) store.Duration {
+	if s == "" {
+		return 0
+	}
+	var d store.Duration
+	if err := d.UnmarshalText([]byte(s)); err != nil {
+		fe[field] = "must be a duration such as 30s or 5m"
+	}
+	return d
+}
+
+// fieldsErr is the form error for fields the UI could not parse; it reads
+// like the service's own validation error.
+func fieldsErr(fe map[string]string) *formErr {
+	return &formErr{Code: admin.CodeValidation, Message: "the form has invalid fields; see below", Fields: fe}
+}

@@ -1,0 +1,83 @@
+// rolter web UI behaviour. Loaded as a file (the CSP allows no inline
+// script); every page works without it, this only makes it quicker.
+(function () {
+  "use strict";
+  document.documentElement.classList.add("js");
+
+  // Copy buttons: data-copy holds the text.
+  document.addEventListener("click", function (e) {
+    var b = e.target.closest("[data-copy]");
+    if (!b) return;
+    var text = b.getAttribute("data-copy");
+    var done = function () {
+      var old = b.textContent;
+      b.textContent = "copied";
+      setTimeout(function () { b.textContent = old; }, 1200);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, function () {});
+      return;
+    }
+    var t = document.createElement("textarea");
+    t.value = text;
+    t.setAttribute("readonly", "");
+    t.className = "offscreen";
+    document.body.appendChild(t);
+    t.select();
+    try { document.execCommand("copy"); done(); } catch (err) { /* nothing to do */ }
+    t.remove();
+  });
+
+  // Dialogs: data-open-dialog names one; data-close-dialog closes its own.
+  // showModal traps focus and closes on Escape.
+  document.addEventListener("click", function (e) {
+    var o = e.target.closest("[data-open-dialog]");
+    if (o) {
+      var d = document.getElementById(o.getAttribute("data-open-dialog"));
+      if (d && !d.open) d.showModal();
+      return;
+    }
+    var c = e.target.closest("[data-close-dialog]");
+    if (c) {
+      var dlg = c.closest("dialog");
+      if (dlg) dlg.close();
+    }
+  });
+
+  // A suggestion button fills a field: data-fill-target is the input's id,
+  // data-fill-value the value; the field's own checks then run again.
+  document.addEventListener("click", function (e) {
+    var b = e.target.closest("[data-fill-target]");
+    if (!b) return;
+    var input = document.getElementById(b.getAttribute("data-fill-target"));
+    if (!input) return;
+    input.value = b.getAttribute("data-fill-value");
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+    input.focus();
+  });
+
+  // Selects that switch the org or project submit their form on change.
+  document.addEventListener("change", function (e) {
+    if (e.target.matches("select[data-autosubmit]") && e.target.form) {
+      e.target.form.requestSubmit();
+    }
+  });
+
+  document.addEventListener("focusin", function (e) {
+    if (e.target.matches("[data-select-on-focus]")) e.target.select();
+  });
+
+  // Dialogs marked data-show-on-load open when they arrive (a secret shown
+  // once); data-remove-on-close takes them out of the page when closed,
+  // so the secret cannot be reached again.
+  function init(root) {
+    root.querySelectorAll("dialog[data-show-on-load]").forEach(function (d) {
+      if (d.hasAttribute("data-remove-on-close")) {
+        d.addEventListener("close", function () { d.remove(); });
+      }
+      if (!d.open) d.showModal();
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { init(document); });
+  document.addEventListener("htmx:load", function (e) { init(e.target); });
+})();
