@@ -126,6 +126,10 @@ func TestProviderCommands(t *testing.T) {
 	if rows := strings.Count(run(cmd{}, 0, "providers", "keys", "list", "vllm-msk").stdout, "\n"); rows != 3 {
 		t.Errorf("keys list: want a header and 2 keys, got %d lines", rows)
 	}
+	if r = run(cmd{}, 0, "providers", "keys", "update", "vllm-msk", id[1], "--weight", "0"); !regexp.MustCompile(`(?m)^weight\s+0$`).MatchString(r.stdout) {
+		t.Errorf("keys update --weight 0: %v", r)
+	}
+	run(cmd{}, ExitUsage, "providers", "keys", "update", "vllm-msk", id[1])
 	run(cmd{}, 0, "providers", "keys", "delete", "vllm-msk", id[1])
 	run(cmd{}, ExitUsage, "providers", "keys", "add", "vllm-msk", "--key-env", "UNSET_KEY")
 

@@ -193,6 +193,20 @@ func (a *app) providerKeysCmd() *cobra.Command {
 		}
 		return writeObject(a.env.Stdout, a.output, raw)
 	})
+	upd := &cobra.Command{Use: "update SLUG ID", Short: "reweight a key in place (0 keeps it out of rotation)", Args: exactArgs("SLUG", "ID"),
+		Example: "  rolter providers keys update my-vllm 3 --weight 0"}
+	upd.Flags().Int("weight", 1, "its share of the provider's requests (0-1000000)")
+	upd.RunE = a.run(false, func(ctx context.Context, c *Client, cmd *cobra.Command, args []string) error {
+		if !cmd.Flags().Changed("weight") {
+			return usageErrorf("nothing to change: give --weight")
+		}
+		weight, _ := cmd.Flags().GetInt("weight")
+		raw, err := Update[json.RawMessage](ctx, c, ProviderKeysPath(a.org, args[0])+seg(args[1]), nil, map[string]any{"weight": weight})
+		if err != nil {
+			return err
+		}
+		return writeObject(a.env.Stdout, a.output, raw)
+	})
 	del := &cobra.Command{Use: "delete SLUG ID", Short: "remove a key from the pool", Args: exactArgs("SLUG", "ID"),
 		Example: "  rolter providers keys delete my-vllm 3"}
 	del.RunE = a.run(false, func(ctx context.Context, c *Client, _ *cobra.Command, args []string) error {
@@ -202,6 +216,6 @@ func (a *app) providerKeysCmd() *cobra.Command {
 		}
 		return a.done("provider key", args[1], "deleted", raw)
 	})
-	cmd.AddCommand(list, add, del)
+	cmd.AddCommand(list, add, upd, del)
 	return cmd
 }
