@@ -128,6 +128,9 @@ type Store interface {
 	// SetProviderKeyWeight changes a pool key's weight; ErrNotFound when
 	// the provider has no such key.
 	SetProviderKeyWeight(ctx context.Context, providerID, keyID int64, weight int) error
+	// SetProviderKeyRef changes the environment reference recorded with a
+	// pool key; ErrNotFound when the provider has no such key.
+	SetProviderKeyRef(ctx context.Context, providerID, keyID int64, ref string) error
 
 	// CreateGroup claims the slug and inserts the group and its members in
 	// one transaction; a taken slug is a *ConflictError with What "slug".

@@ -93,8 +93,8 @@ func (s *DB) CreateProvider(ctx context.Context, p *store.Provider) error {
 
 func (s *DB) addKey(ctx context.Context, qr querier, k *store.ProviderKey, t time.Time) error {
 	id, err := s.insert(ctx, qr, "provider key",
-		`INSERT INTO provider_keys (provider_id, secret, weight, created_at) VALUES (?, ?, ?, ?)`,
-		k.ProviderID, s.sealer.Seal(k.Secret), k.Weight, t)
+		`INSERT INTO provider_keys (provider_id, secret, weight, ref, created_at) VALUES (?, ?, ?, ?, ?)`,
+		k.ProviderID, s.sealer.Seal(k.Secret), k.Weight, k.Ref, t)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func (s *DB) ListProviders(ctx context.Context, orgID int64, p store.Page) ([]st
 
 // providerKeys are the children attachKeys reads.
 var providerKeys = childTable[store.Provider, store.ProviderKey]{
-	selectFrom: `SELECT id, provider_id, secret, weight, created_at FROM provider_keys`,
+	selectFrom: `SELECT id, provider_id, secret, weight, ref, created_at FROM provider_keys`,
 	parentCol:  "provider_id",
 	orderBy:    ` ORDER BY id`,
 	id:         func(p *store.Provider) int64 { return p.ID },
@@ -132,7 +132,7 @@ func (s *DB) attachKeys(ctx context.Context, qr querier, ps []store.Provider, op
 			k      store.ProviderKey
 			sealed string
 		)
-		if err := sc.Scan(&k.ID, &k.ProviderID, &sealed, &k.Weight, &k.CreatedAt); err != nil {
+		if err := sc.Scan(&k.ID, &k.ProviderID, &sealed, &k.Weight, &k.Ref, &k.CreatedAt); err != nil {
 			return 0, k, err
 		}
 		k.CreatedAt = k.CreatedAt.UTC()
@@ -223,6 +223,11 @@ func (s *DB) AddProviderKey(ctx context.Context, k *store.ProviderKey) error {
 // SetProviderKeyWeight implements store.Store.
 func (s *DB) SetProviderKeyWeight(ctx context.Context, providerID, keyID int64, weight int) error {
 	return s.exec(ctx, s.qr, "", `UPDATE provider_keys SET weight = ? WHERE id = ? AND provider_id = ?`, weight, keyID, providerID)
+}
+
+// SetProviderKeyRef implements store.Store.
+func (s *DB) SetProviderKeyRef(ctx context.Context, providerID, keyID int64, ref string) error {
+	return s.exec(ctx, s.qr, "", `UPDATE provider_keys SET ref = ? WHERE id = ? AND provider_id = ?`, ref, keyID, providerID)
 }
 
 // DeleteProviderKey implements store.Store.
