@@ -86,3 +86,60 @@ func TestServicePageRequestBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Serving answers from the routing snapshot: the project's routes with
+// their targets, the live providers with their catalogs (configured
+// models plus what routes send them), the groups; confined to the
+// caller's org like every read.
+func TestServiceServingReadsTheSnapshot(t *testing.T) {
+	ctx := context.Background()
+	db := storetest.Open(t, storetest.Dialects[0], nil)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	snap := snapshot.NewHolder(db, log)
+	if err := snap.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	svc := admin.NewService(db, snap, log)
+	if _, err := svc.Serving(ctx, "o", "p"); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("unknown org: %v", err)
+	}
+	if _, err := svc.CreateOrg(ctx, admin.OrgInput{Name: "o"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateProject(ctx, "o", admin.ProjectInput{Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, slug := range []string{"b", "a"} {
+		if _, err := svc.CreateProvider(ctx, "o", admin.ProviderInput{Name: slug, Slug: slug, Kind: "openai",
+			BaseURL: "http://10.0.0.5:8000/v1", Models: []string{"m-" + slug}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.CreateRoute(ctx, "o", "p", admin.RouteInput{Model: "chat",
+		Targets: []admin.TargetInput{{Provider: "a", UpstreamModel: "big"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.DeleteProvider(ctx, "o", "b", false); err != nil {
+		t.Fatal(err)
+	}
+	sv, err := svc.Serving(ctx, "o", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sv.Providers) != 1 || sv.Providers[0].Slug != "a" {
+		t.Fatalf("providers %+v, want the live one, a", sv.Providers)
+	}
+	if got := sv.Catalog["a"]; len(got) != 2 || got[0] != "big" || got[1] != "m-a" {
+		t.Fatalf("catalog of a: %v, want [big m-a]", got)
+	}
+	if len(sv.Routes) != 1 || sv.Routes[0].Model != "chat" || sv.Routes[0].Targets[0].Provider != "a" {
+		t.Fatalf("routes %+v", sv.Routes)
+	}
+	if _, err := svc.Serving(ctx, "o", "nope"); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("unknown project: %v", err)
+	}
+	other := admin.WithScope(ctx, snapshot.AdminScope{TokenID: 1, OrgID: 99, Org: "x"})
+	if _, err := svc.Serving(other, "o", "p"); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("another org's token: %v", err)
+	}
+}
