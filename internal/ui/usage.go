@@ -38,7 +38,7 @@ func init() {
 
 const (
 	// usageDetailCap bounds the records read for errors and latency.
-	usageDetailCap = 20_000
+	usageDetailCap = 10_000
 	// usageMaxPoints bounds the buckets of a chart (a week by the hour).
 	usageMaxPoints = 200
 	// usageMaxSeries is the most lines a chart draws; past it the

@@ -342,7 +342,7 @@ func TestUsageFoldsSeriesPastEightIntoOther(t *testing.T) {
 
 func TestUsageOverTheDetailCapShowsCountsOnly(t *testing.T) {
 	if testing.Short() {
-		t.Skip("stores 20,001 usage records")
+		t.Skip("stores 10,001 usage records")
 	}
 	h := newHarness(t, Options{})
 	ctx := context.Background()
@@ -365,14 +365,14 @@ func TestUsageOverTheDetailCapShowsCountsOnly(t *testing.T) {
 	b := h.browser()
 	b.login(h.token)
 	r := b.get("/ui/usage")
-	mustContain(t, "over the cap", r.body, "<strong>20,001</strong> requests", "This range holds more than 20,000 requests",
-		"Computed from the requests themselves, which are shown only for ranges of at most 20,000 requests")
+	mustContain(t, "over the cap", r.body, "<strong>10,001</strong> requests", "This range holds more than 10,000 requests",
+		"Computed from the requests themselves, which are shown only for ranges of at most 10,000 requests")
 	mustNotContain(t, "over the cap", r.body, "errors of")
-	if rows := usageTable(r.body); rows[0] != "chat|20,001|40,002|0|—|—|—|—|—" {
+	if rows := usageTable(r.body); rows[0] != "chat|10,001|20,002|0|—|—|—|—|—" {
 		t.Fatalf("table: %q", rows)
 	}
 	_, tableURL := csvLinks(t, r.body)
-	if got := readCSV(t, b, tableURL); strings.Join(got[1], ",") != "chat,20001,40002,0,,,,," {
+	if got := readCSV(t, b, tableURL); strings.Join(got[1], ",") != "chat,10001,20002,0,,,,," {
 		t.Fatalf("CSV: %q", got[1])
 	}
 }
