@@ -143,3 +143,45 @@ func TestServiceServingReadsTheSnapshot(t *testing.T) {
 		t.Fatalf("another org's token: %v", err)
 	}
 }
+
+// A token's scope is its org by id, not by name: after its org is renamed
+// and another org takes the old name (on another replica, before this
+// one's snapshot catches up), the token still reaches nothing of the
+// other org.
+func TestServiceScopeIsTheOrgIDNotItsName(t *testing.T) {
+	ctx := context.Background()
+	db := storetest.Open(t, storetest.Dialects[0], nil)
+	svc := admin.NewService(db, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, name := range []string{"acme", "victim"} {
+		if _, err := svc.CreateOrg(ctx, admin.OrgInput{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.CreateProvider(ctx, name, admin.ProviderInput{Name: "p", Kind: "openai", BaseURL: "http://10.0.0.5:8000/v1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acme, err := db.GetOrg(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The scope as a stale snapshot still gives it: id of acme, name acme.
+	stale := admin.WithScope(ctx, snapshot.AdminScope{TokenID: 1, OrgID: acme.ID, Org: "acme"})
+	for _, rename := range [][2]string{{"acme", "acme-old"}, {"victim", "acme"}} {
+		name := rename[1]
+		if _, err := svc.PatchOrg(ctx, rename[0], admin.OrgPatch{Name: &name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.ListProviders(stale, "acme", admin.PageRequest{}); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("the other org, now named acme: %v, want not found", err)
+	}
+	if _, err := svc.CreateProvider(stale, "acme", admin.ProviderInput{Name: "q", Kind: "openai", BaseURL: "http://10.0.0.5:8000/v1"}); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("a write into the other org: %v, want not found", err)
+	}
+	if orgs, err := svc.ListOrgs(stale, admin.PageRequest{}); err != nil || len(orgs.Data) != 0 {
+		t.Fatalf("org list: %+v, %v; want nothing", orgs.Data, err)
+	}
+	if _, err := svc.MintFirstStartToken(stale); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("an org token minting a first-start (global) token: %v", err)
+	}
+}

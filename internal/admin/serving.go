@@ -38,6 +38,9 @@ func (s *Service) Serving(ctx context.Context, org, project string) (Serving, er
 	if o == nil {
 		return Serving{}, notFound("org %s not found", quote(org))
 	}
+	if err := checkOrgID(ctx, &o.Org); err != nil {
+		return Serving{}, err
+	}
 	pj := o.Projects[project]
 	if pj == nil {
 		return Serving{}, notFound("project %s not found in org %s", quote(project), quote(org))

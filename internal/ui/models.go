@@ -67,7 +67,6 @@ func (u *UI) models(w http.ResponseWriter, r *request) error {
 	}
 	q := strings.TrimSpace(r.FormValue("q"))
 	pageNo, _ := strconv.Atoi(r.FormValue("page"))
-	pageNo = max(pageNo, 1)
 	var all []address
 	if v.Org != "" {
 		if all, err = u.addresses(r.Context(), v.Org, v.Project); err != nil {
@@ -79,6 +78,8 @@ func (u *UI) models(w http.ResponseWriter, r *request) error {
 		rows = filterAddresses(all, q)
 	}
 	data := modelsPage{Q: q, Total: len(rows), All: len(all)}
+	// A page past the last shows the last (and no arithmetic overflows).
+	pageNo = min(max(pageNo, 1), max(1, (len(rows)+modelsPageSize-1)/modelsPageSize))
 	from := min((pageNo-1)*modelsPageSize, len(rows))
 	to := min(from+modelsPageSize, len(rows))
 	data.Rows = rows[from:to]
