@@ -608,7 +608,12 @@ func hintFor(row, provider string, live map[string]*admin.ProviderView) modelHin
 
 // rowPattern is the row id an htmx fragment is for: only "t" and digits,
 // since it becomes element ids.
-var rowPattern = regexp.MustCompile(`^t[0-9]{1,4}$`)
+var rowPattern = rowIDPattern("t")
+
+// rowIDPattern matches an editor row's id: prefix and a row number.
+func rowIDPattern(prefix string) *regexp.Regexp {
+	return regexp.MustCompile(`^` + prefix + `[0-9]{1,4}$`)
+}
 
 // routeTargetRow is a new, empty target row (the "+ Add target" button),
 // with the button again, numbered for the row after it.
