@@ -157,6 +157,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		func(v string) error { metricsToken = v; return nil })
 	fs.DurationVar(&cfg.Gateway.CredentialCooldown, "credential-cooldown", 10*time.Minute, "how long a pool key the upstream refused (401/403) is left out; editing the key ends it")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send its request headers")
+	fs.BoolVar(&cfg.UISecureCookie, "ui-secure-cookie", os.Getenv("ROLTER_UI_SECURE_COOKIE") == "true",
+		"always mark the web console's session cookie Secure (behind a TLS proxy that sends no X-Forwarded-Proto; env ROLTER_UI_SECURE_COOKIE=true)")
 	fs.BoolVar(&cfg.AllowLinkLocalUpstreams, "allow-link-local-upstreams", false, "allow provider base_urls on link-local and cloud metadata addresses (never 0.0.0.0 or ::)")
 	fs.DurationVar(&cfg.Fleet.Controller.Interval, "fleet-probe-interval", 10*time.Second, "how often the fleet controller probes each host's /health and /v1/models")
 	fs.IntVar(&cfg.Fleet.Controller.FailAfter, "fleet-fail-after", 3, "consecutive failed probes before a serving host is deregistered (never retired)")

@@ -31,6 +31,7 @@ func init() {
 		u.post("/providers/{slug}/purge", u.providerDelete(true))
 		u.post("/providers/{slug}/keys", u.providerAddKey)
 		u.post("/providers/{slug}/keys/{id}/delete", u.providerRemoveKey)
+		u.post("/providers/{slug}/keys/{id}/weight", u.providerKeyWeight)
 	})
 }
 
@@ -264,6 +265,26 @@ func (u *UI) providerRemoveKey(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	seeOther(w, r, link("providers/"+url.PathEscape(r.PathValue("slug")), "org", v.Org, "done", "key-removed"))
+	return nil
+}
+
+func (u *UI) providerKeyWeight(w http.ResponseWriter, r *request) error {
+	v, d, err := u.providersView(r, "detail")
+	if err != nil {
+		return err
+	}
+	fe := map[string]string{}
+	weight, _ := parseWeight(fe, "weight", r.PostForm.Get("weight"))
+	if len(fe) > 0 {
+		return u.detailWithError(w, r, v, d, func() { d.ActionErr = fieldsErr(fe) })
+	}
+	_, err = u.svc.SetProviderKeyWeight(r.Context(), v.Org, r.PathValue("slug"), r.PathValue("id"), admin.KeyWeightInput{Weight: weight})
+	if e, ok := asFormErr(err); ok {
+		return u.detailWithError(w, r, v, d, func() { d.ActionErr = e })
+	} else if err != nil {
+		return err
+	}
+	seeOther(w, r, link("providers/"+url.PathEscape(r.PathValue("slug")), "org", v.Org, "done", "key-weight"))
 	return nil
 }
 
