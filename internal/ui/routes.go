@@ -184,21 +184,21 @@ func (u *UI) routesView(r *request, mode string) (*view, *routesPage, error) {
 	return v, d, nil
 }
 
-// routeList is the list: every route of the project read through the
-// Service, filtered by ?q= (route name, provider or upstream model),
-// sorted by ?sort= and cut to ?page=, all on the server, so a project of
-// 10,000 routes sends the browser one page.
+// routeList is the list: every route of the project, filtered by ?q=
+// (route name, provider or upstream model), sorted by ?sort= and cut to
+// ?page=, all on the server, so a project of 10,000 routes sends the
+// browser one page. The routes come from the routing snapshot
+// (Service.Serving), as the Models page's do: no store query.
 func (u *UI) routeList(w http.ResponseWriter, r *request) error {
 	v, d, err := u.routesView(r, "list")
 	if err != nil {
 		return err
 	}
-	routes, err := all(func(p admin.PageRequest) (admin.Page[admin.RouteView], error) {
-		return u.svc.ListRoutes(r.Context(), v.Org, v.Project, p)
-	})
+	sv, err := u.svc.Serving(r.Context(), v.Org, v.Project)
 	if err != nil {
 		return err
 	}
+	routes := sv.Routes
 	d.Q, d.Sort, d.All = strings.TrimSpace(r.FormValue("q")), r.FormValue("sort"), len(routes)
 	if !slices.Contains(routeSorts, d.Sort) {
 		d.Sort = ""
@@ -207,7 +207,8 @@ func (u *UI) routeList(w http.ResponseWriter, r *request) error {
 	sortRoutes(rows, d.Sort)
 	d.Total = len(rows)
 	pageNo, _ := strconv.Atoi(r.FormValue("page"))
-	pageNo = max(pageNo, 1)
+	// A page past the last shows the last (and no arithmetic overflows).
+	pageNo = min(max(pageNo, 1), max(1, (len(rows)+routesPageSize-1)/routesPageSize))
 	from := min((pageNo-1)*routesPageSize, len(rows))
 	to := min(from+routesPageSize, len(rows))
 	listLink := func(sort string, page int) string {
@@ -232,9 +233,9 @@ func (u *UI) routeList(w http.ResponseWriter, r *request) error {
 		d.SortLinks["updated"] = listLink("updated", 0)
 	}
 	if to > from {
-		live, err := u.liveProviders(r, v.Org)
-		if err != nil {
-			return err
+		live := map[string]*admin.ProviderView{}
+		for i := range sv.Providers {
+			live[sv.Providers[i].Slug] = &sv.Providers[i]
 		}
 		for _, rt := range rows[from:to] {
 			a := routeAddress(rt, live, v.Project)

@@ -186,6 +186,9 @@ func TestRoutesSearchSortAndPagination(t *testing.T) {
 	r = b.get("/ui/routes?org=default&project=default&page=3")
 	mustContain(t, "page 3", r.body, "101–120 of 120", `rel="prev"`)
 	mustNotContain(t, "page 3", r.body, `rel="next"`)
+	// A page past the last shows the last, however large.
+	r = b.get("/ui/routes?org=default&project=default&page=9223372036854775807")
+	mustContain(t, "huge page", r.body, "101–120 of 120")
 	r = b.get("/ui/routes?org=default&project=default&sort=-model")
 	if names = routeNames(r.body); names[0] != "route-119" {
 		t.Fatalf("descending: %v…", names[:3])
