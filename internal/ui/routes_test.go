@@ -392,3 +392,88 @@ func TestBrowserInlineAddProviderFromARoute(t *testing.T) {
 	}
 	tb.clean()
 }
+
+func TestRouteNamesAreEscapedAndMayHoldSlashes(t *testing.T) {
+	h := newHarness(t, Options{})
+	mustProvider(t, h, admin.ProviderInput{Name: "p", Models: []string{"<b>m</b>"}})
+	ctx := context.Background()
+	const evil = `<img/src=x/onerror=alert(1)>`
+	for _, name := range []string{evil, "team/chat"} {
+		if _, err := h.svc.CreateRoute(ctx, "default", "default", admin.RouteInput{Model: name,
+			Targets: []admin.TargetInput{{Provider: "p", UpstreamModel: "<b>m</b>"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := h.browser()
+	b.login(h.token)
+	list := b.get("/ui/routes")
+	mustContain(t, "list", list.body, "&lt;img/src=x/onerror=alert(1)&gt;", `href="/ui/routes/_edit?model=team%2Fchat&amp;org=default&amp;project=default"`,
+		"&lt;b&gt;m&lt;/b&gt;")
+	mustNotContain(t, "list", list.body, evil, "<b>m</b>")
+	edit := b.get("/ui/routes/_edit?org=default&project=default&model=" + url.QueryEscape(evil))
+	if edit.status != http.StatusOK {
+		t.Fatalf("editor of %s: %d", evil, edit.status)
+	}
+	mustContain(t, "editor", edit.body, "Delete route &lt;img/src=x/onerror=alert(1)&gt;?", `data-fill-value="&lt;b&gt;m&lt;/b&gt;"`)
+	mustNotContain(t, "editor", edit.body, evil, "<b>m</b>")
+	if r := b.get("/ui/routes/_edit?org=default&project=default&model=team/chat"); r.status != http.StatusOK || !strings.Contains(r.body, `value="team/chat"`) {
+		t.Fatalf("editor of team/chat: %d", r.status)
+	}
+}
+
+func TestRoutesAndGroupsKeepToTheTokensOrg(t *testing.T) {
+	h := newHarness(t, Options{})
+	ctx := context.Background()
+	if _, err := h.svc.CreateOrg(ctx, admin.OrgInput{Name: "team-b"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.svc.CreateProject(ctx, "team-b", admin.ProjectInput{Name: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	mustProvider(t, h, admin.ProviderInput{Name: "neighbour"})
+	mustGroup(t, h, "neighbour-pool", "neighbour")
+	if _, err := h.svc.CreateRoute(ctx, "default", "default", admin.RouteInput{Model: "neighbour-route",
+		Targets: []admin.TargetInput{{Provider: "neighbour"}}}); err != nil {
+		t.Fatal(err)
+	}
+	b := h.browser()
+	b.login(h.mintToken(`{"org":"team-b"}`))
+	mustNotContain(t, "own routes", b.get("/ui/routes").body, "neighbour")
+	mustNotContain(t, "own groups", b.get("/ui/groups").body, "neighbour")
+	for _, path := range []string{"/ui/routes?org=default", "/ui/routes/_edit?org=default&project=default&model=neighbour-route",
+		"/ui/routes/_models?org=default&row=t0&target_provider=neighbour", "/ui/routes/_target?org=default&project=default&i=1",
+		"/ui/groups?org=default", "/ui/groups/neighbour-pool?org=default", "/ui/groups/_member?org=default&i=1",
+		"/ui/groups/_overlap?org=default&row=m0&member_provider=neighbour"} {
+		r := b.get(path)
+		if r.status != http.StatusNotFound {
+			t.Fatalf("%s: %d, want 404", path, r.status)
+		}
+		mustNotContain(t, path, r.body, "neighbour")
+	}
+	// Writes aimed at the other org are refused and change nothing.
+	for path, form := range map[string]url.Values{
+		"/ui/routes/_provider": providerFields("name", "intruder", "base_url", "http://10.0.0.5/v1"),
+		"/ui/routes/_new":      routeFields("intruder", [3]string{"neighbour", "", "1"}),
+		"/ui/routes/_delete?org=default&project=default&model=neighbour-route": {"org": {"default"}},
+		"/ui/groups/_new":                  groupFields("intruder", "", [3]string{"neighbour", "1", ""}),
+		"/ui/groups/neighbour-pool/delete": {"org": {"default"}},
+	} {
+		if r := b.postCSRF(path, form); r.status != http.StatusNotFound {
+			t.Fatalf("POST %s: %d, want 404", path, r.status)
+		}
+	}
+	if _, err := h.svc.GetProvider(ctx, "default", "intruder"); err == nil {
+		t.Fatal("an org token created a provider in another org")
+	}
+	if _, err := h.svc.GetRoute(ctx, "default", "default", "neighbour-route"); err != nil {
+		t.Fatal("an org token deleted a route in another org")
+	}
+	if _, err := h.svc.GetGroup(ctx, "default", "neighbour-pool"); err != nil {
+		t.Fatal("an org token deleted a group in another org")
+	}
+	routes, _ := h.svc.ListRoutes(ctx, "default", "default", admin.PageRequest{})
+	groups, _ := h.svc.ListGroups(ctx, "default", admin.PageRequest{})
+	if len(routes.Data) != 1 || len(groups.Data) != 1 {
+		t.Fatalf("an org token wrote into another org: %d routes, %d groups", len(routes.Data), len(groups.Data))
+	}
+}
