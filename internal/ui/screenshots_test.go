@@ -118,6 +118,8 @@ func seedDocs(t *testing.T, h *harness) {
 	}
 	must(h.svc.CreateGroup(ctx, "default", admin.GroupInput{Name: "qwen-pool", Members: []admin.GroupMemberInput{
 		{Provider: "vllm-spb", Weight: ptr(3)}, {Provider: "vllm-msk", Weight: ptr(1)}}}))
+	must(h.svc.CreateGroup(ctx, "default", admin.GroupInput{Name: "qwen-small", Members: []admin.GroupMemberInput{
+		{Provider: "vllm-spb", ModelMap: map[string]string{"qwen3": "Qwen/Qwen3-8B"}}}}))
 	must(h.svc.CreateRoute(ctx, "default", "default", admin.RouteInput{Model: "chat", Targets: []admin.TargetInput{
 		{Provider: "vllm-spb", UpstreamModel: "Qwen/Qwen3-8B", Weight: ptr(3)}, {Provider: "vllm-msk", UpstreamModel: "Qwen/Qwen3-8B", Weight: ptr(1)}},
 		Policy: store.Policy{MaxOutputTokens: 4096}}))
