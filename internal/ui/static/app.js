@@ -81,3 +81,12 @@
   document.addEventListener("DOMContentLoaded", function () { init(document); });
   document.addEventListener("htmx:load", function (e) { init(e.target); });
 })();
+
+// A form refused with 422 comes back with its errors beside the fields:
+// htmx swaps it like a success (by default it swaps no 4xx answer).
+document.addEventListener("htmx:beforeSwap", function (e) {
+  if (e.detail.xhr.status === 422) {
+    e.detail.shouldSwap = true;
+    e.detail.isError = false;
+  }
+});
