@@ -456,8 +456,17 @@ func TestBrowserApplyPendingFleetRestart(t *testing.T) {
 	ctx := context.Background()
 	bx := newBox(t, h)
 	v := addHost(t, h, "127.0.0.1", 8000, "qwen3", testRecipe("32768"))
-	addHost(t, h, "10.0.0.6", 8000, "llama3", testRecipe("8192"))
+	quiet := addHost(t, h, "10.0.0.6", 8000, "llama3", testRecipe("8192"))
+	gone := addHost(t, h, "10.0.0.7", 8001, "llama3", testRecipe("8192"))
 	bx.startAll()
+	// Liveness colours for the screenshot: one box quiet for two days,
+	// one for ten.
+	if err := h.db.TouchHosts(ctx, []int64{quiet.ID}, time.Now().Add(-50*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.db.TouchHosts(ctx, []int64{gone.ID}, time.Now().Add(-10*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	rc := testRecipe("32768", "--gpu-memory-utilization", "0.85")
 	if _, err := h.svc.PatchHost(ctx, "default", itoa64(v.ID), admin.HostPatch{Recipe: &rc}); err != nil {
 		t.Fatal(err)
