@@ -279,6 +279,25 @@ func TestBrowserMintKeySeenExactlyOnce(t *testing.T) {
 	tb.waitFor("gone after reload", nowhere)
 	tb.do("key page", chromedp.Navigate(h.srv.URL+"/ui/keys/"+itoa64(keys[0].ID)), chromedp.WaitVisible(chromedp.CSS("#name")))
 	tb.waitFor("not on the key's page", nowhere)
+
+	// Leaving the page without closing the dialog ends the showing too:
+	// coming back (from the back/forward cache or not) shows no secret.
+	tb.do("keys again", chromedp.Navigate(h.srv.URL+"/ui/keys/_new"), chromedp.WaitVisible(chromedp.CSS("#name")))
+	tb.do("mint another", chromedp.SendKeys(chromedp.CSS("#name"), "left-open"),
+		chromedp.Click(chromedp.CSS(`form button.btn-primary`)), chromedp.WaitVisible(chromedp.CSS("dialog[open] input.secret")))
+	second, err := chromedp.Run(tb.ctx, chromedp.Value(chromedp.CSS("dialog[open] input.secret")))
+	if err != nil || second == secret || !strings.HasPrefix(second, "rk-") {
+		t.Fatalf("second secret %q %v", second, err)
+	}
+	// What the browser does as it leaves (and before it may keep the page
+	// in its back/forward cache): the dialog goes.
+	tb.do("pagehide", chromedp.Evaluate[chromedp.Void](`window.dispatchEvent(new PageTransitionEvent('pagehide', {persisted: true}))`))
+	tb.waitFor("gone on pagehide", `!document.querySelector('dialog.modal[data-show-on-load]') &&
+		!document.documentElement.outerHTML.includes(`+jsString(second)+`)`)
+	tb.do("leave", chromedp.Navigate(h.srv.URL+"/ui/models"), chromedp.WaitVisible(chromedp.CSS("#models-table")))
+	tb.do("come back", chromedp.Evaluate[chromedp.Void](`history.back()`))
+	tb.waitAfterNav("gone after leaving", `location.pathname === '/ui/keys' && document.readyState === 'complete' &&
+		!document.documentElement.outerHTML.includes(`+jsString(second)+`)`)
 	tb.clean()
 }
 

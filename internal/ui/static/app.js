@@ -90,3 +90,10 @@ document.addEventListener("htmx:beforeSwap", function (e) {
     e.detail.isError = false;
   }
 });
+
+// Leaving a page ends the one showing of a secret on it, closed or not:
+// the browser may keep the page in its back/forward cache and show it
+// again on "back".
+window.addEventListener("pagehide", function () {
+  document.querySelectorAll("dialog[data-remove-on-close]").forEach(function (d) { d.remove(); });
+});
