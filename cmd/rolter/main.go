@@ -1,5 +1,7 @@
 // Command rolter is the rolter LLM gateway: `rolter serve` runs it,
-// `rolter migrate` prepares its store. See README.md.
+// `rolter migrate` prepares its store, and `rolter providers|routes|keys|...`
+// manage a running one through its admin API (package cli, docs/cli.md).
+// See README.md.
 package main
 
 import (
@@ -16,74 +18,58 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/rolter/rolter/internal/cli"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/server"
 	"github.com/rolter/rolter/internal/store/sqlstore"
 )
 
-const usage = `rolter — a self-hosted LLM gateway
-
-Usage:
-  rolter serve   [flags]   run the gateway (client API, admin API, fleet /vllm/..., /metrics)
-  rolter migrate [flags]   apply store migrations and exit
-  rolter backup  [flags] --out DIR
-                           write one restorable, compressed copy of the store
-  rolter restore [flags] FILE
-                           bring a backup back (stop the gateway first)
-  rolter agent   [flags]   run on a GPU box: fetch its assignment, run vLLM
-  rolter import  [flags] FILE
-                           import a LiteLLM config.yaml or a rolter config file
-  rolter bench   [flags]   measure rolter's overhead against a mock upstream
-  rolter mock    [flags]   serve only the simulated upstream (used by bench)
-  rolter help              show this text
-
-Run "rolter <command> -h" for a command's flags.
-`
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run is the whole command line: package cli's resource commands (rolter
+// providers list, ...) and, beside them, the commands of this package.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
-	switch args[0] {
-	case "serve":
-		err = serve(ctx, args[1:], stdout, stderr)
-	case "migrate":
-		err = migrate(ctx, args[1:], stdout, stderr)
-	case "import":
-		err = importCmd(ctx, args[1:], stdout, stderr)
-	case "backup":
-		err = backupCmd(ctx, args[1:], stdout, stderr)
-	case "restore":
-		err = restoreCmd(ctx, args[1:], stdout, stderr)
-	case "agent":
-		err = agentCmd(ctx, args[1:], stdout, stderr)
-	case "bench":
-		err = benchCmd(ctx, args[1:], stdout, stderr)
-	case "mock":
-		err = mock(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "rolter: unknown command %q\n\n%s", args[0], usage)
-		return 2
+	return cli.Execute(ctx, args, cli.Env{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr}, gatewayCommands(stdout, stderr)...)
+}
+
+// gatewayCommands are the commands that run a gateway, an agent or a tool
+// on a store, as they were before the admin CLI: each parses its own
+// flags with package flag, so their flags, help and messages are
+// unchanged, and any error exits 1.
+func gatewayCommands(stdout, stderr io.Writer) []*cobra.Command {
+	type cmdFunc func(context.Context, []string, io.Writer, io.Writer) error
+	wrap := func(use, short string, fn cmdFunc) *cobra.Command {
+		c := &cobra.Command{
+			Use:                use,
+			Short:              short,
+			DisableFlagParsing: true,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				if err := fn(cmd.Context(), args, stdout, stderr); !errors.Is(err, flag.ErrHelp) {
+					return err
+				}
+				return nil
+			},
+		}
+		// "rolter help serve" shows the command's own flags.
+		c.SetHelpFunc(func(cmd *cobra.Command, _ []string) { _ = fn(cmd.Context(), []string{"-h"}, stdout, stderr) })
+		return c
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	return []*cobra.Command{
+		wrap("serve [flags]", "run the gateway (client API, admin API, fleet /vllm/..., /metrics)", serve),
+		wrap("migrate [flags]", "apply store migrations and exit", migrate),
+		wrap("backup [flags] --out DIR", "write one restorable, compressed copy of the store", backupCmd),
+		wrap("restore [flags] FILE", "bring a backup back (stop the gateway first)", restoreCmd),
+		wrap("agent [flags]", "run on a GPU box: fetch its assignment, run vLLM", agentCmd),
+		wrap("import [flags] FILE", "import a LiteLLM config.yaml or a rolter config file into the store", importCmd),
+		wrap("bench [flags]", "measure rolter's overhead against a mock upstream", benchCmd),
+		wrap("mock [flags]", "serve only the simulated upstream (used by bench)", mock),
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "rolter %s: %v\n", args[0], err)
-		return 1
-	}
-	return 0
 }
 
 // storeFlags are shared by every command that opens the store.
@@ -157,6 +143,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		func(v string) error { metricsToken = v; return nil })
 	fs.DurationVar(&cfg.Gateway.CredentialCooldown, "credential-cooldown", 10*time.Minute, "how long a pool key the upstream refused (401/403) is left out; editing the key ends it")
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send its request headers")
+	fs.BoolVar(&cfg.UISecureCookie, "ui-secure-cookie", os.Getenv("ROLTER_UI_SECURE_COOKIE") == "true",
+		"always mark the web console's session cookie Secure (behind a TLS proxy that sends no X-Forwarded-Proto; env ROLTER_UI_SECURE_COOKIE=true)")
 	fs.BoolVar(&cfg.AllowLinkLocalUpstreams, "allow-link-local-upstreams", false, "allow provider base_urls on link-local and cloud metadata addresses (never 0.0.0.0 or ::)")
 	fs.DurationVar(&cfg.Fleet.Controller.Interval, "fleet-probe-interval", 10*time.Second, "how often the fleet controller probes each host's /health and /v1/models")
 	fs.IntVar(&cfg.Fleet.Controller.FailAfter, "fleet-fail-after", 3, "consecutive failed probes before a serving host is deregistered (never retired)")

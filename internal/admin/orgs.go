@@ -93,6 +93,9 @@ func (s *Service) org(ctx context.Context, name string) (*store.Org, error) {
 	if err != nil {
 		return nil, fromStore(err, "org "+quote(name))
 	}
+	if err := checkOrgID(ctx, o); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 

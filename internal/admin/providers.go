@@ -403,6 +403,42 @@ func (s *Service) AddProviderKey(ctx context.Context, org, slug string, in KeyIn
 	return KeyView{ID: k.ID, Weight: k.Weight, CreatedAt: k.CreatedAt}, nil
 }
 
+// KeyWeightInput changes a pool key's weight.
+type KeyWeightInput struct {
+	Weight *int `json:"weight"`
+}
+
+// SetProviderKeyWeight changes the weight of one of a live provider's
+// pool keys (0 takes it out of rotation without removing it).
+func (s *Service) SetProviderKeyWeight(ctx context.Context, org, slug, id string, in KeyWeightInput) (KeyView, error) {
+	_, p, err := s.liveProvider(ctx, org, slug)
+	if err != nil {
+		return KeyView{}, err
+	}
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return KeyView{}, notFound("provider key %s not found", quote(id))
+	}
+	fe := fieldErrors{}
+	if in.Weight == nil {
+		fe.add("weight", "is required")
+	}
+	w := checkWeight(fe, "weight", in.Weight)
+	if err := fe.err(); err != nil {
+		return KeyView{}, err
+	}
+	if err := s.st.SetProviderKeyWeight(ctx, p.ID, n, w); err != nil {
+		return KeyView{}, fromStore(err, "provider key "+quote(id))
+	}
+	s.changed(ctx)
+	for _, k := range p.Keys {
+		if k.ID == n {
+			return KeyView{ID: k.ID, Weight: w, CreatedAt: k.CreatedAt}, nil
+		}
+	}
+	return KeyView{ID: n, Weight: w}, nil
+}
+
 // DeleteProviderKey removes one of a provider's upstream credentials.
 func (s *Service) DeleteProviderKey(ctx context.Context, org, slug, id string) error {
 	_, p, err := s.provider(ctx, org, slug)

@@ -136,7 +136,7 @@ func (s *Service) ListOrgs(ctx context.Context, pr PageRequest) (Page[OrgView], 
 	} else {
 		o, gerr := s.st.GetOrg(ctx, sc.Org)
 		switch {
-		case gerr == nil && o.ID > page.After:
+		case gerr == nil && o.ID == sc.OrgID && o.ID > page.After:
 			rows = []store.Org{*o}
 		case gerr != nil && !errors.Is(gerr, store.ErrNotFound):
 			err = gerr

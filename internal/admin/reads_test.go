@@ -86,3 +86,102 @@ func TestServicePageRequestBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Serving answers from the routing snapshot: the project's routes with
+// their targets, the live providers with their catalogs (configured
+// models plus what routes send them), the groups; confined to the
+// caller's org like every read.
+func TestServiceServingReadsTheSnapshot(t *testing.T) {
+	ctx := context.Background()
+	db := storetest.Open(t, storetest.Dialects[0], nil)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	snap := snapshot.NewHolder(db, log)
+	if err := snap.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	svc := admin.NewService(db, snap, log)
+	if _, err := svc.Serving(ctx, "o", "p"); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("unknown org: %v", err)
+	}
+	if _, err := svc.CreateOrg(ctx, admin.OrgInput{Name: "o"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateProject(ctx, "o", admin.ProjectInput{Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, slug := range []string{"b", "a"} {
+		if _, err := svc.CreateProvider(ctx, "o", admin.ProviderInput{Name: slug, Slug: slug, Kind: "openai",
+			BaseURL: "http://10.0.0.5:8000/v1", Models: []string{"m-" + slug}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.CreateRoute(ctx, "o", "p", admin.RouteInput{Model: "chat",
+		Targets: []admin.TargetInput{{Provider: "a", UpstreamModel: "big"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.DeleteProvider(ctx, "o", "b", false); err != nil {
+		t.Fatal(err)
+	}
+	sv, err := svc.Serving(ctx, "o", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sv.Providers) != 1 || sv.Providers[0].Slug != "a" {
+		t.Fatalf("providers %+v, want the live one, a", sv.Providers)
+	}
+	if got := sv.Catalog["a"]; len(got) != 2 || got[0] != "big" || got[1] != "m-a" {
+		t.Fatalf("catalog of a: %v, want [big m-a]", got)
+	}
+	if len(sv.Routes) != 1 || sv.Routes[0].Model != "chat" || sv.Routes[0].Targets[0].Provider != "a" {
+		t.Fatalf("routes %+v", sv.Routes)
+	}
+	if _, err := svc.Serving(ctx, "o", "nope"); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("unknown project: %v", err)
+	}
+	other := admin.WithScope(ctx, snapshot.AdminScope{TokenID: 1, OrgID: 99, Org: "x"})
+	if _, err := svc.Serving(other, "o", "p"); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("another org's token: %v", err)
+	}
+}
+
+// A token's scope is its org by id, not by name: after its org is renamed
+// and another org takes the old name (on another replica, before this
+// one's snapshot catches up), the token still reaches nothing of the
+// other org.
+func TestServiceScopeIsTheOrgIDNotItsName(t *testing.T) {
+	ctx := context.Background()
+	db := storetest.Open(t, storetest.Dialects[0], nil)
+	svc := admin.NewService(db, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, name := range []string{"acme", "victim"} {
+		if _, err := svc.CreateOrg(ctx, admin.OrgInput{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.CreateProvider(ctx, name, admin.ProviderInput{Name: "p", Kind: "openai", BaseURL: "http://10.0.0.5:8000/v1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acme, err := db.GetOrg(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The scope as a stale snapshot still gives it: id of acme, name acme.
+	stale := admin.WithScope(ctx, snapshot.AdminScope{TokenID: 1, OrgID: acme.ID, Org: "acme"})
+	for _, rename := range [][2]string{{"acme", "acme-old"}, {"victim", "acme"}} {
+		name := rename[1]
+		if _, err := svc.PatchOrg(ctx, rename[0], admin.OrgPatch{Name: &name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.ListProviders(stale, "acme", admin.PageRequest{}); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("the other org, now named acme: %v, want not found", err)
+	}
+	if _, err := svc.CreateProvider(stale, "acme", admin.ProviderInput{Name: "q", Kind: "openai", BaseURL: "http://10.0.0.5:8000/v1"}); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("a write into the other org: %v, want not found", err)
+	}
+	if orgs, err := svc.ListOrgs(stale, admin.PageRequest{}); err != nil || len(orgs.Data) != 0 {
+		t.Fatalf("org list: %+v, %v; want nothing", orgs.Data, err)
+	}
+	if _, err := svc.MintFirstStartToken(stale); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("an org token minting a first-start (global) token: %v", err)
+	}
+}

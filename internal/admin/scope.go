@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/rolter/rolter/internal/snapshot"
+	"github.com/rolter/rolter/internal/store"
 )
 
 // Admin token scopes (issue 14 §5). A global token manages everything. An
@@ -43,6 +44,16 @@ func ScopeOf(ctx context.Context) snapshot.AdminScope {
 func CheckOrgScope(ctx context.Context, org string) error {
 	if sc := ScopeOf(ctx); !sc.Global() && org != sc.Org {
 		return notFound("org %s not found", quote(org))
+	}
+	return nil
+}
+
+// checkOrgID confirms that an org found by name is the scoped token's org
+// by id: an org renamed to the token's org name on another replica, before
+// this one's snapshot has caught up, is not it.
+func checkOrgID(ctx context.Context, o *store.Org) error {
+	if sc := ScopeOf(ctx); !sc.Global() && o.ID != sc.OrgID {
+		return notFound("org %s not found", quote(o.Name))
 	}
 	return nil
 }

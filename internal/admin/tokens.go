@@ -190,6 +190,9 @@ func (s *Service) RevokeAdminToken(ctx context.Context, id string) (AdminTokenVi
 // NeverHadAdminToken reports whether the store has never held an admin
 // token, revoked ones included: a store's first start.
 func (s *Service) NeverHadAdminToken(ctx context.Context) (bool, error) {
+	if err := requireGlobal(ctx, "admin tokens"); err != nil {
+		return false, err
+	}
 	n, err := s.st.CountAdminTokens(ctx)
 	if err != nil {
 		return false, fromStore(err, "admin tokens")
@@ -201,6 +204,9 @@ func (s *Service) NeverHadAdminToken(ctx context.Context) (bool, error) {
 // and returns its secret, to be shown once. It is an ordinary global token:
 // it stays valid until revoked.
 func (s *Service) MintFirstStartToken(ctx context.Context) (secret.Secret, error) {
+	if err := requireGlobal(ctx, "admin tokens"); err != nil {
+		return secret.Secret{}, err
+	}
 	tok, lookup := secret.Mint(secret.PrefixAdminToken)
 	if err := s.st.CreateAdminToken(ctx, &store.AdminToken{Name: "first start", Hash: secret.HashOf(tok.Reveal()),
 		Lookup: lookup, Source: store.AdminTokenFirstStart}); err != nil {
@@ -219,6 +225,9 @@ const CodeEnvTokenClash = "env_token_clash" //nolint:gosec // G101: an error cod
 // that the other replicas accept it too, and any other value it had
 // before is revoked; a zero tok revokes every earlier value.
 func (s *Service) SetEnvAdminToken(ctx context.Context, tok secret.Secret) error {
+	if err := requireGlobal(ctx, "admin tokens"); err != nil {
+		return err
+	}
 	var hash *secret.Hash
 	if !tok.IsZero() {
 		h := secret.HashOf(tok.Reveal())

@@ -76,6 +76,7 @@ func (h *Handler) routes() {
 	h.handle("DELETE /orgs/{org}/providers/{slug}", h.deleteProvider)
 	h.handle("GET /orgs/{org}/providers/{slug}/keys", h.listProviderKeys)
 	h.handle("POST /orgs/{org}/providers/{slug}/keys", h.addProviderKey)
+	h.handle("PATCH /orgs/{org}/providers/{slug}/keys/{id}", h.patchProviderKey)
 	h.handle("DELETE /orgs/{org}/providers/{slug}/keys/{id}", h.deleteProviderKey)
 	h.handle("GET /orgs/{org}/groups", h.listGroups)
 	h.handle("POST /orgs/{org}/groups", h.createGroup)

@@ -57,6 +57,12 @@ func (h *Handler) addProviderKey(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
+func (h *Handler) patchProviderKey(w http.ResponseWriter, r *http.Request) error {
+	return update(w, r, func(in admin.KeyWeightInput) (any, error) {
+		return h.svc.SetProviderKeyWeight(r.Context(), r.PathValue("org"), r.PathValue("slug"), r.PathValue("id"), in)
+	})
+}
+
 func (h *Handler) deleteProviderKey(w http.ResponseWriter, r *http.Request) error {
 	return noContent(w, h.svc.DeleteProviderKey(r.Context(), r.PathValue("org"), r.PathValue("slug"), r.PathValue("id")))
 }

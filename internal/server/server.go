@@ -58,9 +58,12 @@ type Config struct {
 	// AllowLinkLocalUpstreams lets provider base_urls name link-local and
 	// cloud metadata addresses (refused by default).
 	AllowLinkLocalUpstreams bool
-	Gateway                 gateway.Config
-	Usage                   usage.Config
-	Metadata                readiness.Config // active health probes and upstream discovery
+	// UISecureCookie marks the web console's session cookie Secure on
+	// every response (behind a TLS proxy that sends no X-Forwarded-Proto).
+	UISecureCookie bool
+	Gateway        gateway.Config
+	Usage          usage.Config
+	Metadata       readiness.Config // active health probes and upstream discovery
 	// Fleet configures the vLLM fleet control plane: /vllm/config and
 	// /vllm/report, and the controller that registers serving hosts.
 	Fleet FleetConfig
@@ -211,7 +214,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		_, _ = io.WriteString(w, "ready\n")
 	})
 	mux.Handle(adminapi.Prefix+"/", adminapi.NewHandler(svc))
-	mux.Handle(ui.Prefix+"/", ui.New(svc, s.log, ui.Options{}))
+	mux.Handle(ui.Prefix+"/", ui.New(svc, s.log, ui.Options{SecureCookie: s.cfg.UISecureCookie}))
 	mux.Handle("GET "+ui.Prefix, http.RedirectHandler(ui.Prefix+"/", http.StatusMovedPermanently))
 
 	reg := prometheus.NewRegistry()

@@ -114,6 +114,9 @@ type Store interface {
 	PurgeProvider(ctx context.Context, id int64) error
 	AddProviderKey(ctx context.Context, k *ProviderKey) error
 	DeleteProviderKey(ctx context.Context, providerID, keyID int64) error
+	// SetProviderKeyWeight changes a pool key's weight; ErrNotFound when
+	// the provider has no such key.
+	SetProviderKeyWeight(ctx context.Context, providerID, keyID int64, weight int) error
 
 	// CreateGroup claims the slug and inserts the group and its members in
 	// one transaction; a taken slug is a *ConflictError with What "slug".

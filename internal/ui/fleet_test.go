@@ -179,14 +179,14 @@ func TestFleetBoardShowsRevisionsSkewAndLiveness(t *testing.T) {
 		class string
 		text  string
 	}{{served.ID, "st-ok", "just now"}, {stale.ID, "st-warn", "2 h ago"}, {lost.ID, "st-bad", "8 days ago"}, {never.ID, "st-off", "never fetched"}} {
-		row := rowOf(t, page.body, c.id)
+		row := hostRowOf(t, page.body, c.id)
 		mustContain(t, "liveness of host "+itoa64(c.id), row, `<span class="status `+c.class+`" title="`)
 		mustContain(t, "liveness of host "+itoa64(c.id), row, `">`+c.text+`</span>`)
 	}
-	mustContain(t, "exact time", rowOf(t, page.body, stale.ID), `title="last config fetch `+now.Add(-2*time.Hour).UTC().Format("2006-01-02 15:04")+":")
-	mustContain(t, "never", rowOf(t, page.body, never.ID), `title="the box has not fetched its config yet"`)
+	mustContain(t, "exact time", hostRowOf(t, page.body, stale.ID), `title="last config fetch `+now.Add(-2*time.Hour).UTC().Format("2006-01-02 15:04")+":")
+	mustContain(t, "never", hostRowOf(t, page.body, never.ID), `title="the box has not fetched its config yet"`)
 	// Hosts in sync have no skew and no Apply button.
-	mustNotContain(t, "in-sync host", rowOf(t, page.body, stale.ID), ">skew<", "apply-"+itoa64(stale.ID))
+	mustNotContain(t, "in-sync host", hostRowOf(t, page.body, stale.ID), ">skew<", "apply-"+itoa64(stale.ID))
 
 	// Filters: search and state, kept in the sort links.
 	page = b.get("/ui/fleet?q=10.0.0.7")
@@ -206,9 +206,9 @@ func TestFleetBoardShowsRevisionsSkewAndLiveness(t *testing.T) {
 40960</textarea>`)
 }
 
-// rowOf cuts host id's rows (the row and its details row) out of the
+// hostRowOf cuts host id's rows (the row and its details row) out of the
 // board.
-func rowOf(t *testing.T, body string, id int64) string {
+func hostRowOf(t *testing.T, body string, id int64) string {
 	t.Helper()
 	i := strings.Index(body, `<tr id="host-`+itoa64(id)+`"`)
 	if i < 0 {

@@ -30,6 +30,7 @@ type harness struct {
 	t     testing.TB
 	db    *sqlstore.DB
 	svc   *admin.Service
+	snap  *snapshot.Holder
 	ui    *UI
 	srv   *httptest.Server
 	clock *clock.Manual
@@ -53,7 +54,7 @@ func newHarnessWith(t testing.TB, opts Options, serve func(http.Handler) *httpte
 	if err := snap.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.svc = admin.NewService(h.db, snap, log)
+	h.svc, h.snap = admin.NewService(h.db, snap, log), snap
 	if _, err := h.svc.CreateOrg(ctx, admin.OrgInput{Name: "default"}); err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,6 @@ func (u *UI) models(w http.ResponseWriter, r *request) error {
 	}
 	q := strings.TrimSpace(r.FormValue("q"))
 	pageNo, _ := strconv.Atoi(r.FormValue("page"))
-	pageNo = max(pageNo, 1)
 	var all []address
 	if v.Org != "" {
 		if all, err = u.addresses(r.Context(), v.Org, v.Project); err != nil {
@@ -79,6 +78,8 @@ func (u *UI) models(w http.ResponseWriter, r *request) error {
 		rows = filterAddresses(all, q)
 	}
 	data := modelsPage{Q: q, Total: len(rows), All: len(all)}
+	// A page past the last shows the last (and no arithmetic overflows).
+	pageNo = min(max(pageNo, 1), max(1, (len(rows)+modelsPageSize-1)/modelsPageSize))
 	from := min((pageNo-1)*modelsPageSize, len(rows))
 	to := min(from+modelsPageSize, len(rows))
 	data.Rows = rows[from:to]
@@ -136,45 +137,20 @@ func all[T any](list func(admin.PageRequest) (admin.Page[T], error)) ([]T, error
 // /v1/models does (internal/gateway/models.go, docs/addressing.md), but
 // with the addresses that are not serving now too, marked with why.
 func (u *UI) addresses(ctx context.Context, org, project string) ([]address, error) {
-	providers, err := all(func(p admin.PageRequest) (admin.Page[admin.ProviderView], error) {
-		return u.svc.ListProviders(ctx, org, p)
-	})
+	// From the routing snapshot, as /v1/models reads it: no store query, so
+	// the page stays fast with 10,000 routes.
+	sv, err := u.svc.Serving(ctx, org, project)
 	if err != nil {
 		return nil, err
 	}
-	groups, err := all(func(p admin.PageRequest) (admin.Page[admin.GroupView], error) { return u.svc.ListGroups(ctx, org, p) })
-	if err != nil {
-		return nil, err
-	}
+	providers, groups, routes := sv.Providers, sv.Groups, sv.Routes
 	// A provider's catalog holds the upstream models the org's routes send
 	// it, in any project, as the snapshot's does.
-	projects, err := all(func(p admin.PageRequest) (admin.Page[admin.ProjectView], error) {
-		return u.svc.ListProjects(ctx, org, p)
-	})
-	if err != nil {
-		return nil, err
-	}
-	var routes []admin.RouteView
-	sent := map[string]map[string]bool{} // provider slug -> upstream models routes send it
-	for _, pj := range projects {
-		rs, err := all(func(p admin.PageRequest) (admin.Page[admin.RouteView], error) {
-			return u.svc.ListRoutes(ctx, org, pj.Name, p)
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, rt := range rs {
-			for _, t := range rt.Targets {
-				if t.UpstreamModel != "" {
-					if sent[t.Provider] == nil {
-						sent[t.Provider] = map[string]bool{}
-					}
-					sent[t.Provider][t.UpstreamModel] = true
-				}
-			}
-		}
-		if pj.Name == project {
-			routes = rs
+	sent := map[string]map[string]bool{}
+	for slug, models := range sv.Catalog {
+		sent[slug] = make(map[string]bool, len(models))
+		for _, m := range models {
+			sent[slug][m] = true
 		}
 	}
 	live := map[string]*admin.ProviderView{}

@@ -31,6 +31,7 @@ func init() {
 		u.post("/providers/{slug}/purge", u.providerDelete(true))
 		u.post("/providers/{slug}/keys", u.providerAddKey)
 		u.post("/providers/{slug}/keys/{id}/delete", u.providerRemoveKey)
+		u.post("/providers/{slug}/keys/{id}/weight", u.providerKeyWeight)
 	})
 }
 
@@ -125,14 +126,7 @@ func (u *UI) providerCreate(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	d.Form = readProviderForm(r)
-	in, fe := d.Form.input()
-	key := secret.New(strings.TrimSpace(r.PostForm.Get("key_secret")))
-	if !key.IsZero() {
-		weight, ok := parseWeight(fe, "keys[0].weight", d.Form.KeyWeight)
-		if ok {
-			in.Keys = []admin.KeyInput{{Secret: key, Weight: weight}}
-		}
-	}
+	in, fe := d.Form.createInput(r)
 	if len(fe) > 0 {
 		d.Err = fieldsErr(fe)
 		u.render(w, http.StatusUnprocessableEntity, v, "")
@@ -274,6 +268,26 @@ func (u *UI) providerRemoveKey(w http.ResponseWriter, r *request) error {
 	return nil
 }
 
+func (u *UI) providerKeyWeight(w http.ResponseWriter, r *request) error {
+	v, d, err := u.providersView(r, "detail")
+	if err != nil {
+		return err
+	}
+	fe := map[string]string{}
+	weight, _ := parseWeight(fe, "weight", r.PostForm.Get("weight"))
+	if len(fe) > 0 {
+		return u.detailWithError(w, r, v, d, func() { d.ActionErr = fieldsErr(fe) })
+	}
+	_, err = u.svc.SetProviderKeyWeight(r.Context(), v.Org, r.PathValue("slug"), r.PathValue("id"), admin.KeyWeightInput{Weight: weight})
+	if e, ok := asFormErr(err); ok {
+		return u.detailWithError(w, r, v, d, func() { d.ActionErr = e })
+	} else if err != nil {
+		return err
+	}
+	seeOther(w, r, link("providers/"+url.PathEscape(r.PathValue("slug")), "org", v.Org, "done", "key-weight"))
+	return nil
+}
+
 // detailWithError shows the provider page again with an action's error,
 // the edit form as stored (what was typed in another form is not lost
 // because it was never sent).
@@ -325,6 +339,21 @@ func formOf(p admin.ProviderView) providerForm {
 		IdleTimeout: dur(p.IdleTimeout), ForwardHeaders: strings.Join(p.ForwardHeaders, "\n"),
 		MaxOutputTokens: num(p.Policy.MaxOutputTokens), Tools: p.Policy.Tools, Media: p.Policy.Media,
 		MaxConcurrency: num(p.Policy.MaxConcurrency)}
+}
+
+// createInput is input plus the optional first pool key of a create
+// (the Providers page's form, and the route editor's add-provider
+// dialog). The key's secret is read from the request, never kept in the
+// form, so it is never shown back.
+func (f providerForm) createInput(r *request) (admin.ProviderInput, map[string]string) {
+	in, fe := f.input()
+	key := secret.New(strings.TrimSpace(r.PostForm.Get("key_secret")))
+	if !key.IsZero() {
+		if weight, ok := parseWeight(fe, "keys[0].weight", f.KeyWeight); ok {
+			in.Keys = []admin.KeyInput{{Secret: key, Weight: weight}}
+		}
+	}
+	return in, fe
 }
 
 // input converts the form to the service's input. What cannot even be

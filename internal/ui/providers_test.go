@@ -161,6 +161,20 @@ func TestProviderKeyPoolDeleteAndPurge(t *testing.T) {
 	page := b.get("/ui/providers/pool?org=default&done=key-added")
 	mustContain(t, "key added", page.body, "Key added", "Remove key #"+itoa64(p.Keys[0].ID)+" of pool?")
 	testkit.AssertNoSecrets(t, "provider page", page.body, key)
+	// Reweight in place; a bad weight is shown and changes nothing.
+	weightURL := "/ui/providers/pool/keys/" + itoa64(p.Keys[0].ID) + "/weight"
+	if r := b.postCSRF(weightURL, url.Values{"org": {"default"}, "weight": {"-3"}}); r.status != http.StatusUnprocessableEntity {
+		t.Fatalf("negative weight: %d", r.status)
+	} else {
+		mustContain(t, "negative weight", r.body, "validation_failed")
+	}
+	if r := b.postCSRF(weightURL, url.Values{"org": {"default"}, "weight": {"9"}}); r.status != http.StatusSeeOther {
+		t.Fatalf("set weight: %d %s", r.status, r.body)
+	}
+	if p, _ = h.svc.GetProvider(ctx, "default", "pool"); len(p.Keys) != 1 || p.Keys[0].Weight != 9 {
+		t.Fatalf("keys after the weight change %+v", p.Keys)
+	}
+	mustContain(t, "weight set", b.get("/ui/providers/pool?org=default&done=key-weight").body, "Key weight set", `value="9"`)
 	if r := b.postCSRF("/ui/providers/pool/keys/"+itoa64(p.Keys[0].ID)+"/delete", url.Values{"org": {"default"}}); r.status != http.StatusSeeOther {
 		t.Fatalf("remove key: %d", r.status)
 	}

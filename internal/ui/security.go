@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // contentSecurityPolicy allows only the UI's own files: no inline script
@@ -38,13 +39,19 @@ const maxFormBytes = 1 << 20
 // csrfOK reports whether a state-changing request carries its session's
 // CSRF token. The form is parsed from a bounded body. The comparison is in
 // constant time.
+// Whichever way the token comes, the body is read here, bounded, and only
+// as a urlencoded form: a multipart body (which net/http would spool to
+// temporary files) is refused.
 func csrfOK(w http.ResponseWriter, r *http.Request, ss *session) bool {
+	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(strings.ToLower(ct), "multipart/") {
+		return false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		return false
+	}
 	got := r.Header.Get(csrfHeader)
 	if got == "" {
-		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-		if err := r.ParseForm(); err != nil {
-			return false
-		}
 		got = r.PostForm.Get(csrfField)
 	}
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(ss.csrf)) == 1

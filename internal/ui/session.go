@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,10 @@ const (
 	// session is dropped (logged out) when a login would exceed it, so a
 	// flood of logins cannot grow the process without bound.
 	DefaultMaxSessions = 10_000
+	// MaxSessionsPerToken bounds the sessions of one admin token: its
+	// oldest is dropped when a login would exceed it, so one token's
+	// logins cannot push every other operator out of the table.
+	MaxSessionsPerToken = 20
 	// DefaultIdleTimeout logs a session out after this long without a
 	// request (issue 16: 12 h idle).
 	DefaultIdleTimeout = 12 * time.Hour
@@ -71,6 +76,19 @@ func (s *sessions) create(tok secret.Secret, scope snapshot.AdminScope) (*sessio
 	ss := &session{key: sha256.Sum256([]byte(id)), csrf: randomID(), token: tok, scope: scope, lastSeen: s.clock.Now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The token's own least recently used sessions go first: a login never
+	// evicts another token's session while this token holds its share.
+	n := 0
+	for e := s.lru.Front(); e != nil; {
+		next := e.Next()
+		if old := e.Value.(*session); old.scope.TokenID == scope.TokenID {
+			if n++; n >= MaxSessionsPerToken {
+				s.lru.Remove(e)
+				delete(s.by, old.key)
+			}
+		}
+		e = next
+	}
 	s.by[ss.key] = s.lru.PushFront(ss)
 	for s.lru.Len() > s.max {
 		old := s.lru.Back()
@@ -123,12 +141,15 @@ func (s *sessions) len() int {
 }
 
 // sessionCookie is the cookie that carries a session id; an empty value
-// with MaxAge -1 clears it. Secure is set when the request came over TLS:
-// a plain-HTTP deployment (localhost, a trusted network) still works, and
-// a TLS one never sends the cookie in clear.
-func sessionCookie(r *http.Request, value string) *http.Cookie {
+// with MaxAge -1 clears it. Secure is set under TLS: when rolter
+// terminates it, when the proxy in front says so (X-Forwarded-Proto:
+// https; a client that sends it itself only makes its own cookie
+// stricter), and always with Options.SecureCookie (--ui-secure-cookie).
+// A plain-HTTP deployment (localhost, a trusted network) still works.
+func (u *UI) sessionCookie(r *http.Request, value string) *http.Cookie {
+	secure := u.opts.SecureCookie || r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 	c := &http.Cookie{Name: CookieName, Value: value, Path: Prefix + "/", HttpOnly: true, //nolint:gosec // G124: Secure under TLS only, so plain HTTP on localhost works
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+		SameSite: http.SameSiteStrictMode, Secure: secure}
 	if value == "" {
 		c.MaxAge = -1
 	}

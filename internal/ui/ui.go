@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -25,6 +26,10 @@ type Options struct {
 	// IdleTimeout logs a session out after this long unused (default
 	// DefaultIdleTimeout).
 	IdleTimeout time.Duration
+	// SecureCookie marks the session cookie Secure on every response, for
+	// a deployment behind a TLS proxy that does not send
+	// X-Forwarded-Proto (--ui-secure-cookie).
+	SecureCookie bool
 }
 
 func (o *Options) defaults() {
@@ -47,6 +52,7 @@ type UI struct {
 	tmpl     *templates
 	static   *staticFiles
 	mux      *http.ServeMux
+	opts     Options
 }
 
 // New builds the UI over the admin domain service: every read and write
@@ -55,7 +61,7 @@ func New(svc *admin.Service, log *slog.Logger, opts Options) *UI {
 	opts.defaults()
 	static := mustLoadStatic()
 	u := &UI{svc: svc, log: log, sessions: newSessions(opts.Clock, opts.MaxSessions, opts.IdleTimeout),
-		tmpl: mustParseTemplates(static), static: static, mux: http.NewServeMux()}
+		tmpl: mustParseTemplates(static), static: static, mux: http.NewServeMux(), opts: opts}
 	u.mux.HandleFunc("GET "+Prefix+"/{$}", u.home)
 	u.mux.HandleFunc("GET "+Prefix+"/static/{file}", u.static.serve)
 	u.mux.HandleFunc("GET "+Prefix+"/login", u.loginForm)
@@ -141,13 +147,13 @@ func (u *UI) session(w http.ResponseWriter, r *http.Request) (*session, bool) {
 	}
 	ss, ok := u.sessions.get(c.Value)
 	if !ok {
-		http.SetCookie(w, sessionCookie(r, ""))
+		http.SetCookie(w, u.sessionCookie(r, ""))
 		return nil, false
 	}
 	scope, ok := u.svc.Authorize(ss.token.Reveal())
 	if !ok || scope != ss.scope {
 		u.sessions.remove(ss)
-		http.SetCookie(w, sessionCookie(r, ""))
+		http.SetCookie(w, u.sessionCookie(r, ""))
 		return nil, false
 	}
 	return ss, true
@@ -181,10 +187,20 @@ func (u *UI) home(w http.ResponseWriter, r *http.Request) {
 // safeNext accepts only a path inside the UI as where a login returns to,
 // so the login form cannot be made to redirect elsewhere.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, Prefix+"/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	for _, c := range []byte(next) {
+		if c < 0x20 || c == 0x7f || c == '\\' {
+			return Prefix + "/"
+		}
+	}
+	p, query, _ := strings.Cut(next, "?")
+	clean := path.Clean(p)
+	if !strings.HasPrefix(clean, Prefix+"/") && clean != Prefix {
 		return Prefix + "/"
 	}
-	return next
+	if query != "" {
+		clean += "?" + query
+	}
+	return clean
 }
 
 // loginForm shows the login page, or goes on to the UI when logged in.
@@ -218,14 +234,14 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, id := u.sessions.create(tok, scope)
-	http.SetCookie(w, sessionCookie(r, id))
+	http.SetCookie(w, u.sessionCookie(r, id))
 	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther) //nolint:gosec // G710: safeNext keeps it inside /ui/
 }
 
 // logout ends the session and clears its cookie.
 func (u *UI) logout(w http.ResponseWriter, r *request) error {
 	u.sessions.remove(r.sess)
-	http.SetCookie(w, sessionCookie(r.Request, ""))
+	http.SetCookie(w, u.sessionCookie(r.Request, ""))
 	http.Redirect(w, r.Request, Prefix+"/login", http.StatusSeeOther)
 	return nil
 }

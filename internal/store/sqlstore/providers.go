@@ -220,6 +220,11 @@ func (s *DB) AddProviderKey(ctx context.Context, k *store.ProviderKey) error {
 	return s.addKey(ctx, s.db, k, now())
 }
 
+// SetProviderKeyWeight implements store.Store.
+func (s *DB) SetProviderKeyWeight(ctx context.Context, providerID, keyID int64, weight int) error {
+	return s.exec(ctx, s.db, "", `UPDATE provider_keys SET weight = ? WHERE id = ? AND provider_id = ?`, weight, keyID, providerID)
+}
+
 // DeleteProviderKey implements store.Store.
 func (s *DB) DeleteProviderKey(ctx context.Context, providerID, keyID int64) error {
 	return s.exec(ctx, s.db, "", `DELETE FROM provider_keys WHERE id = ? AND provider_id = ?`, keyID, providerID)

@@ -176,8 +176,20 @@ func TestProvidersAndSlugs(t *testing.T) {
 		if err := s.AddProviderKey(ctx, k); err != nil {
 			t.Fatal(err)
 		}
+		if err := s.SetProviderKeyWeight(ctx, again.ID, k.ID, 7); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.GetProvider(ctx, o.ID, "vllm-msk"); err != nil || len(got.Keys) != 1 || got.Keys[0].Weight != 7 {
+			t.Fatalf("keys after the weight change: %+v, %v", got, err)
+		}
+		if err := s.SetProviderKeyWeight(ctx, p.ID, k.ID, 3); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("weight of a key through another provider: %v", err)
+		}
 		if err := s.DeleteProviderKey(ctx, again.ID, k.ID); err != nil {
 			t.Fatal(err)
+		}
+		if err := s.SetProviderKeyWeight(ctx, again.ID, k.ID, 3); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("weight of a deleted key: %v", err)
 		}
 		if err := s.DeleteProviderKey(ctx, again.ID, k.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("delete key twice: %v", err)
