@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"net/http"
 	"reflect"
 	"slices"
@@ -264,7 +265,7 @@ func (u *UI) loadHosts(r *request, v *view, d *fleetPage) error {
 // hostOrder sorts the board: by id (the default), model name, state, or
 // liveness (stalest first, never-fetched last).
 func hostOrder(by string) func(a, b hostRow) int {
-	byID := func(a, b hostRow) int { return int(a.ID - b.ID) }
+	byID := func(a, b hostRow) int { return cmp.Compare(a.ID, b.ID) }
 	switch by {
 	case "model":
 		return func(a, b hostRow) int {
@@ -288,8 +289,8 @@ func hostOrder(by string) func(a, b hostRow) int {
 			return *h.Liveness.AgeSeconds
 		}
 		return func(a, b hostRow) int {
-			if c := age(b) - age(a); c != 0 {
-				return int(max(-1, min(1, c)))
+			if c := cmp.Compare(age(b), age(a)); c != 0 {
+				return c
 			}
 			return byID(a, b)
 		}

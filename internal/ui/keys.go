@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -214,7 +215,7 @@ func (u *UI) loadKeys(r *request, v *view, d *keysPage) error {
 	}
 	d.ShowRevoked = r.URL.Query().Get("revoked") == "show"
 	now := time.Now()
-	d.Keys = d.Keys[:0]
+	d.Keys, d.Active, d.Revoked = d.Keys[:0], 0, 0
 	for _, k := range keys {
 		row := keyRow{k, now}
 		switch row.State() {
@@ -228,7 +229,7 @@ func (u *UI) loadKeys(r *request, v *view, d *keysPage) error {
 		}
 		d.Keys = append(d.Keys, row)
 	}
-	slices.SortFunc(d.Keys, func(a, b keyRow) int { return int(b.ID - a.ID) })
+	slices.SortFunc(d.Keys, func(a, b keyRow) int { return cmp.Compare(b.ID, a.ID) })
 	return nil
 }
 

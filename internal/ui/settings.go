@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -145,7 +146,7 @@ func (u *UI) loadSettings(r *request, v *view, d *settingsPage) error {
 	if err != nil {
 		return err
 	}
-	d.FleetKeys = d.FleetKeys[:0]
+	d.FleetKeys, d.ActiveFleet = d.FleetKeys[:0], 0
 	for _, k := range keys {
 		d.FleetKeys = append(d.FleetKeys, fleetKeyRow{k})
 		if k.RevokedAt == nil {
@@ -160,7 +161,7 @@ func (u *UI) loadSettings(r *request, v *view, d *settingsPage) error {
 			}
 			return 1
 		}
-		return int(b.ID - a.ID)
+		return cmp.Compare(b.ID, a.ID)
 	})
 	if !d.Global {
 		return nil
@@ -184,7 +185,7 @@ func (u *UI) loadSettings(r *request, v *view, d *settingsPage) error {
 			}
 			return 1
 		}
-		return int(b.ID - a.ID)
+		return cmp.Compare(b.ID, a.ID)
 	})
 	return nil
 }
