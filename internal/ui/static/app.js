@@ -136,3 +136,19 @@
     }
   });
 })();
+
+// A form refused with 422 comes back with its errors beside the fields:
+// htmx swaps it like a success (by default it swaps no 4xx answer).
+document.addEventListener("htmx:beforeSwap", function (e) {
+  if (e.detail.xhr.status === 422) {
+    e.detail.shouldSwap = true;
+    e.detail.isError = false;
+  }
+});
+
+// Leaving a page ends the one showing of a secret on it, closed or not:
+// the browser may keep the page in its back/forward cache and show it
+// again on "back".
+window.addEventListener("pagehide", function () {
+  document.querySelectorAll("dialog[data-remove-on-close]").forEach(function (d) { d.remove(); });
+});
