@@ -3,8 +3,11 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,9 +16,11 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/rolter/rolter/internal/admin"
+	"github.com/rolter/rolter/internal/fleet"
 	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/money"
 	"github.com/rolter/rolter/internal/readiness"
+	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -94,7 +99,7 @@ func TestDocsScreenshots(t *testing.T) {
 
 // seedDocs fills the harness like a small deployment: the demo provider
 // and route, two vLLM servers and a cloud API, routes over them, a group,
-// keys in two projects, two hosts and a fleet key, an admin token for CI,
+// keys in two projects, four hosts and a fleet key, an admin token for CI,
 // and a day of usage.
 func seedDocs(t *testing.T, h *harness) {
 	t.Helper()
@@ -111,7 +116,8 @@ func seedDocs(t *testing.T, h *harness) {
 		{Name: "vLLM St Petersburg", Slug: "vllm-spb", Kind: "vllm", BaseURL: "http://10.0.3.7:8000/v1", MetadataSource: store.MetadataUpstream},
 		{Name: "vLLM Moscow", Slug: "vllm-msk", Kind: "vllm", BaseURL: "http://10.0.4.12:8000/v1", MetadataSource: store.MetadataUpstream},
 		{Name: "Cloud API", Slug: "cloud", Kind: "openai", BaseURL: "https://api.example.com/v1",
-			Models: []string{"gpt-4o-mini", "text-embedding-3-small"}, ContextLimit: 128000},
+			Models: []string{"gpt-4o-mini", "text-embedding-3-small"}, ContextLimit: 128000, Keys: []admin.KeyInput{
+				{Secret: secret.New("sk-docs-not-a-real-key-1"), Weight: ptr(2)}, {Secret: secret.New("sk-docs-not-a-real-key-2")}}},
 	}
 	for _, in := range providers {
 		must(h.svc.CreateProvider(ctx, "default", in))
@@ -128,29 +134,64 @@ func seedDocs(t *testing.T, h *harness) {
 	must(h.svc.CreateRoute(ctx, "default", "default", admin.RouteInput{Model: "summarize",
 		Targets: []admin.TargetInput{{Provider: "cloud", UpstreamModel: "gpt-4o-mini"}}, Policy: store.Policy{Tools: "deny"}}))
 	keys := map[string]int64{}
-	for _, k := range []struct{ project, name string }{{"default", "web-app"}, {"default", "alice"}, {"batch", "nightly-jobs"}} {
-		v, err := h.svc.CreateVirtualKey(ctx, "default", k.project, admin.VirtualKeyInput{Name: k.name, RPMLimit: 600})
+	for _, k := range []struct {
+		project, name string
+		models        []string
+	}{{"default", "web-app", []string{"chat", "embed"}}, {"default", "alice", nil}, {"batch", "nightly-jobs", []string{"embed"}},
+		{"default", "old-laptop", nil}} {
+		v, err := h.svc.CreateVirtualKey(ctx, "default", k.project, admin.VirtualKeyInput{Name: k.name, Models: k.models, RPMLimit: 600})
 		if err != nil {
 			t.Fatal(err)
 		}
 		keys[k.name] = v.ID
 	}
-	for _, hs := range []admin.HostInput{
-		{IP: "10.0.3.7", Port: 8000, ModelName: "Qwen/Qwen3-8B", Notes: "rack 2, 1×L40S",
-			Recipe: fleetapi.Recipe{VLLM: &fleetapi.VLLM{Model: "Qwen/Qwen3-8B", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 24, DiskGB: 20}}},
-		{IP: "10.0.4.12", Port: 8000, ModelName: "Qwen/Qwen3-8B", Notes: "spare",
-			Recipe: fleetapi.Recipe{VLLM: &fleetapi.VLLM{Model: "Qwen/Qwen3-8B", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 24, DiskGB: 20,
-				Args: []string{"--gpu-memory-utilization", "0.92"}}}},
-	} {
-		must(h.svc.CreateHost(ctx, "default", hs))
-	}
-	must(h.svc.CreateFleetKey(ctx, "default", admin.FleetKeyInput{Name: "rack-2"}))
+	must(h.svc.RevokeVirtualKey(ctx, "default", "default", itoa64(keys["old-laptop"])))
+	docsFleet(t, h)
 	must(h.svc.CreateAdminToken(ctx, admin.AdminTokenInput{Name: "ci deploys", Scope: json.RawMessage(`{"org":"default"}`)}))
 	docsReady(t, h)
 	seedDocsUsage(t, h, keys)
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// docsFleet registers four hosts: two on a box that fetched and runs its
+// assignments (the box's agent through the real fleet endpoints, as in
+// fleet_test.go), one of them since given a new recipe that waits for
+// Apply; and two quiet boxes, last seen two and ten days ago.
+func docsFleet(t *testing.T, h *harness) {
+	t.Helper()
+	ctx := context.Background()
+	k, err := h.svc.CreateFleetKey(ctx, "default", admin.FleetKeyInput{Name: "rack-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(fleet.NewHandler(h.db, fleet.HandlerConfig{}, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	t.Cleanup(srv.Close)
+	bx := &box{t: t, srv: srv, key: k.Secret}
+	host := func(ip string, port int, model, notes string, rc fleetapi.Recipe) admin.HostView {
+		t.Helper()
+		v, err := h.svc.CreateHost(ctx, "default", admin.HostInput{IP: ip, Port: port, ModelName: model, Recipe: rc, Notes: notes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	qwen := host("127.0.0.1", 8000, "qwen3", "rack 2, slot 1", testRecipe("32768"))
+	host("127.0.0.1", 8001, "llama3", "rack 2, slot 2", testRecipe("8192"))
+	quiet := host("10.0.0.6", 8000, "llama3", "borrowed from the batch cluster", testRecipe("8192"))
+	gone := host("10.0.0.7", 8000, "llama3", "powered off for maintenance", testRecipe("8192"))
+	bx.startAll()
+	if err := h.db.TouchHosts(ctx, []int64{quiet.ID}, time.Now().Add(-50*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.db.TouchHosts(ctx, []int64{gone.ID}, time.Now().Add(-10*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	rc := testRecipe("32768", "--gpu-memory-utilization", "0.85")
+	if _, err := h.svc.PatchHost(ctx, "default", itoa64(qwen.ID), admin.HostPatch{Recipe: &rc}); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // docsReady gives every provider a recent probe result: ready, with the
 // discovered model for the vLLM servers, except vllm-msk, which is down.
