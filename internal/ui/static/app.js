@@ -71,7 +71,9 @@
   // once); data-remove-on-close takes them out of the page when closed,
   // so the secret cannot be reached again.
   function init(root) {
-    root.querySelectorAll("dialog[data-show-on-load]").forEach(function (d) {
+    var found = Array.prototype.slice.call(root.querySelectorAll("dialog[data-show-on-load]"));
+    if (root.matches && root.matches("dialog[data-show-on-load]")) found.push(root);
+    found.forEach(function (d) {
       if (d.hasAttribute("data-remove-on-close")) {
         d.addEventListener("close", function () { d.remove(); });
       }
