@@ -84,6 +84,9 @@ type HostView struct {
 	Skew            bool   `json:"skew"`
 	RestartPending  bool   `json:"restart_pending"`
 	ApplyRequested  bool   `json:"apply_requested"`
+	// PendingChanges lists, under skew, the fields the restart would
+	// change; absent when the box's assignment was never recorded.
+	PendingChanges []HostChange `json:"pending_changes,omitempty"`
 	// Probe is the fleet controller's latest view of the host, on the
 	// replica that runs the controller: why a host stays pending or went
 	// down.
@@ -136,7 +139,7 @@ func (s *Service) hostView(h *store.Host, project string) HostView {
 		Notes: h.Notes, State: h.State, AutoApply: h.AutoApply, Provider: h.ProviderSlug, Revision: rev, AppliedRevision: h.AppliedRevision,
 		Skew: skew, RestartPending: skew, ApplyRequested: h.ApplyRequested, LastConfigFetch: h.LastConfigFetch,
 		Liveness: liveness(h.LastConfigFetch, s.now()), ReportError: h.Report.Error, ReportedAt: h.ReportedAt,
-		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, RetiredAt: h.RetiredAt}
+		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, RetiredAt: h.RetiredAt, PendingChanges: hostChanges(h, rev)}
 	if h.ReportedAt != nil {
 		d := h.Report.Discovered
 		v.Discovered = &d

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,6 +95,8 @@ func TestScenario24_ClientThatNeverReadsIsCutOff(t *testing.T) {
 	req := []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
 	stop := make(chan struct{})
 	sent := make(chan int, 1)
+	var lastOK atomic.Int64 // when the server last took a request
+	lastOK.Store(time.Now().UnixNano())
 	go func() { // write until the server stops taking requests
 		n := 0
 		defer func() { sent <- n }()
@@ -111,12 +114,19 @@ func TestScenario24_ClientThatNeverReadsIsCutOff(t *testing.T) {
 				}
 				return
 			}
+			lastOK.Store(time.Now().UnixNano())
 			n++
 		}
 	}()
-	// Give the server's blocked write well past its deadline, then read:
-	// a server that gave up closed the connection, so the read ends.
-	time.Sleep(3 * writeTimeout) // the scenario is the client not reading for this long
+	// The scenario is the client not reading while the server is blocked
+	// writing to it: wait until the server has taken no request for three
+	// write timeouts (its answers filled the socket buffers and its write
+	// has been blocked that long), however long a loaded machine takes to
+	// get there, or until it has closed the connection.
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Since(time.Unix(0, lastOK.Load())) < 3*writeTimeout && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	close(stop)
 	n := <-sent
 	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))

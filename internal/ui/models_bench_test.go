@@ -17,6 +17,20 @@ import (
 //
 //	go test ./internal/ui -run '^$' -bench ModelsPage -benchtime 20x
 func BenchmarkModelsPage(b *testing.B) {
+	h, id := benchRoutes(b, 10_000)
+	for _, c := range []struct{ name, query string }{
+		{"first", ""},
+		{"search", "&q=route-0999"},
+		{"page50", "&page=50"},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchPage(b, h, id, "/ui/models?org=default&project=default"+c.query) })
+	}
+}
+
+// benchRoutes is a harness whose default project holds n routes to one
+// provider, and a session id for it.
+func benchRoutes(b *testing.B, n int) (*harness, string) {
+	b.Helper()
 	h := newHarness(b, Options{})
 	ctx := context.Background()
 	p, err := h.svc.CreateProvider(ctx, "default", admin.ProviderInput{Name: "p", Kind: "vllm", BaseURL: "http://10.0.0.5/v1", Models: []string{"m"}})
@@ -36,9 +50,9 @@ func BenchmarkModelsPage(b *testing.B) {
 		b.Fatal(err)
 	}
 	// Bulk setup straight into the store, then one snapshot rebuild:
-	// 10,000 Service writes would each rebuild it. What is measured below
-	// reads through the Service as the page always does.
-	for i := range 10_000 {
+	// 10,000 Service writes would each rebuild it. What is measured reads
+	// through the Service as the pages always do.
+	for i := range n {
 		r := &store.Route{ProjectID: pj.ID, Model: fmt.Sprintf("route-%05d", i), Strategy: "weighted",
 			Targets: []store.Target{{ProviderID: prov.ID, UpstreamModel: "m", Weight: 1}}}
 		if err := h.db.CreateRoute(ctx, r); err != nil {
@@ -53,21 +67,18 @@ func BenchmarkModelsPage(b *testing.B) {
 		b.Fatal("token not authorized")
 	}
 	_, id := h.ui.sessions.create(secretOf(h.token), scope)
-	for _, c := range []struct{ name, query string }{
-		{"first", ""},
-		{"search", "&q=route-0999"},
-		{"page50", "&page=50"},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			for b.Loop() {
-				req := httptest.NewRequest(http.MethodGet, "/ui/models?org=default&project=default"+c.query, nil)
-				req.AddCookie(&http.Cookie{Name: CookieName, Value: id})
-				w := httptest.NewRecorder()
-				h.ui.ServeHTTP(w, req)
-				if w.Code != http.StatusOK {
-					b.Fatalf("%d %s", w.Code, w.Body.String())
-				}
-			}
-		})
+	return h, id
+}
+
+// benchPage serves path to session id, b.N times.
+func benchPage(b *testing.B, h *harness, id, path string) {
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.AddCookie(&http.Cookie{Name: CookieName, Value: id})
+		w := httptest.NewRecorder()
+		h.ui.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("%d %s", w.Code, w.Body.String())
+		}
 	}
 }

@@ -126,14 +126,7 @@ func (u *UI) providerCreate(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	d.Form = readProviderForm(r)
-	in, fe := d.Form.input()
-	key := secret.New(strings.TrimSpace(r.PostForm.Get("key_secret")))
-	if !key.IsZero() {
-		weight, ok := parseWeight(fe, "keys[0].weight", d.Form.KeyWeight)
-		if ok {
-			in.Keys = []admin.KeyInput{{Secret: key, Weight: weight}}
-		}
-	}
+	in, fe := d.Form.createInput(r)
 	if len(fe) > 0 {
 		d.Err = fieldsErr(fe)
 		u.render(w, http.StatusUnprocessableEntity, v, "")
@@ -346,6 +339,21 @@ func formOf(p admin.ProviderView) providerForm {
 		IdleTimeout: dur(p.IdleTimeout), ForwardHeaders: strings.Join(p.ForwardHeaders, "\n"),
 		MaxOutputTokens: num(p.Policy.MaxOutputTokens), Tools: p.Policy.Tools, Media: p.Policy.Media,
 		MaxConcurrency: num(p.Policy.MaxConcurrency)}
+}
+
+// createInput is input plus the optional first pool key of a create
+// (the Providers page's form, and the route editor's add-provider
+// dialog). The key's secret is read from the request, never kept in the
+// form, so it is never shown back.
+func (f providerForm) createInput(r *request) (admin.ProviderInput, map[string]string) {
+	in, fe := f.input()
+	key := secret.New(strings.TrimSpace(r.PostForm.Get("key_secret")))
+	if !key.IsZero() {
+		if weight, ok := parseWeight(fe, "keys[0].weight", f.KeyWeight); ok {
+			in.Keys = []admin.KeyInput{{Secret: key, Weight: weight}}
+		}
+	}
+	return in, fe
 }
 
 // input converts the form to the service's input. What cannot even be
