@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -189,7 +190,13 @@ func (s *Service) Apply(ctx context.Context, d Desired, opt ApplyOptions) (Apply
 		return res, err
 	}
 	err := s.st.Tx(ctx, func(st store.Store) error {
-		if err := (&applier{s: s.inStore(st), opt: opt, res: &res}).run(ctx, d); err != nil {
+		in := s.inStore(st)
+		if opt.DryRun {
+			// What the Service logs of its writes (a host added, retired)
+			// did not happen.
+			in.log = slog.New(slog.DiscardHandler)
+		}
+		if err := (&applier{s: in, opt: opt, res: &res}).run(ctx, d); err != nil {
 			return err
 		}
 		if opt.DryRun {
