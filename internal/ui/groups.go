@@ -256,29 +256,21 @@ func (u *UI) groupCreate(w http.ResponseWriter, r *request) error {
 	}
 	v.Title = "Add group"
 	d.Form = readGroupForm(r)
-	in, fe := d.Form.input()
-	var g admin.GroupView
-	if len(fe) > 0 {
-		d.Err = fieldsErr(fe)
-	} else if g, err = u.svc.CreateGroup(r.Context(), v.Org, admin.GroupInput{Slug: in.Slug, Name: in.Name, Strategy: in.Strategy,
-		Members: in.Members, Policy: in.Policy}); err != nil {
-		e, ok := asFormErr(err)
-		if !ok {
-			return err
-		}
-		d.Err = e
-	}
-	if d.Err != nil {
+	again := func(e *formErr) error {
 		groups, providers, err := u.groupsAndProviders(r, v.Org)
 		if err != nil {
 			return err
 		}
 		d.editor(groups, providers, "")
-		u.render(w, http.StatusUnprocessableEntity, v, "")
-		return nil
+		return u.formAgain(w, v, &d.Err)(e)
 	}
-	seeOther(w, r, link("groups/"+url.PathEscape(g.Slug), "org", v.Org, "done", "created"))
-	return nil
+	in, fe := d.Form.input()
+	if len(fe) > 0 {
+		return again(fieldsErr(fe))
+	}
+	g, err := u.svc.CreateGroup(r.Context(), v.Org, admin.GroupInput{Slug: in.Slug, Name: in.Name, Strategy: in.Strategy,
+		Members: in.Members, Policy: in.Policy})
+	return finish(w, r, err, again, groupLink(v, g.Slug, "done", "created"))
 }
 
 // group loads the stored group the path names into d, and what the
@@ -331,27 +323,19 @@ func (u *UI) groupUpdate(w http.ResponseWriter, r *request) error {
 			fe["confirm_slug"] = "type the new slug again to confirm the change"
 		}
 	}
-	var g admin.GroupView
-	if len(fe) > 0 {
-		d.Err = fieldsErr(fe)
-	} else if g, err = u.svc.UpdateGroup(r.Context(), v.Org, d.G.Slug, patch, d.Form.AllowSlugChange); err != nil {
-		e, ok := asFormErr(err)
-		if !ok {
-			return err
-		}
-		d.Err = e
-	}
-	if d.Err != nil {
+	again := func(e *formErr) error {
 		d.editor(groups, providers, d.G.Slug)
-		u.render(w, http.StatusUnprocessableEntity, v, "")
-		return nil
+		return u.formAgain(w, v, &d.Err)(e)
 	}
+	if len(fe) > 0 {
+		return again(fieldsErr(fe))
+	}
+	g, err := u.svc.UpdateGroup(r.Context(), v.Org, d.G.Slug, patch, d.Form.AllowSlugChange)
 	done := "saved"
 	if g.Slug != d.G.Slug {
 		done = "slug-changed"
 	}
-	seeOther(w, r, link("groups/"+url.PathEscape(g.Slug), "org", v.Org, "done", done, "from", d.G.Slug))
-	return nil
+	return finish(w, r, err, again, groupLink(v, g.Slug, "done", done, "from", d.G.Slug))
 }
 
 func (u *UI) groupDelete(w http.ResponseWriter, r *request) error {
@@ -361,20 +345,20 @@ func (u *UI) groupDelete(w http.ResponseWriter, r *request) error {
 	}
 	slug := r.PathValue("slug")
 	err = u.svc.DeleteGroup(r.Context(), v.Org, slug)
-	if e, ok := asFormErr(err); ok {
+	return finish(w, r, err, func(e *formErr) error {
 		groups, providers, err := u.group(r, v, d)
 		if err != nil {
 			return err
 		}
-		d.Form, d.Err = groupFormOf(d.G.GroupView), e
+		d.Form = groupFormOf(d.G.GroupView)
 		d.editor(groups, providers, d.G.Slug)
-		u.render(w, http.StatusUnprocessableEntity, v, "")
-		return nil
-	} else if err != nil {
-		return err
-	}
-	seeOther(w, r, link("groups", "org", v.Org, "done", "deleted", "slug", slug))
-	return nil
+		return u.formAgain(w, v, &d.Err)(e)
+	}, link("groups", "org", v.Org, "done", "deleted", "slug", slug))
+}
+
+// groupLink is a link to a group's page in v's org.
+func groupLink(v *view, slug string, kv ...string) string {
+	return link("groups/"+url.PathEscape(slug), append([]string{"org", v.Org}, kv...)...)
 }
 
 // memberRowPattern is the row id an htmx fragment is for: "m" and digits,

@@ -163,14 +163,16 @@ func parseExpiry(fe map[string]string, s string) *time.Time {
 	return nil
 }
 
-// keyFormErr is the Service's error as the key form shows it: errors of
-// single allowlist entries are folded onto the allowlist.
-func keyFormErr(err error, modelLines []int) (*formErr, bool) {
-	e, ok := asFormErr(err)
-	if ok {
+// keyFormAgain is finish's again for the key form: the form once more
+// with its error (422), where the errors of single allowlist entries are
+// folded onto the allowlist. modelLines maps each entry to its line.
+func (u *UI) keyFormAgain(w http.ResponseWriter, r *request, v *view, d *keysPage, modelLines []int) func(*formErr) error {
+	return func(e *formErr) error {
 		foldIndexed(e, "models", lineOfIndex(modelLines))
+		d.Err = e
+		u.renderForm(w, r, http.StatusUnprocessableEntity, v, "")
+		return nil
 	}
-	return e, ok
 }
 
 func (u *UI) keysView(r *request, mode string) (*view, *keysPage, error) {
@@ -250,16 +252,13 @@ func (u *UI) keyCreate(w http.ResponseWriter, r *request) error {
 	d.Form = readKeyForm(r)
 	fe := map[string]string{}
 	in, modelLines := d.Form.input(fe)
+	again := u.keyFormAgain(w, r, v, d, modelLines)
 	if len(fe) > 0 {
-		d.Err = fieldsErr(fe)
-		u.renderForm(w, r, http.StatusUnprocessableEntity, v, "")
-		return nil
+		return again(fieldsErr(fe))
 	}
 	k, err := u.svc.CreateVirtualKey(r.Context(), v.Org, v.Project, in)
-	if e, ok := keyFormErr(err, modelLines); ok {
-		d.Err = e
-		u.renderForm(w, r, http.StatusUnprocessableEntity, v, "")
-		return nil
+	if e, ok := asFormErr(err); ok {
+		return again(e)
 	} else if err != nil {
 		return err
 	}
@@ -312,10 +311,9 @@ func (u *UI) keyUpdate(w http.ResponseWriter, r *request) error {
 	d.Form = readKeyForm(r)
 	fe := map[string]string{}
 	in, modelLines := d.Form.input(fe)
+	again := u.keyFormAgain(w, r, v, d, modelLines)
 	if len(fe) > 0 {
-		d.Err = fieldsErr(fe)
-		u.renderForm(w, r, http.StatusUnprocessableEntity, v, "")
-		return nil
+		return again(fieldsErr(fe))
 	}
 	p := admin.VirtualKeyPatch{Name: &in.Name, Models: &in.Models, RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit}
 	if in.Models == nil {
@@ -329,15 +327,7 @@ func (u *UI) keyUpdate(w http.ResponseWriter, r *request) error {
 		}
 	}
 	_, err = u.svc.PatchVirtualKey(r.Context(), v.Org, v.Project, r.PathValue("id"), p)
-	if e, ok := keyFormErr(err, modelLines); ok {
-		d.Err = e
-		u.renderForm(w, r, http.StatusUnprocessableEntity, v, "")
-		return nil
-	} else if err != nil {
-		return err
-	}
-	seeOther(w, r, keysLink(v, "keys/"+r.PathValue("id"), "done", "updated"))
-	return nil
+	return finish(w, r, err, again, keysLink(v, "keys/"+r.PathValue("id"), "done", "updated"))
 }
 
 func (u *UI) keyRevoke(w http.ResponseWriter, r *request) error {
@@ -346,17 +336,11 @@ func (u *UI) keyRevoke(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	k, err := u.svc.RevokeVirtualKey(r.Context(), v.Org, v.Project, r.PathValue("id"))
-	if e, ok := asFormErr(err); ok {
-		return u.keyActionError(w, r, v, d, e)
-	} else if err != nil {
-		return err
-	}
+	to := keysLink(v, "keys/"+r.PathValue("id"), "done", "revoked")
 	if r.URL.Query().Get("from") == "list" {
-		seeOther(w, r, keysLink(v, "keys", "done", "revoked", "key", k.Name))
-		return nil
+		to = keysLink(v, "keys", "done", "revoked", "key", k.Name)
 	}
-	seeOther(w, r, keysLink(v, "keys/"+r.PathValue("id"), "done", "revoked"))
-	return nil
+	return finish(w, r, err, u.keyActionAgain(w, r, v, d), to)
 }
 
 func (u *UI) keyPurge(w http.ResponseWriter, r *request) error {
@@ -368,30 +352,27 @@ func (u *UI) keyPurge(w http.ResponseWriter, r *request) error {
 	if err == nil {
 		err = u.svc.PurgeVirtualKey(r.Context(), v.Org, v.Project, r.PathValue("id"))
 	}
-	if e, ok := asFormErr(err); ok {
-		return u.keyActionError(w, r, v, d, e)
-	} else if err != nil {
-		return err
-	}
-	seeOther(w, r, keysLink(v, "keys", "done", "purged", "key", k.Name, "revoked", "show"))
-	return nil
+	return finish(w, r, err, u.keyActionAgain(w, r, v, d), keysLink(v, "keys", "done", "purged", "key", k.Name, "revoked", "show"))
 }
 
-// keyActionError shows a refused revoke or purge: on the list when it was
-// pressed there, else on the key's page (a 404 for a key that is gone).
-func (u *UI) keyActionError(w http.ResponseWriter, r *request, v *view, d *keysPage, e *formErr) error {
-	if r.URL.Query().Get("from") == "list" {
-		d.Mode = "list"
-		if err := u.loadKeys(r, v, d); err != nil {
-			return err
+// keyActionAgain is finish's again for a refused revoke or purge: on the
+// list when it was pressed there, else on the key's page (a 404 for a key
+// that is gone).
+func (u *UI) keyActionAgain(w http.ResponseWriter, r *request, v *view, d *keysPage) func(*formErr) error {
+	return func(e *formErr) error {
+		if r.URL.Query().Get("from") == "list" {
+			d.Mode = "list"
+			if err := u.loadKeys(r, v, d); err != nil {
+				return err
+			}
+		} else {
+			if err := u.key(r, v, d); err != nil {
+				return err
+			}
+			d.Form = keyFormOf(d.K.VirtualKeyView)
 		}
-	} else {
-		if err := u.key(r, v, d); err != nil {
-			return err
-		}
-		d.Form = keyFormOf(d.K.VirtualKeyView)
+		d.ActionErr = e
+		u.render(w, http.StatusUnprocessableEntity, v, "")
+		return nil
 	}
-	d.ActionErr = e
-	u.render(w, http.StatusUnprocessableEntity, v, "")
-	return nil
 }

@@ -83,20 +83,12 @@ func (u *UI) newView(r *request, page string, withProject bool) (*view, error) {
 	for _, o := range orgs.Data {
 		v.Orgs = append(v.Orgs, o.Name)
 	}
-	v.Org = r.FormValue("org")
-	switch {
-	case v.Org != "":
-		if !slices.Contains(v.Orgs, v.Org) {
-			// Past the switcher's first page, or not visible: the
-			// Service decides (an org token gets a 404 for others).
-			if _, err := u.svc.GetOrg(r.Context(), v.Org); err != nil {
-				return nil, err
-			}
-		}
-	case slices.Contains(v.Orgs, "default"):
-		v.Org = "default"
-	case len(v.Orgs) > 0:
-		v.Org = v.Orgs[0]
+	v.Org, err = choose(v.Orgs, r.FormValue("org"), func(org string) error {
+		_, err := u.svc.GetOrg(r.Context(), org)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !withProject || v.Org == "" {
 		return v, nil
@@ -109,20 +101,37 @@ func (u *UI) newView(r *request, page string, withProject bool) (*view, error) {
 	for _, p := range projects.Data {
 		v.Projects = append(v.Projects, p.Name)
 	}
-	v.Project = r.FormValue("project")
-	switch {
-	case v.Project != "":
-		if !slices.Contains(v.Projects, v.Project) {
-			if _, err := u.svc.GetProject(r.Context(), v.Org, v.Project); err != nil {
-				return nil, err
-			}
-		}
-	case slices.Contains(v.Projects, "default"):
-		v.Project = "default"
-	case len(v.Projects) > 0:
-		v.Project = v.Projects[0]
+	v.Project, err = choose(v.Projects, r.FormValue("project"), func(project string) error {
+		_, err := u.svc.GetProject(r.Context(), v.Org, project)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return v, nil
+}
+
+// choose picks the org (or project) a page is about among listed, those
+// its switcher offers: asked (the request's value) when given, else
+// "default" when listed, else the first ("" for none). An asked one that
+// is not listed (past the switcher's first page, or not visible) is
+// checked by get: the Service decides, so an org token gets a 404 for
+// others.
+func choose(listed []string, asked string, get func(name string) error) (string, error) {
+	switch {
+	case asked != "":
+		if !slices.Contains(listed, asked) {
+			if err := get(asked); err != nil {
+				return "", err
+			}
+		}
+		return asked, nil
+	case slices.Contains(listed, "default"):
+		return "default", nil
+	case len(listed) > 0:
+		return listed[0], nil
+	}
+	return "", nil
 }
 
 // coming is the placeholder of a nav page not built yet.

@@ -126,22 +126,13 @@ func (u *UI) providerCreate(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	d.Form = readProviderForm(r)
+	again := u.formAgain(w, v, &d.Err)
 	in, fe := d.Form.createInput(r)
 	if len(fe) > 0 {
-		d.Err = fieldsErr(fe)
-		u.render(w, http.StatusUnprocessableEntity, v, "")
-		return nil
+		return again(fieldsErr(fe))
 	}
 	p, err := u.svc.CreateProvider(r.Context(), v.Org, in)
-	if e, ok := asFormErr(err); ok {
-		d.Err = e
-		u.render(w, http.StatusUnprocessableEntity, v, "")
-		return nil
-	} else if err != nil {
-		return err
-	}
-	seeOther(w, r, link("providers/"+url.PathEscape(p.Slug), "org", v.Org, "done", "created"))
-	return nil
+	return finish(w, r, err, again, providerLink(v, p.Slug, "done", "created"))
 }
 
 // provider loads the stored provider the path names into d.
@@ -188,25 +179,16 @@ func (u *UI) providerUpdate(w http.ResponseWriter, r *request) error {
 			fe["confirm_slug"] = "type the new slug again to confirm the change"
 		}
 	}
+	again := u.formAgain(w, v, &d.Err)
 	if len(fe) > 0 {
-		d.Err = fieldsErr(fe)
-		u.render(w, http.StatusUnprocessableEntity, v, "")
-		return nil
+		return again(fieldsErr(fe))
 	}
 	p, err := u.svc.UpdateProvider(r.Context(), v.Org, d.P.Slug, patch, d.Form.AllowSlugChange)
-	if e, ok := asFormErr(err); ok {
-		d.Err = e
-		u.render(w, http.StatusUnprocessableEntity, v, "")
-		return nil
-	} else if err != nil {
-		return err
-	}
 	done := "updated"
 	if p.Slug != d.P.Slug {
 		done = "slug-changed"
 	}
-	seeOther(w, r, link("providers/"+url.PathEscape(p.Slug), "org", v.Org, "done", done, "from", d.P.Slug))
-	return nil
+	return finish(w, r, err, again, providerLink(v, p.Slug, "done", done, "from", d.P.Slug))
 }
 
 func (u *UI) providerDelete(purge bool) handler {
@@ -217,17 +199,11 @@ func (u *UI) providerDelete(purge bool) handler {
 		}
 		slug := r.PathValue("slug")
 		err = u.svc.DeleteProvider(r.Context(), v.Org, slug, purge)
-		if e, ok := asFormErr(err); ok {
-			return u.detailWithError(w, r, v, d, func() { d.ActionErr = e })
-		} else if err != nil {
-			return err
-		}
 		done := "deleted"
 		if purge {
 			done = "purged"
 		}
-		seeOther(w, r, link("providers", "org", v.Org, "done", done, "slug", slug))
-		return nil
+		return finish(w, r, err, u.detailAgain(w, r, v, d, &d.ActionErr), link("providers", "org", v.Org, "done", done, "slug", slug))
 	}
 }
 
@@ -236,21 +212,16 @@ func (u *UI) providerAddKey(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
+	again := u.detailAgain(w, r, v, d, &d.KeyErr)
 	fe := map[string]string{}
 	d.KeyWeight = r.PostForm.Get("weight")
 	weight, _ := parseWeight(fe, "weight", d.KeyWeight)
 	if len(fe) > 0 {
-		return u.detailWithError(w, r, v, d, func() { d.KeyErr = fieldsErr(fe) })
+		return again(fieldsErr(fe))
 	}
 	in := admin.KeyInput{Secret: secret.New(strings.TrimSpace(r.PostForm.Get("secret"))), Weight: weight}
 	_, err = u.svc.AddProviderKey(r.Context(), v.Org, r.PathValue("slug"), in)
-	if e, ok := asFormErr(err); ok {
-		return u.detailWithError(w, r, v, d, func() { d.KeyErr = e })
-	} else if err != nil {
-		return err
-	}
-	seeOther(w, r, link("providers/"+url.PathEscape(r.PathValue("slug")), "org", v.Org, "done", "key-added"))
-	return nil
+	return finish(w, r, err, again, providerLink(v, r.PathValue("slug"), "done", "key-added"))
 }
 
 func (u *UI) providerRemoveKey(w http.ResponseWriter, r *request) error {
@@ -259,13 +230,7 @@ func (u *UI) providerRemoveKey(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	err = u.svc.DeleteProviderKey(r.Context(), v.Org, r.PathValue("slug"), r.PathValue("id"))
-	if e, ok := asFormErr(err); ok {
-		return u.detailWithError(w, r, v, d, func() { d.ActionErr = e })
-	} else if err != nil {
-		return err
-	}
-	seeOther(w, r, link("providers/"+url.PathEscape(r.PathValue("slug")), "org", v.Org, "done", "key-removed"))
-	return nil
+	return finish(w, r, err, u.detailAgain(w, r, v, d, &d.ActionErr), providerLink(v, r.PathValue("slug"), "done", "key-removed"))
 }
 
 func (u *UI) providerKeyWeight(w http.ResponseWriter, r *request) error {
@@ -273,41 +238,37 @@ func (u *UI) providerKeyWeight(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
+	again := u.detailAgain(w, r, v, d, &d.ActionErr)
 	fe := map[string]string{}
 	weight, _ := parseWeight(fe, "weight", r.PostForm.Get("weight"))
 	if len(fe) > 0 {
-		return u.detailWithError(w, r, v, d, func() { d.ActionErr = fieldsErr(fe) })
+		return again(fieldsErr(fe))
 	}
 	_, err = u.svc.SetProviderKeyWeight(r.Context(), v.Org, r.PathValue("slug"), r.PathValue("id"), admin.KeyWeightInput{Weight: weight})
-	if e, ok := asFormErr(err); ok {
-		return u.detailWithError(w, r, v, d, func() { d.ActionErr = e })
-	} else if err != nil {
-		return err
-	}
-	seeOther(w, r, link("providers/"+url.PathEscape(r.PathValue("slug")), "org", v.Org, "done", "key-weight"))
-	return nil
+	return finish(w, r, err, again, providerLink(v, r.PathValue("slug"), "done", "key-weight"))
 }
 
-// detailWithError shows the provider page again with an action's error,
-// the edit form as stored (what was typed in another form is not lost
-// because it was never sent).
-func (u *UI) detailWithError(w http.ResponseWriter, r *request, v *view, d *providersPage, set func()) error {
-	if err := u.provider(r, v, d); err != nil {
-		return err
-	}
-	d.Form = formOf(d.P)
-	if d.KeyWeight == "" {
-		d.KeyWeight = "1"
-	}
-	set()
-	u.render(w, http.StatusUnprocessableEntity, v, "")
-	return nil
+// providerLink is a link to a provider's page in v's org.
+func providerLink(v *view, slug string, kv ...string) string {
+	return link("providers/"+url.PathEscape(slug), append([]string{"org", v.Org}, kv...)...)
 }
 
-// seeOther ends a successful form post with a redirect (post/redirect/get),
-// so reloading the page does not repeat the action.
-func seeOther(w http.ResponseWriter, r *request, to string) {
-	http.Redirect(w, r.Request, to, http.StatusSeeOther)
+// detailAgain is finish's again for an action on the provider page: the
+// page once more with the error at *at, the edit form as stored (what was
+// typed in another form is not lost because it was never sent).
+func (u *UI) detailAgain(w http.ResponseWriter, r *request, v *view, d *providersPage, at **formErr) func(*formErr) error {
+	return func(e *formErr) error {
+		if err := u.provider(r, v, d); err != nil {
+			return err
+		}
+		d.Form = formOf(d.P)
+		if d.KeyWeight == "" {
+			d.KeyWeight = "1"
+		}
+		*at = e
+		u.render(w, http.StatusUnprocessableEntity, v, "")
+		return nil
+	}
 }
 
 func readProviderForm(r *request) providerForm {

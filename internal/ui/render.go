@@ -226,6 +226,37 @@ func asFormErr(err error) (*formErr, bool) {
 	return &formErr{Code: ae.Code, Message: ae.Message, Fields: ae.Fields, Suggestion: ae.Suggestion}, true
 }
 
+// finish ends a form post with the Service's answer err. No error: a
+// redirect to to (post/redirect/get); to is followed only then, so it may
+// be built from the answer. An error that is the caller's to fix
+// (asFormErr) goes to again, which shows the page once more with it; any
+// other is returned, as an error page.
+func finish(w http.ResponseWriter, r *request, err error, again func(*formErr) error, to string) error {
+	if e, ok := asFormErr(err); ok {
+		return again(e)
+	} else if err != nil {
+		return err
+	}
+	seeOther(w, r, to)
+	return nil
+}
+
+// formAgain is finish's again for a page whose form shows its error at
+// *at: the page rendered once more (422), the form as typed.
+func (u *UI) formAgain(w http.ResponseWriter, v *view, at **formErr) func(*formErr) error {
+	return func(e *formErr) error {
+		*at = e
+		u.render(w, http.StatusUnprocessableEntity, v, "")
+		return nil
+	}
+}
+
+// seeOther ends a successful form post with a redirect (post/redirect/get),
+// so reloading the page does not repeat the action.
+func seeOther(w http.ResponseWriter, r *request, to string) {
+	http.Redirect(w, r.Request, to, http.StatusSeeOther)
+}
+
 // fieldError is the message a form error names for field, "" for none;
 // templates call it as {{field .Err "base_url"}}.
 func fieldError(fe *formErr, field string) string {

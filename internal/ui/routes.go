@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -374,26 +373,19 @@ func (u *UI) routeCreate(w http.ResponseWriter, r *request) error {
 	}
 	v.Title = "Add route"
 	d.Form = readRouteForm(r)
+	again := func(e *formErr) error {
+		d.finishRows(live, nil)
+		return u.formAgain(w, v, &d.Err)(e)
+	}
 	in, fe := d.Form.input()
 	if len(fe) > 0 {
-		d.Err = fieldsErr(fe)
-	} else if _, err := u.svc.CreateRoute(r.Context(), v.Org, v.Project, admin.RouteInput{Model: in.Model, Strategy: in.Strategy,
-		Targets: in.Targets, Policy: in.Policy, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit}); err != nil {
-		e, ok := asFormErr(err)
-		if !ok {
-			return err
-		}
-		d.Err = e
+		return again(fieldsErr(fe))
 	}
-	if d.Err != nil {
-		d.finishRows(live, nil)
-		u.render(w, http.StatusUnprocessableEntity, v, "")
-		return nil
-	}
+	_, err = u.svc.CreateRoute(r.Context(), v.Org, v.Project, admin.RouteInput{Model: in.Model, Strategy: in.Strategy,
+		Targets: in.Targets, Policy: in.Policy, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit})
 	// The list, searched for the new route, so its row shows whatever the
 	// project's size.
-	seeOther(w, r, link("routes", "org", v.Org, "project", v.Project, "q", in.Model, "done", "created", "model", in.Model))
-	return nil
+	return finish(w, r, err, again, link("routes", "org", v.Org, "project", v.Project, "q", in.Model, "done", "created", "model", in.Model))
 }
 
 // route loads the stored route ?model= names (the form's "current" on a
@@ -411,15 +403,21 @@ func (u *UI) route(r *request, v *view, d *routesPage) error {
 	return nil
 }
 
+// storedRoute loads the editor of a stored route: the route (see route)
+// and what the editor needs (see editor).
+func (u *UI) storedRoute(r *request, v *view, d *routesPage) (map[string]*admin.ProviderView, error) {
+	if err := u.route(r, v, d); err != nil {
+		return nil, err
+	}
+	return u.editor(r, v, d)
+}
+
 func (u *UI) routeEdit(w http.ResponseWriter, r *request) error {
 	v, d, err := u.routesView(r, "edit")
 	if err != nil {
 		return err
 	}
-	if err := u.route(r, v, d); err != nil {
-		return err
-	}
-	live, err := u.editor(r, v, d)
+	live, err := u.storedRoute(r, v, d)
 	if err != nil {
 		return err
 	}
@@ -434,36 +432,26 @@ func (u *UI) routeUpdate(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	if err := u.route(r, v, d); err != nil {
-		return err
-	}
-	live, err := u.editor(r, v, d)
+	live, err := u.storedRoute(r, v, d)
 	if err != nil {
 		return err
 	}
 	d.Form = readRouteForm(r)
+	again := func(e *formErr) error {
+		d.finishRows(live, d.R.Targets)
+		return u.formAgain(w, v, &d.Err)(e)
+	}
 	in, fe := d.Form.input()
 	if len(fe) > 0 {
-		d.Err = fieldsErr(fe)
-	} else if _, err := u.svc.PatchRoute(r.Context(), v.Org, v.Project, d.Current, admin.RoutePatch{Model: &in.Model,
-		Strategy: &in.Strategy, Targets: &in.Targets, Policy: &in.Policy, RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit}); err != nil {
-		e, ok := asFormErr(err)
-		if !ok {
-			return err
-		}
-		d.Err = e
+		return again(fieldsErr(fe))
 	}
-	if d.Err != nil {
-		d.finishRows(live, d.R.Targets)
-		u.render(w, http.StatusUnprocessableEntity, v, "")
-		return nil
-	}
+	_, err = u.svc.PatchRoute(r.Context(), v.Org, v.Project, d.Current, admin.RoutePatch{Model: &in.Model,
+		Strategy: &in.Strategy, Targets: &in.Targets, Policy: &in.Policy, RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit})
 	done := "saved"
 	if in.Model != d.Current {
 		done = "renamed"
 	}
-	seeOther(w, r, link("routes/_edit", "org", v.Org, "project", v.Project, "model", in.Model, "done", done, "from", d.Current))
-	return nil
+	return finish(w, r, err, again, link("routes/_edit", "org", v.Org, "project", v.Project, "model", in.Model, "done", done, "from", d.Current))
 }
 
 func (u *UI) routeDelete(w http.ResponseWriter, r *request) error {
@@ -473,23 +461,15 @@ func (u *UI) routeDelete(w http.ResponseWriter, r *request) error {
 	}
 	model := r.FormValue("model")
 	err = u.svc.DeleteRoute(r.Context(), v.Org, v.Project, model)
-	if e, ok := asFormErr(err); ok {
-		if err := u.route(r, v, d); err != nil {
-			return err
-		}
-		live, err := u.editor(r, v, d)
+	return finish(w, r, err, func(e *formErr) error {
+		live, err := u.storedRoute(r, v, d)
 		if err != nil {
 			return err
 		}
-		d.Form, d.Err = routeFormOf(d.R), e
+		d.Form = routeFormOf(d.R)
 		d.finishRows(live, d.R.Targets)
-		u.render(w, http.StatusUnprocessableEntity, v, "")
-		return nil
-	} else if err != nil {
-		return err
-	}
-	seeOther(w, r, link("routes", "org", v.Org, "project", v.Project, "done", "deleted", "model", model))
-	return nil
+		return u.formAgain(w, v, &d.Err)(e)
+	}, link("routes", "org", v.Org, "project", v.Project, "done", "deleted", "model", model))
 }
 
 // routeInput is the form converted for the Service.
@@ -716,7 +696,7 @@ func (u *UI) routeNewProvider(w http.ResponseWriter, r *request) error {
 		}
 		if ferr == nil {
 			if !isHTMX(r) {
-				seeOther(w, r, link("providers/"+url.PathEscape(p.Slug), "org", v.Org, "done", "created"))
+				seeOther(w, r, providerLink(v, p.Slug, "done", "created"))
 				return nil
 			}
 			ev, err := json.Marshal(map[string]providerCreated{"provider-created": {Slug: p.Slug, Label: optionLabel(p.Slug, p.Name)}})

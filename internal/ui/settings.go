@@ -202,6 +202,15 @@ func (u *UI) settings(w http.ResponseWriter, r *request) error {
 	return nil
 }
 
+// settingsErr is finish's again for a form or action of the page: the
+// page once more with the error at *at.
+func (u *UI) settingsErr(w http.ResponseWriter, r *request, v *view, d *settingsPage, at **formErr) func(*formErr) error {
+	return func(e *formErr) error {
+		*at = e
+		return u.settingsAgain(w, r, v, d, http.StatusUnprocessableEntity)
+	}
+}
+
 // settingsAgain shows the page again after a form or action: with an
 // error (422), or with a minted secret (200, its dialog over the page).
 func (u *UI) settingsAgain(w http.ResponseWriter, r *request, v *view, d *settingsPage, status int) error {
@@ -224,8 +233,7 @@ func (u *UI) fleetKeyCreate(w http.ResponseWriter, r *request) error {
 	d.FleetName = strings.TrimSpace(r.PostForm.Get("name"))
 	k, err := u.svc.CreateFleetKey(r.Context(), v.Org, admin.FleetKeyInput{Name: d.FleetName})
 	if e, ok := asFormErr(err); ok {
-		d.FleetErr = e
-		return u.settingsAgain(w, r, v, d, http.StatusUnprocessableEntity)
+		return u.settingsErr(w, r, v, d, &d.FleetErr)(e)
 	} else if err != nil {
 		return err
 	}
@@ -241,14 +249,8 @@ func (u *UI) fleetKeyRevoke(w http.ResponseWriter, r *request) error {
 		return err
 	}
 	err = u.svc.RevokeFleetKey(r.Context(), v.Org, r.PathValue("id"))
-	if e, ok := asFormErr(err); ok {
-		d.FleetActionErr = e
-		return u.settingsAgain(w, r, v, d, http.StatusUnprocessableEntity)
-	} else if err != nil {
-		return err
-	}
-	seeOther(w, r, link("settings", "org", v.Org, "done", "fleet-key-revoked", "name", r.URL.Query().Get("name")))
-	return nil
+	return finish(w, r, err, u.settingsErr(w, r, v, d, &d.FleetActionErr),
+		link("settings", "org", v.Org, "done", "fleet-key-revoked", "name", r.URL.Query().Get("name")))
 }
 
 // scopeJSON turns the form's scope into the Service's: "global" or
@@ -269,11 +271,11 @@ func (u *UI) tokenCreate(w http.ResponseWriter, r *request) error {
 	}
 	d.TokenForm = tokenForm{Name: strings.TrimSpace(r.PostForm.Get("name")), Scope: r.PostForm.Get("scope"),
 		ExpiresAt: strings.TrimSpace(r.PostForm.Get("expires_at"))}
+	again := u.settingsErr(w, r, v, d, &d.TokenErr)
 	fe := map[string]string{}
 	expires := parseExpiry(fe, d.TokenForm.ExpiresAt)
 	if len(fe) > 0 && d.Global {
-		d.TokenErr = fieldsErr(fe)
-		return u.settingsAgain(w, r, v, d, http.StatusUnprocessableEntity)
+		return again(fieldsErr(fe))
 	}
 	t, err := u.svc.CreateAdminToken(r.Context(), admin.AdminTokenInput{Name: d.TokenForm.Name, Scope: scopeJSON(d.TokenForm.Scope),
 		ExpiresAt: expires})
@@ -281,8 +283,7 @@ func (u *UI) tokenCreate(w http.ResponseWriter, r *request) error {
 		return err // the Service refuses an org token: not found
 	}
 	if e, ok := asFormErr(err); ok {
-		d.TokenErr = e
-		return u.settingsAgain(w, r, v, d, http.StatusUnprocessableEntity)
+		return again(e)
 	} else if err != nil {
 		return err
 	}
@@ -301,14 +302,8 @@ func (u *UI) tokenRevoke(w http.ResponseWriter, r *request) error {
 	if err != nil && !d.Global {
 		return err
 	}
-	if e, ok := asFormErr(err); ok {
-		d.TokenActionErr = e
-		return u.settingsAgain(w, r, v, d, http.StatusUnprocessableEntity)
-	} else if err != nil {
-		return err
-	}
 	// Revoking the session's own token logs it out: the next request
 	// (this redirect's) goes to the login page.
-	seeOther(w, r, link("settings", "org", v.Org, "done", "token-revoked", "name", t.Name))
-	return nil
+	return finish(w, r, err, u.settingsErr(w, r, v, d, &d.TokenActionErr),
+		link("settings", "org", v.Org, "done", "token-revoked", "name", t.Name))
 }
