@@ -34,6 +34,9 @@ type ProviderInput struct {
 	Keys   []KeyInput   `json:"keys,omitempty"`
 	// Prices are what the provider's tokens cost; absent: unpriced.
 	Prices *PricesInput `json:"prices,omitempty"`
+	// Import is the importer's record (rolter import); Go callers only,
+	// never read from or shown in the API.
+	Import *store.ProviderImport `json:"-"`
 }
 
 // KeyInput is one upstream credential for a provider's key pool.
@@ -58,6 +61,9 @@ type ProviderPatch struct {
 	Policy           *store.Policy   `json:"policy"`
 	// Prices replaces the prices; null removes them.
 	Prices nullable[PricesInput] `json:"prices"`
+	// Import replaces the importer's record (rolter import); Go callers
+	// only, never read from the API.
+	Import *store.ProviderImport `json:"-"`
 }
 
 // ProviderView is a provider as the API shows it: key ids and weights,
@@ -262,7 +268,7 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 	p := &store.Provider{OrgID: o.ID, Slug: in.Slug, Name: in.Name, Kind: in.Kind, BaseURL: in.BaseURL,
 		MetadataSource: in.MetadataSource, ContextLimit: in.ContextLimit, Models: in.Models,
 		Settings: store.ProviderSettings{FirstByteTimeout: in.FirstByteTimeout, IdleTimeout: in.IdleTimeout, ForwardHeaders: in.ForwardHeaders,
-			Policy: in.Policy}}
+			Policy: in.Policy, Import: in.Import}}
 	p.Settings.Prices = checkPrices(fe, "prices", in.Prices)
 	if p.MetadataSource == "" {
 		p.MetadataSource = store.MetadataConfigured
@@ -337,6 +343,9 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 	}
 	if in.Prices.Set {
 		p.Settings.Prices = checkPrices(fe, "prices", in.Prices.Value)
+	}
+	if in.Import != nil {
+		p.Settings.Import = in.Import
 	}
 	warnings, err := changeSlug(&p.Slug, in.Slug, allowSlugChange)
 	if err != nil {
