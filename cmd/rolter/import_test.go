@@ -109,7 +109,7 @@ func TestImportLiteLLM(t *testing.T) {
 		t.Errorf("summary:\n%s", out)
 	}
 	for _, w := range []string{
-		"rolter import: warning: ignored top-level key litellm_settings: no rolter equivalent\n",
+		"rolter import: warning: ignored litellm_settings.drop_params: no rolter equivalent\n",
 		"rolter import: warning: ignored litellm_params.rpm in model_list[0]",
 	} {
 		if !strings.Contains(errs, w) {
