@@ -170,6 +170,9 @@ func Run(ctx context.Context, st Store, adm Admin, cfg *Config, opts Options, ou
 	if err != nil {
 		return err
 	}
+	if opts.Probe {
+		plan.Suggestions = probe(ctx, plan.Providers, probeTimeout)
+	}
 	refuse := opts.Strict && len(plan.Skipped) > 0
 	if !opts.DryRun && !refuse {
 		if len(cfg.Unset) > 0 { // a ParseDryRun config: its keys are unknown

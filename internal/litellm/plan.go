@@ -48,6 +48,11 @@ type Options struct {
 	// report is printed as for a dry run, nothing is written, and Run
 	// returns an error (without it, skipped entries are only reported).
 	Strict bool
+	// Probe asks every openai-kind provider with its own address whether
+	// it is a llama.cpp server (GET /props), to suggest kind llamacpp; see
+	// probe.go. Off by default: an import otherwise makes no request to
+	// an upstream.
+	Probe bool
 }
 
 func (o *Options) defaults() {
@@ -76,6 +81,8 @@ type Plan struct {
 	// Skipped and Unset are the file's (Config.Skipped, Config.Unset).
 	Skipped []Skipped
 	Unset   []UnsetVar
+	// Suggestions are what a probe found (Options.Probe), one line each.
+	Suggestions []string
 }
 
 // Provider is one provider of a plan.
@@ -104,8 +111,9 @@ type Provider struct {
 	Entries []int
 	IDs     []string
 
-	label  string
-	update update
+	label     string
+	storeKind string // the kind of the provider matched in the store
+	update    update
 }
 
 // update is what Apply writes to an imported provider.
@@ -308,7 +316,7 @@ func (plan *Plan) match(existing []store.Provider) {
 	for _, p := range plan.Providers {
 		if m := claim(existing, p.IDs, claimed); m != nil {
 			claimed[m.ID] = true
-			p.Exists, p.Imported, p.ID, p.Slug, p.BaseSlug = true, true, m.ID, m.Slug, BaseSlug(m.Name)
+			p.Exists, p.Imported, p.ID, p.Slug, p.BaseSlug, p.storeKind = true, true, m.ID, m.Slug, BaseSlug(m.Name), m.Kind
 			p.plan(m)
 		}
 	}
@@ -318,7 +326,7 @@ func (plan *Plan) match(existing []store.Provider) {
 		}
 		if m := sameProvider(existing, p, claimed); m != nil {
 			claimed[m.ID] = true
-			p.Exists, p.ID, p.Slug, p.BaseSlug = true, m.ID, m.Slug, BaseSlug(m.Name)
+			p.Exists, p.ID, p.Slug, p.BaseSlug, p.storeKind = true, m.ID, m.Slug, BaseSlug(m.Name), m.Kind
 		}
 	}
 }

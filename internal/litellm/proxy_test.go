@@ -5,12 +5,16 @@ import (
 	"context"
 	"encoding/csv"
 	"errors"
+	"io"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rolter/rolter/internal/admin"
@@ -528,6 +532,49 @@ func TestParseEnvironmentVariables(t *testing.T) {
 	}
 	if len(cfg.Warnings) != 0 {
 		t.Errorf("warnings: %q", cfg.Warnings)
+	}
+}
+
+// TestProbe: with Probe, an openai-kind provider whose server answers
+// GET /props as llama.cpp does gets a suggestion, sent with its key; one
+// that does not answer so gets none, and without Probe no request is made
+// (a dry run included).
+func TestProbe(t *testing.T) {
+	var hits atomic.Int32
+	llama := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.URL.Path != "/props" || r.Header.Get("Authorization") != "Bearer "+secondKey {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, `{"default_generation_settings":{"n_ctx":8192},"total_slots":4}`)
+	}))
+	defer llama.Close()
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.WriteString(w, `{"object":"list","data":[]}`) // 200, but not llama.cpp's answer
+	}))
+	defer plain.Close()
+	y := "model_list:\n" +
+		"- {model_name: a, litellm_params: {model: openai/a, api_base: '" + llama.URL + "/v1', api_key: " + secondKey + "}}\n" +
+		"- {model_name: b, litellm_params: {model: openai/b, api_base: '" + plain.URL + "/v1'}}\n" +
+		"- {model_name: c, litellm_params: {model: hosted_vllm/c, api_base: '" + llama.URL + "/v1'}}\n" // not openai: not probed
+	cfg, err := litellm.Parse([]byte(y), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, "sqlite", "")
+	if out := h.run(t, cfg, litellm.Options{DryRun: true}); strings.Contains(out, "suggestion") || hits.Load() != 0 {
+		t.Fatalf("probed without Probe: %d requests\n%s", hits.Load(), out)
+	}
+	out := h.run(t, cfg, litellm.Options{DryRun: true, Probe: true})
+	slug := litellm.BaseSlug(litellm.ProviderName("openai", llama.URL+"/v1"))
+	want := "suggestion: provider " + slug + " (model_list[0]) answers GET /props as a llama.cpp server does: with kind llamacpp rolter also reads its health and context (rolter providers update " + slug + " --kind llamacpp)\n"
+	if !strings.Contains(out, want) || strings.Count(out, "suggestion:") != 1 {
+		t.Errorf("output lacks %q alone:\n%s", want, out)
+	}
+	if hits.Load() != 2 {
+		t.Errorf("%d probe requests, want 2 (the openai-kind providers)", hits.Load())
 	}
 }
 

@@ -23,7 +23,8 @@ const UnsetHeader = "environment variables not set (a real import needs them):"
 
 // Print writes what the plan does (or, after Apply, did) to w: one line
 // per org, project, provider, group and route, the wildcard addresses,
-// skipped entries, unset variables, the slug report, and a summary. Key secrets are never printed; a provider shows how many
+// probe suggestions, skipped entries, unset variables, the slug report,
+// and a summary. Key secrets are never printed; a provider shows how many
 // keys it has.
 func (plan *Plan) Print(w io.Writer, dryRun bool) {
 	verb, update := "created", "updated"
@@ -84,6 +85,9 @@ func (plan *Plan) Print(w io.Writer, dryRun bool) {
 	}
 	for _, a := range plan.Addresses {
 		fmt.Fprintf(w, "model_list[%d] (model_name %s): %s; its models are reachable as %s/<model>\n", a.Entry, quoted(a.ModelName), a.Why, a.Provider.Slug)
+	}
+	for _, s := range plan.Suggestions {
+		fmt.Fprintln(w, s)
 	}
 	if len(plan.Skipped) > 0 {
 		fmt.Fprintln(w, SkippedHeader)
