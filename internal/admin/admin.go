@@ -34,6 +34,18 @@ type Service struct {
 	publish func(context.Context)
 	// fleetHealth, when set, adds probe results to host views.
 	fleetHealth FleetHealth
+	// inTx: the writes are part of a caller's store transaction (Apply),
+	// which announces them once, after its commit; changed does nothing.
+	inTx bool
+}
+
+// inStore returns a copy of s that works on st, a transaction of s's store
+// (store.Store.Tx), and leaves announcing its writes to the transaction's
+// owner.
+func (s *Service) inStore(st store.Store) *Service {
+	c := *s
+	c.st, c.inTx = st, true
+	return &c
 }
 
 // SetPublisher sets what announces a committed write to the other replicas
@@ -60,6 +72,9 @@ func NewService(st store.Store, snap *snapshot.Holder, log *slog.Logger) *Servic
 // leaves the previous snapshot serving; the write itself has succeeded and
 // the next successful rebuild includes it.
 func (s *Service) changed(ctx context.Context) {
+	if s.inTx {
+		return
+	}
 	if s.snap != nil {
 		if err := s.snap.Reload(ctx); err != nil {
 			s.log.Error("snapshot rebuild after admin write failed; serving the previous one", "err", err)

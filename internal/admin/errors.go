@@ -105,10 +105,18 @@ func (f fieldErrors) err() error {
 func Invalid(fields map[string]string) error { return fieldErrors(fields).err() }
 
 // AsError returns err as an *Error, for a layer that shows every failure in
-// the one error shape: err itself when it is one, else the domain error a
+// the one error shape: err itself when it is one, an apply's failure as
+// its entry's error (ApplyError), else the domain error a
 // store failure means (naming the resource generically), else an internal
 // error that carries err. It returns nil for nil.
 func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var ap *ApplyError
+	if errors.As(err, &ap) {
+		return ap.shaped()
+	}
 	var ae *Error
 	if errors.As(err, &ae) {
 		return ae

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/textproto"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -41,8 +42,12 @@ type ProviderInput struct {
 
 // KeyInput is one upstream credential for a provider's key pool.
 type KeyInput struct {
-	Secret secret.Secret `json:"secret"`
+	Secret secret.Secret `json:"secret,omitzero"`
 	Weight *int          `json:"weight,omitempty"`
+	// Ref names the environment variable the secret was read from (a
+	// config file's os.environ/NAME), recorded so that an export names it
+	// again and an apply knows the key by it; optional.
+	Ref string `json:"ref,omitempty"`
 }
 
 // ProviderPatch changes a provider; absent fields stay. Keys are managed
@@ -92,8 +97,10 @@ type ProviderView struct {
 
 // KeyView is a pool key without its secret.
 type KeyView struct {
-	ID        int64     `json:"id"`
-	Weight    int       `json:"weight"`
+	ID     int64  `json:"id"`
+	Weight int    `json:"weight"`
+	Ref    string `json:"ref,omitempty"`
+	// CreatedAt is when the key was added.
 	CreatedAt time.Time `json:"created_at"`
 }
 
@@ -112,7 +119,7 @@ func providerView(p store.Provider) ProviderView {
 		IdleTimeout: p.Settings.IdleTimeout, ForwardHeaders: p.Settings.ForwardHeaders, Policy: p.Settings.Policy, Prices: p.Settings.Prices,
 		Keys: []KeyView{}, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, DeletedAt: p.DeletedAt}
 	for _, k := range p.Keys {
-		v.Keys = append(v.Keys, KeyView{ID: k.ID, Weight: k.Weight, CreatedAt: k.CreatedAt})
+		v.Keys = append(v.Keys, KeyView{ID: k.ID, Weight: k.Weight, Ref: k.Ref, CreatedAt: k.CreatedAt})
 	}
 	return v
 }
@@ -137,6 +144,16 @@ func checkBaseURL(fe fieldErrors, raw string, allowLinkLocal bool) string {
 		}
 	}
 	return strings.TrimRight(raw, "/")
+}
+
+// refPattern is the shape of a key's ref: an environment variable name.
+var refPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// checkKeyRef validates a pool key's ref ("" is none).
+func checkKeyRef(fe fieldErrors, field, ref string) {
+	if ref != "" && !refPattern.MatchString(ref) {
+		fe.add(field, "must be an environment variable name: up to 128 letters, digits and '_', not starting with a digit")
+	}
 }
 
 func checkWeight(fe fieldErrors, field string, w *int) int {
@@ -278,7 +295,8 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 		if k.Secret.IsZero() {
 			fe.add(fmt.Sprintf("keys[%d].secret", i), "is required")
 		}
-		p.Keys = append(p.Keys, store.ProviderKey{Secret: k.Secret, Weight: checkWeight(fe, fmt.Sprintf("keys[%d].weight", i), k.Weight)})
+		checkKeyRef(fe, fmt.Sprintf("keys[%d].ref", i), k.Ref)
+		p.Keys = append(p.Keys, store.ProviderKey{Secret: k.Secret, Weight: checkWeight(fe, fmt.Sprintf("keys[%d].weight", i), k.Weight), Ref: k.Ref})
 	}
 	checkProvider(fe, p, s.allowLinkLocal)
 	if err := fe.err(); err != nil {
@@ -401,7 +419,8 @@ func (s *Service) AddProviderKey(ctx context.Context, org, slug string, in KeyIn
 	if in.Secret.IsZero() {
 		fe.add("secret", "is required")
 	}
-	k := &store.ProviderKey{ProviderID: p.ID, Secret: in.Secret, Weight: checkWeight(fe, "weight", in.Weight)}
+	checkKeyRef(fe, "ref", in.Ref)
+	k := &store.ProviderKey{ProviderID: p.ID, Secret: in.Secret, Weight: checkWeight(fe, "weight", in.Weight), Ref: in.Ref}
 	if err := fe.err(); err != nil {
 		return KeyView{}, err
 	}
@@ -409,7 +428,7 @@ func (s *Service) AddProviderKey(ctx context.Context, org, slug string, in KeyIn
 		return KeyView{}, fromStore(err, "provider key")
 	}
 	s.changed(ctx)
-	return KeyView{ID: k.ID, Weight: k.Weight, CreatedAt: k.CreatedAt}, nil
+	return KeyView{ID: k.ID, Weight: k.Weight, Ref: k.Ref, CreatedAt: k.CreatedAt}, nil
 }
 
 // KeyWeightInput changes a pool key's weight.
@@ -442,10 +461,29 @@ func (s *Service) SetProviderKeyWeight(ctx context.Context, org, slug, id string
 	s.changed(ctx)
 	for _, k := range p.Keys {
 		if k.ID == n {
-			return KeyView{ID: k.ID, Weight: w, CreatedAt: k.CreatedAt}, nil
+			return KeyView{ID: k.ID, Weight: w, Ref: k.Ref, CreatedAt: k.CreatedAt}, nil
 		}
 	}
 	return KeyView{ID: n, Weight: w}, nil
+}
+
+// setProviderKeyRef changes the ref recorded with one of a live
+// provider's pool keys (apply, when a file names a key's variable anew).
+func (s *Service) setProviderKeyRef(ctx context.Context, org, slug string, id int64, ref string) error {
+	_, p, err := s.liveProvider(ctx, org, slug)
+	if err != nil {
+		return err
+	}
+	fe := fieldErrors{}
+	checkKeyRef(fe, "ref", ref)
+	if err := fe.err(); err != nil {
+		return err
+	}
+	if err := s.st.SetProviderKeyRef(ctx, p.ID, id, ref); err != nil {
+		return fromStore(err, "provider key "+quote(strconv.FormatInt(id, 10)))
+	}
+	s.changed(ctx)
+	return nil
 }
 
 // DeleteProviderKey removes one of a provider's upstream credentials.

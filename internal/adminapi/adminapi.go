@@ -110,6 +110,9 @@ func (h *Handler) routes() {
 	h.handle("PATCH /orgs/{org}/projects/{project}/keys/{id}", h.patchKey)
 	h.handle("DELETE /orgs/{org}/projects/{project}/keys/{id}", h.deleteKey)
 
+	h.handle("POST /apply", h.apply)
+	h.handle("GET /export", h.export)
+
 	h.handle("GET /tokens", h.listTokens)
 	h.handle("POST /tokens", h.createToken)
 	h.handle("GET /tokens/{id}", h.getToken)

@@ -23,7 +23,13 @@ const maxBody = 1 << 20
 // decode reads one JSON object into dst, refusing unknown fields, trailing
 // data and oversized bodies. Errors name the field, never echo values.
 func decode(w http.ResponseWriter, r *http.Request, dst any) error {
-	body := http.MaxBytesReader(w, r.Body, maxBody)
+	return decodeUpTo(w, r, dst, maxBody)
+}
+
+// decodeUpTo is decode with a bound of its own, for the one body that
+// carries a whole configuration (POST /apply).
+func decodeUpTo(w http.ResponseWriter, r *http.Request, dst any, limit int64) error {
+	body := http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
@@ -40,7 +46,7 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	)
 	switch {
 	case errors.As(err, &tooLarge):
-		return &admin.Error{Kind: errTooLarge, Code: admin.CodeBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes", maxBody)}
+		return &admin.Error{Kind: errTooLarge, Code: admin.CodeBodyTooLarge, Message: fmt.Sprintf("the body exceeds %d bytes", limit)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return &admin.Error{Kind: admin.ErrInvalid, Code: admin.CodeUnknownField, Message: fmt.Sprintf("unknown field %q", field),

@@ -142,6 +142,8 @@ func (a *app) resourceCommands() []*cobra.Command {
 		a.resourceCmd(projects()),
 		a.usageCmd(),
 		a.slugsCmd(),
+		a.applyCmd(),
+		a.exportCmd(),
 	}
 }
 

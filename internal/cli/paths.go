@@ -61,3 +61,8 @@ func UsageSummaryPath(org string) string { return UsagePath(org) + "/summary" }
 // TokensPath is the admin tokens (global tokens only); TokenPath one.
 func TokensPath() string         { return "/tokens" }
 func TokenPath(id string) string { return TokensPath() + seg(id) }
+
+// ApplyPath applies a desired state (the config file); ExportPath reads
+// the current one.
+func ApplyPath() string  { return "/apply" }
+func ExportPath() string { return "/export" }

@@ -102,7 +102,9 @@ func keysFromEnv(a *app, v any) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, map[string]any{"secret": s})
+		// The variable's name goes with the key as its ref, so that
+		// rolter export names it again.
+		keys = append(keys, map[string]any{"secret": s, "ref": name})
 	}
 	return keys, nil
 }
@@ -147,7 +149,7 @@ func (a *app) providerKeysCmd() *cobra.Command {
 		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cols := []column{col("ID", "id"), col("WEIGHT", "weight"), col("CREATED", "created_at")}
+	cols := []column{col("ID", "id"), col("WEIGHT", "weight"), col("REF", "ref"), col("CREATED", "created_at")}
 	list := &cobra.Command{Use: "list SLUG", Short: "list a provider's keys", Args: exactArgs("SLUG"),
 		Example: "  rolter providers keys list my-vllm"}
 	list.RunE = a.run(false, func(ctx context.Context, c *Client, _ *cobra.Command, args []string) error {
@@ -187,7 +189,11 @@ func (a *app) providerKeysCmd() *cobra.Command {
 			}
 		}
 		weight, _ := cmd.Flags().GetInt("weight")
-		raw, err := Create[json.RawMessage](ctx, c, ProviderKeysPath(a.org, args[0]), nil, map[string]any{"secret": s, "weight": weight})
+		body := map[string]any{"secret": s, "weight": weight}
+		if env != "" {
+			body["ref"] = env // named again by rolter export
+		}
+		raw, err := Create[json.RawMessage](ctx, c, ProviderKeysPath(a.org, args[0]), nil, body)
 		if err != nil {
 			return err
 		}

@@ -1,14 +1,20 @@
-// Package config imports a YAML file of rolter resources (`--config`,
-// `rolter import`): orgs with their providers and provider groups, and
-// projects with their routes and virtual keys.
+// Package config is rolter's YAML file of resources (`--config`, `rolter
+// import`, `rolter apply` and `rolter export`): orgs with their providers,
+// provider groups and fleet hosts, and projects with their routes and
+// virtual keys.
 //
-// Parsing is strict: an unknown key is an error naming its line. Applying
-// creates what is missing and never overwrites: a resource that already
-// exists (same org or project name, provider or group slug, route model, or
-// live virtual key name) is left exactly as it is, and reported.
+// Parsing is strict: an unknown key is an error naming its line. Provider
+// key secrets are references to environment variables (secret_env,
+// os.environ/NAME or ${NAME}), resolved by Parse. Applying (Apply, for
+// --config and import) creates what is missing and never overwrites: a
+// resource that already exists (same org or project name, provider or
+// group slug, route model, or live virtual key name) is left exactly as it
+// is, and reported. rolter apply sends the same file, as Desired, to the
+// gateway, whose admin service reconciles it (admin.Service.Apply); Export
+// writes the gateway's state back in this format.
 //
 // The file has its own types (format.go), with the admin API's field names;
-// Apply maps them onto the inputs of the admin service, which validates.
+// they map onto the inputs of the admin service, which validates.
 package config
 
 import (
@@ -20,6 +26,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -43,41 +50,107 @@ func Load(path string) (*File, error) {
 	return f, nil
 }
 
-// Parse strictly decodes a config document.
+// Parse strictly decodes a config document; every referenced environment
+// variable must be set.
 func Parse(b []byte) (*File, error) {
+	f, _, err := ParseWith(b, ParseOptions{})
+	return f, err
+}
+
+// ParseOptions say how ParseWith resolves a provider key's environment
+// reference.
+type ParseOptions struct {
+	// Lookup reads a variable; nil is os.LookupEnv.
+	Lookup func(string) (string, bool)
+	// AllowUnset leaves a key whose variable is unset (or empty) without
+	// its secret and reports it, for a plan that needs no secrets (apply
+	// --dry-run); otherwise it is an error naming the key.
+	AllowUnset bool
+}
+
+// Unset is a provider key whose environment variable is not set.
+type Unset struct {
+	Entry string // "orgs[0].providers[1].keys[0]"
+	Name  string // the variable
+}
+
+// ParseWith strictly decodes a config document. A key's secret written
+// as "os.environ/NAME" or "${NAME}" becomes SecretEnv NAME; every SecretEnv
+// is read with opt.Lookup. Unset lists, in file order, the keys left
+// without a secret (AllowUnset only).
+func ParseWith(b []byte, opt ParseOptions) (*File, []Unset, error) {
+	if opt.Lookup == nil {
+		opt.Lookup = os.LookupEnv
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	var f File
 	if err := dec.Decode(&f); err != nil {
 		if errors.Is(err, io.EOF) {
-			return &f, nil // an empty file imports nothing
+			return &f, nil, nil // an empty file imports nothing
 		}
-		return nil, cleanYAMLError(err)
+		return nil, nil, cleanYAMLError(err)
 	}
 	var extra any
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, errors.New("only one YAML document is allowed")
+		return nil, nil, errors.New("only one YAML document is allowed")
 	}
+	var unset []Unset
 	for oi := range f.Orgs {
 		for pi := range f.Orgs[oi].Providers {
 			p := &f.Orgs[oi].Providers[pi]
 			for ki := range p.Keys {
 				k := &p.Keys[ki]
 				where := fmt.Sprintf("orgs[%d].providers[%d].keys[%d]", oi, pi, ki)
+				name, isRef, err := envRef(k.Secret.Reveal())
 				switch {
+				case err != nil:
+					return nil, nil, fmt.Errorf("%s: secret: %w", where, err)
 				case k.SecretEnv != "" && !k.Secret.IsZero():
-					return nil, fmt.Errorf("%s: give secret or secret_env, not both", where)
-				case k.SecretEnv != "":
-					v, ok := os.LookupEnv(k.SecretEnv)
-					if !ok || v == "" {
-						return nil, fmt.Errorf("%s: environment variable %s (secret_env) is not set", where, k.SecretEnv)
-					}
+					return nil, nil, fmt.Errorf("%s: give secret or secret_env, not both", where)
+				case isRef:
+					k.SecretEnv, k.Secret = name, secret.Secret{}
+				}
+				if k.SecretEnv == "" {
+					continue
+				}
+				v, ok := opt.Lookup(k.SecretEnv)
+				switch {
+				case ok && v != "":
 					k.Secret = secret.New(v)
+				case opt.AllowUnset:
+					unset = append(unset, Unset{Entry: where, Name: k.SecretEnv})
+				default:
+					return nil, nil, fmt.Errorf("%s: environment variable %s (secret_env) is not set", where, k.SecretEnv)
 				}
 			}
 		}
 	}
-	return &f, nil
+	return &f, unset, nil
+}
+
+// envNamePattern is what an environment reference may name.
+var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// envRef reads a secret written as a reference to an environment variable:
+// "os.environ/NAME" or "${NAME}". isRef is false for a literal secret. The
+// error never quotes the value: it may be a secret after all.
+func envRef(v string) (name string, isRef bool, err error) {
+	switch {
+	case strings.HasPrefix(v, "os.environ/"):
+		name = strings.TrimPrefix(v, "os.environ/")
+	case strings.HasPrefix(v, "${"):
+		var ok bool
+		if name, ok = strings.CutSuffix(strings.TrimPrefix(v, "${"), "}"); !ok {
+			return "", false, errors.New("a reference ${NAME} lacks its closing brace")
+		}
+	default:
+		return "", false, nil
+	}
+	if !envNamePattern.MatchString(name) {
+		return "", false, errors.New("a reference must name an environment variable: letters, digits and '_', not starting with a digit")
+	}
+	return name, true, nil
 }
 
 // cleanYAMLError turns yaml's "field x not found in type config.Provider"
@@ -97,65 +170,81 @@ func cleanYAMLError(err error) error {
 	return errors.New(strings.Join(msgs, "; "))
 }
 
+// Desired is the file as the admin service's desired state (rolter
+// apply's request), secrets included.
+func (f *File) Desired() admin.Desired {
+	d := admin.Desired{Orgs: []admin.DesiredOrg{}}
+	for _, o := range f.Orgs {
+		d.Orgs = append(d.Orgs, o.desired())
+	}
+	return d
+}
+
 // Apply creates every resource of f that does not exist yet, in dependency
-// order (org, providers, groups, projects, routes, keys). Secrets of created
-// virtual keys are printed once to out. It stops at the first invalid
-// resource; the resources created before it stay, and a re-run skips them.
+// order (org, providers, groups, projects, routes, keys, hosts), through
+// the admin service's Apply with CreateOnly, the code rolter apply runs.
+// Secrets of created virtual keys (and hosts' API keys) are printed once to
+// out. It stops at the first invalid resource; the resources created before
+// it stay, and a re-run skips them.
 func Apply(ctx context.Context, svc *admin.Service, f *File, out io.Writer, log *slog.Logger) error {
-	skip := func(kind, name string) { log.Info("config: exists, left unchanged", "kind", kind, "name", name) }
-	for oi, o := range f.Orgs {
-		where := fmt.Sprintf("orgs[%d]", oi)
-		if _, err := svc.CreateOrg(ctx, o.input()); admin.AlreadyExists(err) {
-			skip("org", o.Name)
-		} else if err != nil {
-			return wrap(where, err)
-		}
-		for pi, p := range o.Providers {
-			if _, err := svc.CreateProvider(ctx, o.Name, p.input()); admin.AlreadyExists(err) {
-				skip("provider", o.Name+"/"+firstNonEmpty(p.Slug, p.Name))
-			} else if err != nil {
-				return wrap(fmt.Sprintf("%s.providers[%d]", where, pi), err)
-			}
-		}
-		for gi, g := range o.Groups {
-			if _, err := svc.CreateGroup(ctx, o.Name, g.input()); admin.AlreadyExists(err) {
-				skip("group", o.Name+"/"+firstNonEmpty(g.Slug, g.Name))
-			} else if err != nil {
-				return wrap(fmt.Sprintf("%s.groups[%d]", where, gi), err)
-			}
-		}
-		for pi, p := range o.Projects {
-			pw := fmt.Sprintf("%s.projects[%d]", where, pi)
-			if _, err := svc.CreateProject(ctx, o.Name, p.input()); admin.AlreadyExists(err) {
-				skip("project", o.Name+"/"+p.Name)
-			} else if err != nil {
-				return wrap(pw, err)
-			}
-			for ri, r := range p.Routes {
-				if _, err := svc.CreateRoute(ctx, o.Name, p.Name, r.input()); admin.AlreadyExists(err) {
-					skip("route", o.Name+"/"+p.Name+"/"+r.Model)
-				} else if err != nil {
-					return wrap(fmt.Sprintf("%s.routes[%d]", pw, ri), err)
-				}
-			}
-			for ki, k := range p.Keys {
-				exists, err := svc.HasLiveVirtualKey(ctx, o.Name, p.Name, k.Name)
-				if err != nil {
-					return wrap(fmt.Sprintf("%s.keys[%d]", pw, ki), err)
-				}
-				if exists {
-					skip("virtual key", o.Name+"/"+p.Name+"/"+k.Name)
-					continue
-				}
-				v, err := svc.CreateVirtualKey(ctx, o.Name, p.Name, k.input())
-				if err != nil {
-					return wrap(fmt.Sprintf("%s.keys[%d]", pw, ki), err)
-				}
-				fmt.Fprintf(out, "rolter: config created virtual key %q in %s/%s: %s (shown once)\n", k.Name, o.Name, p.Name, v.Secret)
-			}
+	res, err := svc.Apply(ctx, f.Desired(), admin.ApplyOptions{CreateOnly: true})
+	names := f.entryNames()
+	for _, c := range res.Changes {
+		e := names[c.Entry]
+		switch {
+		case c.Action == admin.ActionUnchanged:
+			log.Info("config: exists, left unchanged", "kind", e.kind, "name", e.name)
+		case c.Action == admin.ActionCreate && c.Kind == admin.KindVirtualKey:
+			fmt.Fprintf(out, "rolter: config created virtual key %q in %s: %s (shown once)\n", e.key, e.parent, c.Secret)
+		case c.Action == admin.ActionCreate && c.Kind == admin.KindHost:
+			fmt.Fprintf(out, "rolter: config created host %s: API key %s (shown once)\n", e.name, c.Secret)
 		}
 	}
+	if err != nil {
+		var ae *admin.ApplyError
+		if errors.As(err, &ae) {
+			return wrap(ae.Entry, ae.Err)
+		}
+		return wrap("orgs", err)
+	}
 	return nil
+}
+
+// entryName is how Apply's messages name an entry of the file.
+type entryName struct {
+	kind, name string
+	// parent ("org/project") and key: a virtual key's.
+	parent, key string
+}
+
+// entryNames names every entry of f by its path, as the importer always
+// named them: providers and groups by slug, else by name.
+func (f *File) entryNames() map[string]entryName {
+	m := map[string]entryName{}
+	for oi, o := range f.Orgs {
+		w := fmt.Sprintf("orgs[%d]", oi)
+		m[w] = entryName{kind: "org", name: o.Name}
+		for i, p := range o.Providers {
+			m[fmt.Sprintf("%s.providers[%d]", w, i)] = entryName{kind: "provider", name: o.Name + "/" + firstNonEmpty(p.Slug, p.Name)}
+		}
+		for i, g := range o.Groups {
+			m[fmt.Sprintf("%s.groups[%d]", w, i)] = entryName{kind: "group", name: o.Name + "/" + firstNonEmpty(g.Slug, g.Name)}
+		}
+		for i, p := range o.Projects {
+			pw, pname := fmt.Sprintf("%s.projects[%d]", w, i), o.Name+"/"+p.Name
+			m[pw] = entryName{kind: "project", name: pname}
+			for j, r := range p.Routes {
+				m[fmt.Sprintf("%s.routes[%d]", pw, j)] = entryName{kind: "route", name: pname + "/" + r.Model}
+			}
+			for j, k := range p.Keys {
+				m[fmt.Sprintf("%s.keys[%d]", pw, j)] = entryName{kind: "virtual key", name: pname + "/" + k.Name, parent: pname, key: k.Name}
+			}
+		}
+		for i, h := range o.Hosts {
+			m[fmt.Sprintf("%s.hosts[%d]", w, i)] = entryName{kind: "host", name: fmt.Sprintf("%s/%s:%d", o.Name, h.IP, h.Port)}
+		}
+	}
+	return m
 }
 
 func firstNonEmpty(a, b string) string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/admin"
+	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
 )
@@ -21,23 +22,30 @@ func TestFormatMatchesInputs(t *testing.T) {
 		file, input any
 		fileOnly    []string
 		nested      []string // the file's sub-resources, created on their own
+		inputOnly   []string // what the file says in another way
 	}{
-		{Org{}, admin.OrgInput{}, nil, []string{"providers", "groups", "projects"}},
-		{Provider{}, admin.ProviderInput{}, nil, nil},
-		{ProviderKey{}, admin.KeyInput{}, []string{"secret_env"}, nil},
-		{Group{}, admin.GroupInput{}, nil, nil},
-		{GroupMember{}, admin.GroupMemberInput{}, nil, nil},
-		{Project{}, admin.ProjectInput{}, nil, []string{"routes", "keys"}},
-		{Route{}, admin.RouteInput{}, nil, nil},
-		{Target{}, admin.TargetInput{}, nil, nil},
-		{VirtualKey{}, admin.VirtualKeyInput{}, nil, nil},
-		{Policy{}, store.Policy{}, nil, nil},
-		{Prices{}, admin.PricesInput{}, nil, nil},
-		{Budget{}, admin.BudgetInput{}, nil, nil},
+		{Org{}, admin.DesiredOrg{}, nil, nil, nil},
+		{Provider{}, admin.DesiredProvider{}, nil, nil, nil},
+		// A key's ref is the name of its secret_env.
+		{ProviderKey{}, admin.KeyInput{}, []string{"secret_env"}, nil, []string{"ref"}},
+		{Group{}, admin.DesiredGroup{}, nil, nil, nil},
+		{GroupMember{}, admin.GroupMemberInput{}, nil, nil, nil},
+		{Project{}, admin.DesiredProject{}, nil, nil, nil},
+		{Route{}, admin.RouteInput{}, nil, nil, nil},
+		{Target{}, admin.TargetInput{}, nil, nil, nil},
+		{VirtualKey{}, admin.VirtualKeyInput{}, nil, nil, nil},
+		{Policy{}, store.Policy{}, nil, nil, nil},
+		{Prices{}, admin.PricesInput{}, nil, nil, nil},
+		{Budget{}, admin.BudgetInput{}, nil, nil, nil},
+		{Host{}, admin.HostInput{}, nil, nil, nil},
+		{Recipe{}, fleetapi.Recipe{}, nil, nil, nil},
+		{VLLM{}, fleetapi.VLLM{}, nil, nil, nil},
+		{Source{}, fleetapi.Source{}, nil, nil, nil},
 	} {
 		file := tagNames(reflect.TypeOf(c.file), "yaml")
 		want := append(tagNames(reflect.TypeOf(c.input), "json"), c.fileOnly...)
 		want = append(want, c.nested...)
+		want = slices.DeleteFunc(want, func(k string) bool { return slices.Contains(c.inputOnly, k) })
 		slices.Sort(want)
 		if !slices.Equal(file, want) {
 			t.Errorf("%T has keys %v, want %v (those of %T)", c.file, file, want, c.input)
@@ -45,10 +53,16 @@ func TestFormatMatchesInputs(t *testing.T) {
 	}
 }
 
+// tagNames are the keys of a struct type, those of embedded structs
+// included (as encoding/json promotes them).
 func tagNames(t reflect.Type, key string) []string {
 	var names []string
 	for f := range t.Fields() {
 		name, _, _ := strings.Cut(f.Tag.Get(key), ",")
+		if f.Anonymous && name == "" {
+			names = append(names, tagNames(f.Type, key)...)
+			continue
+		}
 		if name != "" && name != "-" {
 			names = append(names, name)
 		}

@@ -86,7 +86,11 @@ type ProviderKey struct {
 	ProviderID int64
 	Secret     secret.Secret // sealed at rest when a master key is set
 	Weight     int
-	CreatedAt  time.Time
+	// Ref names where the secret came from: the environment variable of
+	// a declarative config file (rolter apply) that holds it, so that an
+	// export names it again; "" when unknown. Never the secret.
+	Ref       string
+	CreatedAt time.Time
 }
 
 // Route maps a public model name in a project to weighted targets.

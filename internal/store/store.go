@@ -84,6 +84,17 @@ type Store interface {
 	Close() error
 	// Dialect is "sqlite" or "postgres".
 	Dialect() string
+	// Tx runs fn with a Store whose every method is part of one
+	// transaction, committed when fn returns nil and rolled back when it
+	// returns an error (which Tx returns as it is) or panics. Methods that
+	// write several rows stay atomic inside it. Tx on the Store fn gets
+	// nests: it is a savepoint, whose writes alone are undone when its
+	// function fails, leaving the outer transaction usable. Load on it
+	// reads what the transaction has written so far. The Store fn gets is
+	// for fn's goroutine only and dead after fn returns; its Close and
+	// Migrate are errors. While the transaction is open, other writers of
+	// a SQLite store wait for it.
+	Tx(ctx context.Context, fn func(Store) error) error
 
 	CreateOrg(ctx context.Context, o *Org) error
 	GetOrg(ctx context.Context, name string) (*Org, error)
@@ -117,6 +128,9 @@ type Store interface {
 	// SetProviderKeyWeight changes a pool key's weight; ErrNotFound when
 	// the provider has no such key.
 	SetProviderKeyWeight(ctx context.Context, providerID, keyID int64, weight int) error
+	// SetProviderKeyRef changes the environment reference recorded with a
+	// pool key; ErrNotFound when the provider has no such key.
+	SetProviderKeyRef(ctx context.Context, providerID, keyID int64, ref string) error
 
 	// CreateGroup claims the slug and inserts the group and its members in
 	// one transaction; a taken slug is a *ConflictError with What "slug".

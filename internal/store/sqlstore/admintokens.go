@@ -46,7 +46,7 @@ func optID(id int64) any {
 
 // CreateAdminToken implements store.Store.
 func (s *DB) CreateAdminToken(ctx context.Context, a *store.AdminToken) error {
-	return s.createAdminToken(ctx, s.db, a)
+	return s.createAdminToken(ctx, s.qr, a)
 }
 
 func (s *DB) createAdminToken(ctx context.Context, qr querier, a *store.AdminToken) error {
@@ -71,13 +71,13 @@ func (s *DB) createAdminToken(ctx context.Context, qr querier, a *store.AdminTok
 // CountAdminTokens implements store.Store.
 func (s *DB) CountAdminTokens(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM admin_tokens`).Scan(&n)
+	err := s.qr.QueryRowContext(ctx, `SELECT COUNT(*) FROM admin_tokens`).Scan(&n)
 	return n, s.classify(err, "")
 }
 
 // GetAdminToken implements store.Store.
 func (s *DB) GetAdminToken(ctx context.Context, id int64) (*store.AdminToken, error) {
-	a, err := scanAdminToken(s.db.QueryRowContext(ctx,
+	a, err := scanAdminToken(s.qr.QueryRowContext(ctx,
 		s.q(`SELECT `+adminTokenCols+` FROM `+adminTokenFrom+` WHERE t.id = ?`), id))
 	if err != nil {
 		return nil, s.classify(err, "")
@@ -87,7 +87,7 @@ func (s *DB) GetAdminToken(ctx context.Context, id int64) (*store.AdminToken, er
 
 // ListAdminTokens implements store.Store.
 func (s *DB) ListAdminTokens(ctx context.Context, p store.Page) ([]store.AdminToken, error) {
-	return list(ctx, s, s.db, scanAdminToken,
+	return list(ctx, s, s.qr, scanAdminToken,
 		`SELECT `+adminTokenCols+` FROM `+adminTokenFrom+` WHERE t.id > ? ORDER BY t.id LIMIT ?`, p.After, limitOf(p))
 }
 
@@ -98,7 +98,7 @@ func (s *DB) ListAdminTokens(ctx context.Context, p store.Page) ([]store.AdminTo
 // transaction on its one connection.
 func (s *DB) RevokeAdminToken(ctx context.Context, id int64, at time.Time) error {
 	at = at.UTC().Truncate(time.Microsecond)
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		var (
 			org     sql.NullInt64
 			revoked sql.NullTime
@@ -149,7 +149,7 @@ func (s *DB) SetEnvAdminToken(ctx context.Context, hash *secret.Hash, at time.Ti
 	if hash != nil {
 		keep = hash.Hex()
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE admin_tokens SET revoked_at = ?
 			WHERE source = ? AND revoked_at IS NULL AND hash <> ?`), at, store.AdminTokenEnv, keep); err != nil {
 			return s.classify(err, "")

@@ -15,12 +15,12 @@ type attachFunc[T any] func(ctx context.Context, qr querier, ps []T, all bool) e
 
 // getWith reads the one parent query selects, with its children.
 func getWith[T any](ctx context.Context, s *DB, scan func(interface{ Scan(...any) error }) (T, error), attach attachFunc[T], query string, args ...any) (*T, error) {
-	p, err := scan(s.db.QueryRowContext(ctx, s.q(query), args...))
+	p, err := scan(s.qr.QueryRowContext(ctx, s.q(query), args...))
 	if err != nil {
 		return nil, s.classify(err, "")
 	}
 	ps := []T{p}
-	if err := attach(ctx, s.db, ps, false); err != nil {
+	if err := attach(ctx, s.qr, ps, false); err != nil {
 		return nil, err
 	}
 	return &ps[0], nil
@@ -28,11 +28,11 @@ func getWith[T any](ctx context.Context, s *DB, scan func(interface{ Scan(...any
 
 // listWith reads the parents query selects, with their children.
 func listWith[T any](ctx context.Context, s *DB, scan func(interface{ Scan(...any) error }) (T, error), attach attachFunc[T], query string, args ...any) ([]T, error) {
-	ps, err := list(ctx, s, s.db, scan, query, args...)
+	ps, err := list(ctx, s, s.qr, scan, query, args...)
 	if err != nil {
 		return nil, err
 	}
-	return ps, attach(ctx, s.db, ps, false)
+	return ps, attach(ctx, s.qr, ps, false)
 }
 
 // childTable says where the children of a parent type P are stored and

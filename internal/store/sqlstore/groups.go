@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -36,7 +35,7 @@ func modelMap(m map[string]string) string {
 // CreateGroup implements store.Store.
 func (s *DB) CreateGroup(ctx context.Context, g *store.Group) error {
 	t := now()
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'group')`), g.OrgID, text(g.Slug)); err != nil {
 			return s.classify(err, "slug")
 		}
@@ -54,7 +53,7 @@ func (s *DB) CreateGroup(ctx context.Context, g *store.Group) error {
 // insertMembers writes members in order. A member must be a provider of the
 // group's org: the insert selects it by id and org, so a caller's mistake
 // can never route one tenant's group to another tenant's credentials.
-func (s *DB) insertMembers(ctx context.Context, tx *sql.Tx, groupID, orgID int64, ms []store.GroupMember) error {
+func (s *DB) insertMembers(ctx context.Context, tx querier, groupID, orgID int64, ms []store.GroupMember) error {
 	for i, m := range ms {
 		res, err := tx.ExecContext(ctx, s.q(`INSERT INTO group_members (group_id, provider_id, weight, model_map, position)
 			SELECT ?, id, ?, ?, ? FROM providers WHERE id = ? AND org_id = ?`),
@@ -115,7 +114,7 @@ func (s *DB) attachMembers(ctx context.Context, qr querier, gs []store.Group, al
 // group never moves between orgs.
 func (s *DB) UpdateGroup(ctx context.Context, g *store.Group) error {
 	t := now()
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		var (
 			org int64
 			old string
@@ -150,7 +149,7 @@ func (s *DB) UpdateGroup(ctx context.Context, g *store.Group) error {
 // DeleteGroup implements store.Store. Groups have no soft delete: nothing
 // else refers to a group, so removing it frees the slug at once.
 func (s *DB) DeleteGroup(ctx context.Context, id int64) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		var (
 			org  int64
 			slug string

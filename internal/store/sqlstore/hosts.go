@@ -61,7 +61,7 @@ func (s *DB) CreateHost(ctx context.Context, h *store.Host, check store.PoolChec
 	if h.State == "" {
 		h.State = store.HostPending
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		if err := s.checkPool(ctx, tx, h, check); err != nil {
 			return err
 		}
@@ -81,7 +81,7 @@ func (s *DB) CreateHost(ctx context.Context, h *store.Host, check store.PoolChec
 // checkPool runs check over h's pool. The project row is locked first (on
 // PostgreSQL; SQLite serialises transactions), so two writes to one pool
 // cannot both pass a check that each would fail against the other.
-func (s *DB) checkPool(ctx context.Context, tx *sql.Tx, h *store.Host, check store.PoolCheck) error {
+func (s *DB) checkPool(ctx context.Context, tx querier, h *store.Host, check store.PoolCheck) error {
 	if check == nil {
 		return nil
 	}
@@ -100,7 +100,7 @@ func (s *DB) checkPool(ctx context.Context, tx *sql.Tx, h *store.Host, check sto
 
 // GetHost implements store.Store.
 func (s *DB) GetHost(ctx context.Context, orgID, id int64) (*store.Host, error) {
-	h, err := s.scanHost(s.db.QueryRowContext(ctx, s.q(`SELECT `+hostCols+` FROM hosts WHERE org_id = ? AND id = ?`), orgID, id))
+	h, err := s.scanHost(s.qr.QueryRowContext(ctx, s.q(`SELECT `+hostCols+` FROM hosts WHERE org_id = ? AND id = ?`), orgID, id))
 	if err != nil {
 		return nil, s.classify(err, "")
 	}
@@ -109,25 +109,25 @@ func (s *DB) GetHost(ctx context.Context, orgID, id int64) (*store.Host, error) 
 
 // ListHosts implements store.Store.
 func (s *DB) ListHosts(ctx context.Context, orgID int64, p store.Page) ([]store.Host, error) {
-	return list(ctx, s, s.db, s.scanHost,
+	return list(ctx, s, s.qr, s.scanHost,
 		`SELECT `+hostCols+` FROM hosts WHERE org_id = ? AND id > ? ORDER BY id LIMIT ?`, orgID, p.After, limitOf(p))
 }
 
 // ListHostsByIP implements store.Store.
 func (s *DB) ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]store.Host, error) {
-	return list(ctx, s, s.db, s.scanHost,
+	return list(ctx, s, s.qr, s.scanHost,
 		`SELECT `+hostCols+` FROM hosts WHERE org_id = ? AND ip = ? AND state <> 'retired' ORDER BY id`, orgID, ip)
 }
 
 // ListLiveHosts implements store.Store.
 func (s *DB) ListLiveHosts(ctx context.Context) ([]store.Host, error) {
-	return list(ctx, s, s.db, s.scanHost, `SELECT `+hostCols+` FROM hosts WHERE state <> 'retired' ORDER BY id`)
+	return list(ctx, s, s.qr, s.scanHost, `SELECT `+hostCols+` FROM hosts WHERE state <> 'retired' ORDER BY id`)
 }
 
 // UpdateHost implements store.Store.
 func (s *DB) UpdateHost(ctx context.Context, h *store.Host, check store.PoolCheck) error {
 	t := now()
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		if err := s.checkPool(ctx, tx, h, check); err != nil {
 			return err
 		}
@@ -144,7 +144,7 @@ func (s *DB) UpdateHost(ctx context.Context, h *store.Host, check store.PoolChec
 
 // RequestApply implements store.Store.
 func (s *DB) RequestApply(ctx context.Context, orgID, id int64) error {
-	return s.exec(ctx, s.db, "", `UPDATE hosts SET apply_requested = TRUE, updated_at = ? WHERE id = ? AND org_id = ? AND state <> 'retired'`, now(), id, orgID)
+	return s.exec(ctx, s.qr, "", `UPDATE hosts SET apply_requested = TRUE, updated_at = ? WHERE id = ? AND org_id = ? AND state <> 'retired'`, now(), id, orgID)
 }
 
 // forUpdate locks the selected rows until the transaction ends, on
@@ -167,7 +167,7 @@ func (s *DB) TouchHosts(ctx context.Context, ids []int64, at time.Time) error {
 		marks[i] = "?"
 		args = append(args, id)
 	}
-	_, err := s.db.ExecContext(ctx, s.q(`UPDATE hosts SET last_config_fetch = ? WHERE id IN (`+strings.Join(marks, ",")+`)`), args...)
+	_, err := s.qr.ExecContext(ctx, s.q(`UPDATE hosts SET last_config_fetch = ? WHERE id IN (`+strings.Join(marks, ",")+`)`), args...)
 	return s.classify(err, "")
 }
 
@@ -177,7 +177,7 @@ func (s *DB) RecordHostReports(ctx context.Context, entries []store.HostReportEn
 		return nil
 	}
 	ts := at.UTC().Truncate(time.Microsecond)
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		for _, e := range entries {
 			var err error
 			if e.Current == nil {
@@ -198,7 +198,7 @@ func (s *DB) RecordHostReports(ctx context.Context, entries []store.HostReportEn
 
 // hostProviderSlug is the slug the fleet gives a host's provider: "host-N",
 // or "host-N-2", ... when an operator already took it.
-func (s *DB) hostProviderSlug(ctx context.Context, tx *sql.Tx, orgID, hostID int64) (string, error) {
+func (s *DB) hostProviderSlug(ctx context.Context, tx querier, orgID, hostID int64) (string, error) {
 	base := "host-" + strconv.FormatInt(hostID, 10)
 	for i := 1; i < 100; i++ {
 		slug := base
@@ -219,7 +219,7 @@ func (s *DB) hostProviderSlug(ctx context.Context, tx *sql.Tx, orgID, hostID int
 // RegisterHost implements store.Store.
 func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistration) error {
 	t := now()
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		// The row lock orders this against a concurrent retire: whichever
 		// commits second sees the other's state.
 		h, err := s.scanHost(tx.QueryRowContext(ctx, s.q(`SELECT `+hostCols+` FROM hosts WHERE id = ?`+s.forUpdate()), id))
@@ -306,7 +306,7 @@ func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistrat
 
 // fleetRoute returns the id of the project's route model, creating it
 // (weighted, no policy) when missing.
-func (s *DB) fleetRoute(ctx context.Context, tx *sql.Tx, projectID int64, model string, t time.Time) (int64, error) {
+func (s *DB) fleetRoute(ctx context.Context, tx querier, projectID int64, model string, t time.Time) (int64, error) {
 	var id int64
 	err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM routes WHERE project_id = ? AND model = ?`), projectID, model).Scan(&id)
 	if err == nil {
@@ -326,7 +326,7 @@ func (s *DB) DeregisterHost(ctx context.Context, id int64, state string) error {
 		return fmt.Errorf("store: deregister to state %q", state)
 	}
 	t := now()
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		var provider sql.NullInt64
 		if err := tx.QueryRowContext(ctx, s.q(`SELECT provider_id FROM hosts WHERE id = ?`+s.forUpdate()), id).Scan(&provider); err != nil {
 			return s.classify(err, "")
@@ -377,7 +377,7 @@ func scanFleetKey(sc interface{ Scan(...any) error }) (store.FleetKey, error) {
 // CreateFleetKey implements store.Store.
 func (s *DB) CreateFleetKey(ctx context.Context, k *store.FleetKey, maxActive int) error {
 	t := now()
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		// Locking the org row serialises concurrent creates on PostgreSQL,
 		// so the count stays true until the insert.
 		var org int64
@@ -404,13 +404,13 @@ func (s *DB) CreateFleetKey(ctx context.Context, k *store.FleetKey, maxActive in
 
 // ListFleetKeys implements store.Store.
 func (s *DB) ListFleetKeys(ctx context.Context, orgID int64, p store.Page) ([]store.FleetKey, error) {
-	return list(ctx, s, s.db, scanFleetKey,
+	return list(ctx, s, s.qr, scanFleetKey,
 		`SELECT `+fleetKeyCols+` FROM fleet_keys WHERE org_id = ? AND id > ? ORDER BY id LIMIT ?`, orgID, p.After, limitOf(p))
 }
 
 // FleetKeyByLookup implements store.Store.
 func (s *DB) FleetKeyByLookup(ctx context.Context, lookup string) (*store.FleetKey, error) {
-	k, err := scanFleetKey(s.db.QueryRowContext(ctx,
+	k, err := scanFleetKey(s.qr.QueryRowContext(ctx,
 		s.q(`SELECT `+fleetKeyCols+` FROM fleet_keys WHERE lookup = ? AND revoked_at IS NULL`), lookup))
 	if err != nil {
 		return nil, s.classify(err, "")
@@ -421,6 +421,6 @@ func (s *DB) FleetKeyByLookup(ctx context.Context, lookup string) (*store.FleetK
 // RevokeFleetKey implements store.Store. Revoking twice keeps the first
 // time.
 func (s *DB) RevokeFleetKey(ctx context.Context, orgID, id int64, at time.Time) error {
-	return s.exec(ctx, s.db, "", `UPDATE fleet_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? AND org_id = ?`,
+	return s.exec(ctx, s.qr, "", `UPDATE fleet_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? AND org_id = ?`,
 		at.UTC().Truncate(time.Microsecond), id, orgID)
 }

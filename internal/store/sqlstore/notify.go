@@ -33,7 +33,7 @@ func (s *DB) NotifyChange(ctx context.Context) error {
 	if s.dialect != dialectPostgres {
 		return nil
 	}
-	_, err := s.db.ExecContext(ctx, `SELECT pg_notify($1, current_schema() || '|' || $2)`, changeChannel, s.instance)
+	_, err := s.qr.ExecContext(ctx, `SELECT pg_notify($1, current_schema() || '|' || $2)`, changeChannel, s.instance)
 	return s.classify(err, "")
 }
 

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
 	"github.com/rolter/rolter/internal/store"
@@ -22,7 +21,7 @@ func limitOf(p store.Page) int {
 // CreateOrg implements store.Store.
 func (s *DB) CreateOrg(ctx context.Context, o *store.Org) error {
 	t := now()
-	id, err := s.insert(ctx, s.db, "org name",
+	id, err := s.insert(ctx, s.qr, "org name",
 		`INSERT INTO orgs (name, description, created_at, updated_at) VALUES (?, ?, ?, ?)`,
 		o.Name, o.Description, t, t)
 	if err != nil {
@@ -43,7 +42,7 @@ func scanOrg(sc interface{ Scan(...any) error }) (store.Org, error) {
 
 // GetOrg implements store.Store.
 func (s *DB) GetOrg(ctx context.Context, name string) (*store.Org, error) {
-	o, err := scanOrg(s.db.QueryRowContext(ctx, s.q(`SELECT `+orgCols+` FROM orgs WHERE name = ?`), name))
+	o, err := scanOrg(s.qr.QueryRowContext(ctx, s.q(`SELECT `+orgCols+` FROM orgs WHERE name = ?`), name))
 	if err != nil {
 		return nil, s.classify(err, "")
 	}
@@ -52,14 +51,14 @@ func (s *DB) GetOrg(ctx context.Context, name string) (*store.Org, error) {
 
 // ListOrgs implements store.Store.
 func (s *DB) ListOrgs(ctx context.Context, p store.Page) ([]store.Org, error) {
-	return list(ctx, s, s.db, scanOrg,
+	return list(ctx, s, s.qr, scanOrg,
 		`SELECT `+orgCols+` FROM orgs WHERE id > ? ORDER BY id LIMIT ?`, p.After, limitOf(p))
 }
 
 // UpdateOrg implements store.Store.
 func (s *DB) UpdateOrg(ctx context.Context, o *store.Org) error {
 	t := now()
-	if err := s.exec(ctx, s.db, "org name",
+	if err := s.exec(ctx, s.qr, "org name",
 		`UPDATE orgs SET name = ?, description = ?, updated_at = ? WHERE id = ?`,
 		o.Name, o.Description, t, o.ID); err != nil {
 		return err
@@ -72,7 +71,7 @@ func (s *DB) UpdateOrg(ctx context.Context, o *store.Org) error {
 // groups, providers, slugs or live admin tokens is refused: deleting a
 // tenant is never a cascade.
 func (s *DB) DeleteOrg(ctx context.Context, id int64) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		for _, c := range []struct{ what, query string }{
 			{"projects", `SELECT COUNT(*) FROM projects WHERE org_id = ?`},
 			{"groups", `SELECT COUNT(*) FROM provider_groups WHERE org_id = ?`},
@@ -98,7 +97,7 @@ func (s *DB) DeleteOrg(ctx context.Context, id int64) error {
 // CreateProject implements store.Store.
 func (s *DB) CreateProject(ctx context.Context, p *store.Project) error {
 	t := now()
-	id, err := s.insert(ctx, s.db, "project name",
+	id, err := s.insert(ctx, s.qr, "project name",
 		`INSERT INTO projects (org_id, name, description, rpm_limit, tpm_limit, created_at, updated_at, budget_nano, budget_period) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		p.OrgID, p.Name, p.Description, p.RPMLimit, p.TPMLimit, t, t, int64(p.Budget.Amount), p.Budget.Period)
 	if err != nil {
@@ -119,7 +118,7 @@ func scanProject(sc interface{ Scan(...any) error }) (store.Project, error) {
 
 // GetProject implements store.Store.
 func (s *DB) GetProject(ctx context.Context, orgID int64, name string) (*store.Project, error) {
-	p, err := scanProject(s.db.QueryRowContext(ctx,
+	p, err := scanProject(s.qr.QueryRowContext(ctx,
 		s.q(`SELECT `+projectCols+` FROM projects WHERE org_id = ? AND name = ?`), orgID, name))
 	if err != nil {
 		return nil, s.classify(err, "")
@@ -129,14 +128,14 @@ func (s *DB) GetProject(ctx context.Context, orgID int64, name string) (*store.P
 
 // ListProjects implements store.Store.
 func (s *DB) ListProjects(ctx context.Context, orgID int64, p store.Page) ([]store.Project, error) {
-	return list(ctx, s, s.db, scanProject,
+	return list(ctx, s, s.qr, scanProject,
 		`SELECT `+projectCols+` FROM projects WHERE org_id = ? AND id > ? ORDER BY id LIMIT ?`, orgID, p.After, limitOf(p))
 }
 
 // UpdateProject implements store.Store.
 func (s *DB) UpdateProject(ctx context.Context, p *store.Project) error {
 	t := now()
-	if err := s.exec(ctx, s.db, "project name",
+	if err := s.exec(ctx, s.qr, "project name",
 		`UPDATE projects SET name = ?, description = ?, rpm_limit = ?, tpm_limit = ?, updated_at = ?, budget_nano = ?, budget_period = ? WHERE id = ?`,
 		p.Name, p.Description, p.RPMLimit, p.TPMLimit, t, int64(p.Budget.Amount), p.Budget.Period, p.ID); err != nil {
 		return err
@@ -148,7 +147,7 @@ func (s *DB) UpdateProject(ctx context.Context, p *store.Project) error {
 // DeleteProject implements store.Store. A project with routes or keys
 // (revoked ones included, for the audit trail) is refused.
 func (s *DB) DeleteProject(ctx context.Context, id int64) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		for _, c := range []struct{ what, query string }{
 			{"routes", `SELECT COUNT(*) FROM routes WHERE project_id = ?`},
 			{"virtual keys", `SELECT COUNT(*) FROM virtual_keys WHERE project_id = ?`},

@@ -61,14 +61,14 @@ func stringList(v []string) string {
 // SlugTaken implements store.Store.
 func (s *DB) SlugTaken(ctx context.Context, orgID int64, slug string) (bool, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM slugs WHERE org_id = ? AND slug = ?`), orgID, slug).Scan(&n)
+	err := s.qr.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM slugs WHERE org_id = ? AND slug = ?`), orgID, slug).Scan(&n)
 	return n > 0, s.classify(err, "")
 }
 
 // CreateProvider implements store.Store.
 func (s *DB) CreateProvider(ctx context.Context, p *store.Provider) error {
 	t := now()
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO slugs (org_id, slug, owner_kind) VALUES (?, ?, 'provider')`), p.OrgID, text(p.Slug)); err != nil {
 			return s.classify(err, "slug")
 		}
@@ -93,8 +93,8 @@ func (s *DB) CreateProvider(ctx context.Context, p *store.Provider) error {
 
 func (s *DB) addKey(ctx context.Context, qr querier, k *store.ProviderKey, t time.Time) error {
 	id, err := s.insert(ctx, qr, "provider key",
-		`INSERT INTO provider_keys (provider_id, secret, weight, created_at) VALUES (?, ?, ?, ?)`,
-		k.ProviderID, s.sealer.Seal(k.Secret), k.Weight, t)
+		`INSERT INTO provider_keys (provider_id, secret, weight, ref, created_at) VALUES (?, ?, ?, ?, ?)`,
+		k.ProviderID, s.sealer.Seal(k.Secret), k.Weight, k.Ref, t)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func (s *DB) ListProviders(ctx context.Context, orgID int64, p store.Page) ([]st
 
 // providerKeys are the children attachKeys reads.
 var providerKeys = childTable[store.Provider, store.ProviderKey]{
-	selectFrom: `SELECT id, provider_id, secret, weight, created_at FROM provider_keys`,
+	selectFrom: `SELECT id, provider_id, secret, weight, ref, created_at FROM provider_keys`,
 	parentCol:  "provider_id",
 	orderBy:    ` ORDER BY id`,
 	id:         func(p *store.Provider) int64 { return p.ID },
@@ -132,7 +132,7 @@ func (s *DB) attachKeys(ctx context.Context, qr querier, ps []store.Provider, op
 			k      store.ProviderKey
 			sealed string
 		)
-		if err := sc.Scan(&k.ID, &k.ProviderID, &sealed, &k.Weight, &k.CreatedAt); err != nil {
+		if err := sc.Scan(&k.ID, &k.ProviderID, &sealed, &k.Weight, &k.Ref, &k.CreatedAt); err != nil {
 			return 0, k, err
 		}
 		k.CreatedAt = k.CreatedAt.UTC()
@@ -149,7 +149,7 @@ func (s *DB) attachKeys(ctx context.Context, qr querier, ps []store.Provider, op
 // UpdateProvider implements store.Store.
 func (s *DB) UpdateProvider(ctx context.Context, p *store.Provider) error {
 	t := now()
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		var old string
 		if err := tx.QueryRowContext(ctx, s.q(`SELECT slug FROM providers WHERE id = ?`), p.ID).Scan(&old); err != nil {
 			return s.classify(err, "")
@@ -176,14 +176,14 @@ func (s *DB) UpdateProvider(ctx context.Context, p *store.Provider) error {
 
 // SoftDeleteProvider implements store.Store.
 func (s *DB) SoftDeleteProvider(ctx context.Context, id int64, at time.Time) error {
-	return s.exec(ctx, s.db, "", `UPDATE providers SET deleted_at = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL`,
+	return s.exec(ctx, s.qr, "", `UPDATE providers SET deleted_at = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL`,
 		at.UTC().Truncate(time.Microsecond), now(), id)
 }
 
 // PurgeProvider implements store.Store. It is refused while route targets
 // or group members name the provider.
 func (s *DB) PurgeProvider(ctx context.Context, id int64) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		var (
 			org  int64
 			slug string
@@ -217,15 +217,20 @@ func (s *DB) PurgeProvider(ctx context.Context, id int64) error {
 
 // AddProviderKey implements store.Store.
 func (s *DB) AddProviderKey(ctx context.Context, k *store.ProviderKey) error {
-	return s.addKey(ctx, s.db, k, now())
+	return s.addKey(ctx, s.qr, k, now())
 }
 
 // SetProviderKeyWeight implements store.Store.
 func (s *DB) SetProviderKeyWeight(ctx context.Context, providerID, keyID int64, weight int) error {
-	return s.exec(ctx, s.db, "", `UPDATE provider_keys SET weight = ? WHERE id = ? AND provider_id = ?`, weight, keyID, providerID)
+	return s.exec(ctx, s.qr, "", `UPDATE provider_keys SET weight = ? WHERE id = ? AND provider_id = ?`, weight, keyID, providerID)
+}
+
+// SetProviderKeyRef implements store.Store.
+func (s *DB) SetProviderKeyRef(ctx context.Context, providerID, keyID int64, ref string) error {
+	return s.exec(ctx, s.qr, "", `UPDATE provider_keys SET ref = ? WHERE id = ? AND provider_id = ?`, ref, keyID, providerID)
 }
 
 // DeleteProviderKey implements store.Store.
 func (s *DB) DeleteProviderKey(ctx context.Context, providerID, keyID int64) error {
-	return s.exec(ctx, s.db, "", `DELETE FROM provider_keys WHERE id = ? AND provider_id = ?`, keyID, providerID)
+	return s.exec(ctx, s.qr, "", `DELETE FROM provider_keys WHERE id = ? AND provider_id = ?`, keyID, providerID)
 }

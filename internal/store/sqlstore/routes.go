@@ -32,7 +32,7 @@ func scanRoute(sc interface{ Scan(...any) error }) (store.Route, error) {
 // CreateRoute implements store.Store.
 func (s *DB) CreateRoute(ctx context.Context, r *store.Route) error {
 	t := now()
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		id, err := s.insert(ctx, tx, "route model",
 			`INSERT INTO routes (project_id, model, strategy, policy, rpm_limit, tpm_limit, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ProjectID, r.Model, r.Strategy, jsonText(r.Policy), r.RPMLimit, r.TPMLimit, t, t)
@@ -44,7 +44,7 @@ func (s *DB) CreateRoute(ctx context.Context, r *store.Route) error {
 	})
 }
 
-func (s *DB) insertTargets(ctx context.Context, tx *sql.Tx, r *store.Route) error {
+func (s *DB) insertTargets(ctx context.Context, tx querier, r *store.Route) error {
 	for i := range r.Targets {
 		tg := &r.Targets[i]
 		id, err := s.insert(ctx, tx, "route target",
@@ -102,7 +102,7 @@ func (s *DB) attachTargets(ctx context.Context, qr querier, rs []store.Route, al
 // UpdateRoute implements store.Store.
 func (s *DB) UpdateRoute(ctx context.Context, r *store.Route) error {
 	t := now()
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		if err := s.exec(ctx, tx, "route model",
 			`UPDATE routes SET model = ?, strategy = ?, policy = ?, rpm_limit = ?, tpm_limit = ?, updated_at = ? WHERE id = ?`,
 			r.Model, r.Strategy, jsonText(r.Policy), r.RPMLimit, r.TPMLimit, t, r.ID); err != nil {
@@ -118,7 +118,7 @@ func (s *DB) UpdateRoute(ctx context.Context, r *store.Route) error {
 
 // DeleteRoute implements store.Store.
 func (s *DB) DeleteRoute(ctx context.Context, id int64) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM route_targets WHERE route_id = ?`), id); err != nil {
 			return s.classify(err, "")
 		}
@@ -160,7 +160,7 @@ func optTime(t *time.Time) any {
 // CreateVirtualKey implements store.Store.
 func (s *DB) CreateVirtualKey(ctx context.Context, k *store.VirtualKey) error {
 	t := now()
-	id, err := s.insert(ctx, s.db, "virtual key",
+	id, err := s.insert(ctx, s.qr, "virtual key",
 		`INSERT INTO virtual_keys (project_id, name, lookup, hash, models, rpm_limit, tpm_limit, expires_at, created_at, budget_nano, budget_period)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.ProjectID, k.Name, k.Lookup, k.Hash.Hex(), stringList(k.Models), k.RPMLimit, k.TPMLimit, optTime(k.ExpiresAt), t,
@@ -178,7 +178,7 @@ func (s *DB) CreateVirtualKey(ctx context.Context, k *store.VirtualKey) error {
 
 // GetVirtualKey implements store.Store.
 func (s *DB) GetVirtualKey(ctx context.Context, projectID, id int64) (*store.VirtualKey, error) {
-	k, err := scanVirtualKey(s.db.QueryRowContext(ctx,
+	k, err := scanVirtualKey(s.qr.QueryRowContext(ctx,
 		s.q(`SELECT `+vkeyCols+` FROM virtual_keys WHERE project_id = ? AND id = ?`), projectID, id))
 	if err != nil {
 		return nil, s.classify(err, "")
@@ -188,20 +188,22 @@ func (s *DB) GetVirtualKey(ctx context.Context, projectID, id int64) (*store.Vir
 
 // ListVirtualKeys implements store.Store.
 func (s *DB) ListVirtualKeys(ctx context.Context, projectID int64, p store.Page) ([]store.VirtualKey, error) {
-	return list(ctx, s, s.db, scanVirtualKey,
+	return list(ctx, s, s.qr, scanVirtualKey,
 		`SELECT `+vkeyCols+` FROM virtual_keys WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?`, projectID, p.After, limitOf(p))
 }
 
 // RevokeVirtualKey implements store.Store. Revoking twice keeps the first
 // revocation time.
 func (s *DB) RevokeVirtualKey(ctx context.Context, id int64, at time.Time) error {
-	return s.exec(ctx, s.db, "", `UPDATE virtual_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`,
+	return s.exec(ctx, s.qr, "", `UPDATE virtual_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`,
 		at.UTC().Truncate(time.Microsecond), id)
 }
 
 // Load implements store.Store.
 func (s *DB) Load(ctx context.Context) (*store.State, error) {
-	st := &store.State{}
+	if s.txn != nil {
+		return s.load(ctx, s.qr) // the caller's transaction is the one view
+	}
 	opts := &sql.TxOptions{ReadOnly: true}
 	if s.dialect == dialectPostgres {
 		opts.Isolation = sql.LevelRepeatableRead // one snapshot across the reads
@@ -211,6 +213,13 @@ func (s *DB) Load(ctx context.Context) (*store.State, error) {
 		return nil, s.classify(err, "")
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
+	return s.load(ctx, tx)
+}
+
+// load reads the routing state through tx.
+func (s *DB) load(ctx context.Context, tx querier) (*store.State, error) {
+	st := &store.State{}
+	var err error
 	if st.Orgs, err = list(ctx, s, tx, scanOrg, `SELECT `+orgCols+` FROM orgs ORDER BY id`); err != nil {
 		return nil, err
 	}

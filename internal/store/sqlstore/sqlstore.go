@@ -45,7 +45,11 @@ const SQLiteFile = "rolter.db"
 
 // DB implements store.Store.
 type DB struct {
-	db      *sql.DB
+	db *sql.DB // the pool
+	// qr runs the queries: the pool, or the transaction of a DB that Tx
+	// handed to its function (then txn is set).
+	qr      querier
+	txn     *txn
 	dialect string
 	sealer  *secret.Sealer
 	// instance names this opened store in change announcements.
@@ -101,6 +105,7 @@ func Open(ctx context.Context, spec, dataDir string, sealer *secret.Sealer) (*DB
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
+	s.qr = s.db
 	if err := s.Ping(ctx); err != nil {
 		s.db.Close()
 		return nil, err
@@ -127,8 +132,14 @@ func (s *DB) Dialect() string { return s.dialect }
 // SQL exposes the connection pool for tests and maintenance commands.
 func (s *DB) SQL() *sql.DB { return s.db }
 
-// Close implements store.Store.
-func (s *DB) Close() error { return s.db.Close() }
+// Close implements store.Store. The store a Tx function gets is not
+// closed: its transaction ends with the function.
+func (s *DB) Close() error {
+	if s.txn != nil {
+		return errInTx
+	}
+	return s.db.Close()
+}
 
 // Ping implements store.Store.
 func (s *DB) Ping(ctx context.Context) error {
@@ -140,6 +151,9 @@ func (s *DB) Ping(ctx context.Context) error {
 
 // Migrate implements store.Store.
 func (s *DB) Migrate(ctx context.Context) error {
+	if s.txn != nil {
+		return errInTx
+	}
 	dir, err := fs.Sub(migrations, "migrations/"+s.dialect)
 	if err != nil {
 		return err
@@ -183,22 +197,6 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// tx runs fn in a transaction and commits when fn returns nil.
-func (s *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.classify(err, "")
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return s.classify(err, "")
-	}
-	return nil
 }
 
 // insert runs an INSERT ... RETURNING id. String arguments are stored

@@ -33,7 +33,7 @@ func (s *DB) InsertUsage(ctx context.Context, recs []store.UsageRecord) error {
 	}
 	t := now()
 	args := make([]any, 0, min(len(recs), usageRowsPerInsert)*usageArgs)
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx querier) error {
 		for rest := recs; len(rest) > 0; {
 			chunk := rest[:min(len(rest), usageRowsPerInsert)]
 			rest = rest[len(chunk):]
@@ -98,7 +98,7 @@ func scanUsage(sc interface{ Scan(...any) error }) (store.UsageRecord, error) {
 func (s *DB) ListUsage(ctx context.Context, f store.UsageFilter, p store.Page) ([]store.UsageRecord, error) {
 	where, args := usageWhere(f)
 	query := `SELECT id, ` + usageCols + ` FROM usage_records WHERE ` + where + ` AND id > ?`
-	return list(ctx, s, s.db, scanUsage, query+` ORDER BY id LIMIT ?`, append(args, p.After, limitOf(p))...)
+	return list(ctx, s, s.qr, scanUsage, query+` ORDER BY id LIMIT ?`, append(args, p.After, limitOf(p))...)
 }
 
 // usageWhere is the condition and arguments that select f's records.
@@ -234,7 +234,7 @@ func (s *DB) SummarizeUsage(ctx context.Context, f store.UsageFilter, groupBy []
 	if len(order) > 0 {
 		query += ` ORDER BY ` + strings.Join(order, ", ")
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(query+` LIMIT ?`), textArgs(append(args, limit))...)
+	rows, err := s.qr.QueryContext(ctx, s.q(query+` LIMIT ?`), textArgs(append(args, limit))...)
 	if err != nil {
 		return nil, s.classify(err, "")
 	}
@@ -292,7 +292,7 @@ func (s *DB) SpentSince(ctx context.Context, keyID, projectID int64, since time.
 		col, id = "project_id", projectID
 	}
 	var v int64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT CAST(COALESCE(SUM(cost_nano), 0) AS BIGINT) FROM usage_records
+	err := s.qr.QueryRowContext(ctx, s.q(`SELECT CAST(COALESCE(SUM(cost_nano), 0) AS BIGINT) FROM usage_records
 		WHERE `+col+` = ? AND created_at >= ?`), id, ceilMicro(since)).Scan(&v)
 	if err != nil {
 		return 0, s.classify(err, "")

@@ -1,0 +1,126 @@
+package admin
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+// Desired is a declarative state: the orgs it names, each with the
+// providers, groups, projects (with their routes and virtual keys) and
+// fleet hosts it should hold. Its JSON is the config file format of `rolter
+// apply` and `--config` (docs/cli.md) with the secrets resolved: the body of
+// POST /admin/v1/apply and the answer of GET /admin/v1/export. The entries
+// are the create inputs of the API, so an applied entry passes exactly the
+// checks a create or a patch of it would.
+type Desired struct {
+	Orgs []DesiredOrg `json:"orgs"`
+}
+
+// DesiredOrg is an org with everything of it a config file manages.
+type DesiredOrg struct {
+	OrgInput
+	Providers []DesiredProvider `json:"providers,omitempty"`
+	// Groups name providers of the org by slug.
+	Groups   []DesiredGroup   `json:"groups,omitempty"`
+	Projects []DesiredProject `json:"projects,omitempty"`
+	// Hosts are fleet assignments; each names its project.
+	Hosts []HostInput `json:"hosts,omitempty"`
+}
+
+// DesiredProvider is a provider with its key pool. A key is known by its
+// secret; Ref names the variable it came from (see Apply).
+type DesiredProvider struct {
+	ProviderInput
+	SlugChange
+}
+
+// DesiredGroup is a provider group.
+type DesiredGroup struct {
+	GroupInput
+	SlugChange
+}
+
+// SlugChange lets an entry take an existing provider or group to a new
+// slug, which changes every "slug/model" address: never done without
+// AllowSlugChange. PreviousSlug names the one to rename; without it, an
+// existing entry of the same name whose slug differs is the one.
+type SlugChange struct {
+	PreviousSlug    string `json:"previous_slug,omitempty"`
+	AllowSlugChange bool   `json:"allow_slug_change,omitempty"`
+}
+
+// DesiredProject is a project with its routes and virtual keys. A virtual
+// key is known by its name among the project's live keys; its secret is
+// minted on creation and answered once.
+type DesiredProject struct {
+	ProjectInput
+	Routes []RouteInput      `json:"routes,omitempty"`
+	Keys   []VirtualKeyInput `json:"keys,omitempty"`
+}
+
+// The patches below write an entry's whole desired state over the
+// existing one: a field the entry leaves out is reset to what a create
+// without it gives, because the file is the truth.
+
+func orgPatch(in OrgInput) OrgPatch {
+	return OrgPatch{Description: &in.Description}
+}
+
+func projectPatch(in ProjectInput) ProjectPatch {
+	return ProjectPatch{Description: &in.Description, Budget: nullable[BudgetInput]{Set: true, Value: in.Budget},
+		RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit}
+}
+
+// providerPatch is in over an existing provider, with name and slug as
+// nameAndSlug completed them.
+func providerPatch(in ProviderInput, name, slug string) ProviderPatch {
+	ms := in.MetadataSource
+	if ms == "" {
+		ms = store.MetadataConfigured
+	}
+	models, headers := in.Models, in.ForwardHeaders
+	return ProviderPatch{Name: &name, Slug: &slug, Kind: &in.Kind, BaseURL: &in.BaseURL, MetadataSource: &ms,
+		ContextLimit: &in.ContextLimit, Models: &models, FirstByteTimeout: &in.FirstByteTimeout, IdleTimeout: &in.IdleTimeout,
+		ForwardHeaders: &headers, Policy: &in.Policy, Prices: nullable[PricesInput]{Set: true, Value: in.Prices}}
+}
+
+func groupPatch(in GroupInput, name, slug string) GroupPatch {
+	members := in.Members
+	return GroupPatch{Slug: &slug, Name: &name, Strategy: &in.Strategy, Members: &members, Policy: &in.Policy}
+}
+
+// routePatch is in over an existing route; kept are targets the fleet
+// added (hosts' providers), which no file names.
+func routePatch(in RouteInput, kept []TargetInput) RoutePatch {
+	targets := append(append([]TargetInput{}, in.Targets...), kept...)
+	return RoutePatch{Strategy: &in.Strategy, Targets: &targets, Policy: &in.Policy, RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit}
+}
+
+// keyPatch is in over the existing key k. An unchanged expiry is left out
+// of the patch: a live key may have expired, and only a new expiry must lie
+// in the future.
+func keyPatch(in VirtualKeyInput, k *store.VirtualKey) VirtualKeyPatch {
+	models := in.Models
+	if models == nil {
+		models = []string{}
+	}
+	p := VirtualKeyPatch{Name: &in.Name, Models: &models, RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit,
+		Budget: nullable[BudgetInput]{Set: true, Value: in.Budget}}
+	switch {
+	case sameTime(in.ExpiresAt, k.ExpiresAt):
+	case in.ExpiresAt == nil:
+		p.ExpiresAt = json.RawMessage("null")
+	default:
+		p.ExpiresAt, _ = json.Marshal(in.ExpiresAt)
+	}
+	return p
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}

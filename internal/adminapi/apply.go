@@ -1,0 +1,41 @@
+package adminapi
+
+import (
+	"net/http"
+
+	"github.com/rolter/rolter/internal/admin"
+)
+
+// maxApplyBody bounds the body of POST /apply: a whole configuration,
+// thousands of entries.
+const maxApplyBody = 16 << 20
+
+// apply reconciles the store with the desired state in the body, in one
+// transaction (admin.Service.Apply); ?dry_run=true rolls it back and
+// answers the plan, ?prune=true deletes what the named orgs hold and the
+// body does not.
+func (h *Handler) apply(w http.ResponseWriter, r *http.Request) error {
+	var opt admin.ApplyOptions
+	var err error
+	if opt.DryRun, err = boolQuery(r, "dry_run"); err != nil {
+		return err
+	}
+	if opt.Prune, err = boolQuery(r, "prune"); err != nil {
+		return err
+	}
+	var in admin.Desired
+	if err := decodeUpTo(w, r, &in, maxApplyBody); err != nil {
+		return err
+	}
+	res, err := h.svc.Apply(r.Context(), in, opt)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// export answers the current state as a desired state, without secrets.
+func (h *Handler) export(w http.ResponseWriter, r *http.Request) error {
+	return ok(w, r, func() (admin.Desired, error) { return h.svc.Export(r.Context()) })
+}
