@@ -149,9 +149,13 @@ func checkBaseURL(fe fieldErrors, raw string, allowLinkLocal bool) string {
 // refPattern is the shape of a key's ref: an environment variable name.
 var refPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
+// ValidKeyRef reports whether ref may be recorded as a pool key's ref:
+// an environment variable name (what checkKeyRef accepts, "" aside).
+func ValidKeyRef(ref string) bool { return refPattern.MatchString(ref) }
+
 // checkKeyRef validates a pool key's ref ("" is none).
 func checkKeyRef(fe fieldErrors, field, ref string) {
-	if ref != "" && !refPattern.MatchString(ref) {
+	if ref != "" && !ValidKeyRef(ref) {
 		fe.add(field, "must be an environment variable name: up to 128 letters, digits and '_', not starting with a digit")
 	}
 }

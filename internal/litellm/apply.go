@@ -90,7 +90,7 @@ func (plan *Plan) create(ctx context.Context, adm Admin, st Store, org *store.Or
 	rec := &store.ProviderImport{IDs: slices.Sorted(slices.Values(p.IDs)), Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL}
 	in := admin.ProviderInput{Name: p.Name, Slug: p.Slug, Kind: p.Kind, BaseURL: p.BaseURL, Import: rec}
 	if !p.Key.IsZero() {
-		in.Keys = []admin.KeyInput{{Secret: p.Key}}
+		in.Keys = []admin.KeyInput{{Secret: p.Key, Ref: p.keyRef()}}
 	}
 	if _, err := adm.CreateProvider(ctx, plan.Org, in); err != nil {
 		return describe(what, err)
@@ -109,6 +109,17 @@ func (plan *Plan) create(ctx context.Context, adm Admin, st Store, org *store.Or
 	return nil
 }
 
+// keyRef is the ref recorded with the provider's key: the variable it
+// came from (os.environ/NAME), so that `rolter export` names it as a
+// config file's env reference; "" for a literal key, or a name the admin
+// API would refuse as a ref (LiteLLM reads any name).
+func (p *Provider) keyRef() string {
+	if !admin.ValidKeyRef(p.KeyRef) {
+		return ""
+	}
+	return p.KeyRef
+}
+
 // updateProvider writes the update of a provider an earlier import
 // created: the new key first, so that the pool is never empty, then the
 // removal of the key it replaces, then the fields and the record.
@@ -116,7 +127,7 @@ func (plan *Plan) updateProvider(ctx context.Context, adm Admin, p *Provider) er
 	u := &p.update
 	what := fmt.Sprintf("provider %s for %s", p.Slug, entries(p.Entries))
 	if u.addKey {
-		k, err := adm.AddProviderKey(ctx, plan.Org, p.Slug, admin.KeyInput{Secret: p.Key, Weight: u.keyWeight})
+		k, err := adm.AddProviderKey(ctx, plan.Org, p.Slug, admin.KeyInput{Secret: p.Key, Weight: u.keyWeight, Ref: p.keyRef()})
 		if err != nil {
 			return describe(what+": add its key", err)
 		}

@@ -208,6 +208,13 @@ func TestProxyImport(t *testing.T) {
 		if got := h.groupRows(t, "default"); !reflect.DeepEqual(got, proxyGroups) {
 			t.Errorf("groups:\n got %v\nwant %v", got, proxyGroups)
 		}
+		// A key from os.environ/NAME records NAME, as rolter export names it.
+		for slug, ref := range map[string]string{"openai-api-openai-com-v1": "PROXY_TEST_OPENAI_KEY", "vllm-10-0-0-6-8000-v1": "PROXY_TEST_VLLM_KEY",
+			"openai-llm-example-com-v1": "PROXY_TEST_CATCHALL_KEY"} {
+			if p := mustProvider(t, h, "default", slug); len(p.Keys) != 1 || p.Keys[0].Ref != ref {
+				t.Errorf("provider %s keys %+v, want one with ref %s", slug, p.Keys, ref)
+			}
+		}
 		if got := section(t, out, litellm.SkippedHeader); !reflect.DeepEqual(got, proxySkipped) {
 			t.Errorf("skipped:\n got %q\nwant %q\n%s", got, proxySkipped, out)
 		}
@@ -380,8 +387,8 @@ func TestProxyReRunAfterEdits(t *testing.T) {
 			t.Errorf("providers:\n got %+v\nwant %+v", got, want)
 		}
 		oai = mustProvider(t, h, "default", "openai-api-openai-com-v1")
-		if len(oai.Keys) != 2 || oai.Keys[1].Weight != 3 || oai.Keys[0].Weight != 1 {
-			t.Errorf("openai keys: %+v (the replacement keeps the weight 3 of the key it replaces)", oai.Keys)
+		if len(oai.Keys) != 2 || oai.Keys[1].Weight != 3 || oai.Keys[0].Weight != 1 || oai.Keys[1].Ref != "PROXY_TEST_OPENAI_KEY" || oai.Keys[0].Ref != "" {
+			t.Errorf("openai keys: %+v (the replacement keeps the weight 3 of the key it replaces, and records its variable)", oai.Keys)
 		}
 
 		// The file moves the second vLLM box: the provider follows, renamed.
@@ -612,6 +619,9 @@ func TestReRunKindAndKey(t *testing.T) {
 
 		out = h.run(t, entry("hosted_vllm/x", ", api_key: "+openAIKey), litellm.Options{})
 		wantLines(t, out, `updated provider openai-h-1-v1: kind llamacpp -> vllm; name "openai h:1/v1" -> "vllm h:1/v1"; key added from the file's api_key`+"\n")
+		if p := mustProvider(t, h, "default", "openai-h-1-v1"); len(p.Keys) != 1 || p.Keys[0].Ref != "" {
+			t.Errorf("a literal key recorded a ref: %+v", p.Keys)
+		}
 		want := []provRow{{"openai-h-1-v1", "vllm h:1/v1", "vllm", "http://h:1/v1", openAIKey}}
 		if got := h.providers(t, "default"); !reflect.DeepEqual(got, want) {
 			t.Errorf("providers:\n got %+v\nwant %+v", got, want)
