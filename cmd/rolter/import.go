@@ -57,7 +57,10 @@ func importCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 Imports a LiteLLM config.yaml (top-level model_list) into an org and
 project, or a rolter config file (top-level orgs) as serve --config does.
-Creates what is missing and never overwrites; running it again is safe.
+Creates what is missing; running it again is safe. A LiteLLM import skips
+the entries rolter cannot serve and lists them, warns about every setting
+it does not carry over, and updates the providers it created before where
+the file changed them (docs/import.md).
 
 `)
 		fs.PrintDefaults()
@@ -70,7 +73,9 @@ Creates what is missing and never overwrites; running it again is safe.
 	sf.register(fs)
 	fs.StringVar(&opts.Org, "org", "default", "LiteLLM files: the org that gets the providers (created if missing)")
 	fs.StringVar(&opts.Project, "project", "default", "LiteLLM files: the project that gets the routes (created if missing)")
-	fs.BoolVar(&opts.DryRun, "dry-run", false, "print what would be created and write nothing")
+	fs.BoolVar(&opts.DryRun, "dry-run", false, "print what would be created and write nothing; LiteLLM files need no os.environ/ variable set")
+	fs.BoolVar(&opts.Strict, "strict", false, "LiteLLM files: refuse the file (exit 1, nothing written) if any entry would be skipped")
+	fs.BoolVar(&opts.Probe, "probe", false, "LiteLLM files: ask each openai-kind server for GET /props (3s each) to suggest kind llamacpp; dry runs too")
 	fs.StringVar(&logLevel, "log-level", envOr("ROLTER_LOG_LEVEL", "info"), "debug, info, warn or error (env ROLTER_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -99,7 +104,11 @@ Creates what is missing and never overwrites; running it again is safe.
 	)
 	switch format {
 	case formatLiteLLM:
-		if lcfg, err = litellm.Parse(b, os.LookupEnv); err != nil {
+		parse := litellm.Parse
+		if opts.DryRun {
+			parse = litellm.ParseDryRun
+		}
+		if lcfg, err = parse(b, os.LookupEnv); err != nil {
 			return fmt.Errorf("%s:\n%w", path, err)
 		}
 		for _, w := range lcfg.Warnings {
@@ -110,6 +119,9 @@ Creates what is missing and never overwrites; running it again is safe.
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if set["org"] || set["project"] {
 			return errors.New("--org and --project apply to LiteLLM files; a rolter config file names its orgs and projects itself")
+		}
+		if set["strict"] || set["probe"] {
+			return errors.New("--strict and --probe apply to LiteLLM files; a rolter config file is parsed strictly anyway")
 		}
 		if rcfg, err = config.Load(path); err != nil {
 			return err

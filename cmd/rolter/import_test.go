@@ -109,7 +109,7 @@ func TestImportLiteLLM(t *testing.T) {
 		t.Errorf("summary:\n%s", out)
 	}
 	for _, w := range []string{
-		"rolter import: warning: ignored top-level key litellm_settings: no rolter equivalent\n",
+		"rolter import: warning: ignored litellm_settings.drop_params: no rolter equivalent\n",
 		"rolter import: warning: ignored litellm_params.rpm in model_list[0]",
 	} {
 		if !strings.Contains(errs, w) {
@@ -181,6 +181,9 @@ func TestImportRolterFile(t *testing.T) {
 	if code, out, errs := runCmd(t, "import", "--data-dir", data, "--org", "x", file); code != 1 || !strings.Contains(errs, "--org and --project apply to LiteLLM files") {
 		t.Errorf("--org with a rolter file: exit %d\n%s\n%s", code, out, errs)
 	}
+	if code, out, errs := runCmd(t, "import", "--data-dir", data, "--strict", file); code != 1 || !strings.Contains(errs, "--strict and --probe apply to LiteLLM files") {
+		t.Errorf("--strict with a rolter file: exit %d\n%s\n%s", code, out, errs)
+	}
 	if code, out, errs := runCmd(t, "import", "--data-dir", data, file); code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
@@ -226,5 +229,85 @@ func TestImportRefusesOtherFiles(t *testing.T) {
 	}
 	if code, _, errs := runCmd(t, "import", filepath.Join(dir, "missing.yaml")); code != 1 || !strings.Contains(errs, "no such file") {
 		t.Errorf("missing FILE: exit %d\n%s", code, errs)
+	}
+}
+
+// A LiteLLM file with an entry rolter cannot serve and a key from the
+// environment.
+const forgivingFile = `model_list:
+  - model_name: gpt-4o
+    litellm_params:
+      model: openai/gpt-4o
+      api_key: os.environ/ROLTER_CMD_TEST_KEY
+  - model_name: gpt-4o
+    litellm_params:
+      model: azure/gpt-4o
+      api_base: https://example.openai.azure.com
+      api_key: ` + cmdLiteralKey + `
+  - model_name: openai/*
+    litellm_params:
+      model: openai/*
+      api_key: os.environ/ROLTER_CMD_TEST_KEY
+general_settings:
+  master_key: sk-cmd-master-never-printed
+`
+
+// TestImportLiteLLMForgiving: skipped entries fail the import only with
+// --strict, and a dry run needs no variable set.
+func TestImportLiteLLMForgiving(t *testing.T) {
+	cmdEnv(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	file := writeFile(t, dir, "config.yaml", forgivingFile)
+	counts := func() (int, int) {
+		t.Helper()
+		st, err := openStore(t, data).Load(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(st.Providers), len(st.Routes)
+	}
+
+	// A dry run on another machine: the variable is not set.
+	t.Setenv("ROLTER_CMD_TEST_KEY", "")
+	code, out, errs := runCmd(t, "import", "--data-dir", data, "--dry-run", file)
+	if code != 0 {
+		t.Fatalf("dry run without the variable: exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, w := range []string{
+		litellm.UnsetHeader + "\nROLTER_CMD_TEST_KEY: model_list[0].litellm_params.api_key, model_list[2].litellm_params.api_key\n",
+		litellm.SkippedHeader + "\n1, gpt-4o, \"LiteLLM provider azure/ has no rolter equivalent",
+		"would create group openai for openai/*: openai-api-openai-com-v1 weight 1 (clients ask for openai/<model>)\n",
+		"dry run: would create 1 providers, 1 routes, 1 groups; would skip 0 providers, 0 routes (already present); 1 entry not imported; nothing written\n",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("dry run output lacks %q:\n%s", w, out)
+		}
+	}
+	if !strings.Contains(errs, "rolter import: warning: ignored general_settings.master_key: rolter has no master key") || strings.Contains(errs+out, "sk-cmd-master-never-printed") {
+		t.Errorf("stderr:\n%s", errs)
+	}
+	if _, err := os.Stat(filepath.Join(data, sqlstore.SQLiteFile)); !os.IsNotExist(err) {
+		t.Errorf("dry run created the database: %v", err)
+	}
+	// The real import needs it, and says so before writing anything.
+	if code, out, errs := runCmd(t, "import", "--data-dir", data, file); code != 1 || !strings.Contains(errs, "environment variable ROLTER_CMD_TEST_KEY is not set") {
+		t.Errorf("import without the variable: exit %d\n%s\n%s", code, out, errs)
+	}
+
+	t.Setenv("ROLTER_CMD_TEST_KEY", cmdEnvKey)
+	code, out, errs = runCmd(t, "import", "--data-dir", data, "--strict", file)
+	if code != 1 || !strings.Contains(errs, "--strict: 1 entry skipped (model_list[1]); nothing written") || !strings.Contains(out, litellm.SkippedHeader) {
+		t.Errorf("--strict: exit %d\n%s\n%s", code, out, errs)
+	}
+	if p, r := counts(); p+r != 0 {
+		t.Errorf("--strict wrote %d providers, %d routes", p, r)
+	}
+	code, out, errs = runCmd(t, "import", "--data-dir", data, file)
+	if code != 0 || !strings.HasSuffix(out, "created 1 providers, 1 routes, 1 groups; skipped 0 providers, 0 routes (already present); 1 entry not imported\n") {
+		t.Errorf("import: exit %d\n%s\n%s", code, out, errs)
+	}
+	if p, r := counts(); p != 1 || r != 1 {
+		t.Errorf("import wrote %d providers, %d routes", p, r)
 	}
 }

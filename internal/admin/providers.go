@@ -35,6 +35,9 @@ type ProviderInput struct {
 	Keys   []KeyInput   `json:"keys,omitempty"`
 	// Prices are what the provider's tokens cost; absent: unpriced.
 	Prices *PricesInput `json:"prices,omitempty"`
+	// Import is the importer's record (rolter import); Go callers only,
+	// never read from or shown in the API.
+	Import *store.ProviderImport `json:"-"`
 }
 
 // KeyInput is one upstream credential for a provider's key pool.
@@ -63,6 +66,9 @@ type ProviderPatch struct {
 	Policy           *store.Policy   `json:"policy"`
 	// Prices replaces the prices; null removes them.
 	Prices nullable[PricesInput] `json:"prices"`
+	// Import replaces the importer's record (rolter import); Go callers
+	// only, never read from the API.
+	Import *store.ProviderImport `json:"-"`
 }
 
 // ProviderView is a provider as the API shows it: key ids and weights,
@@ -143,9 +149,13 @@ func checkBaseURL(fe fieldErrors, raw string, allowLinkLocal bool) string {
 // refPattern is the shape of a key's ref: an environment variable name.
 var refPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
+// ValidKeyRef reports whether ref may be recorded as a pool key's ref:
+// an environment variable name (what checkKeyRef accepts, "" aside).
+func ValidKeyRef(ref string) bool { return refPattern.MatchString(ref) }
+
 // checkKeyRef validates a pool key's ref ("" is none).
 func checkKeyRef(fe fieldErrors, field, ref string) {
-	if ref != "" && !refPattern.MatchString(ref) {
+	if ref != "" && !ValidKeyRef(ref) {
 		fe.add(field, "must be an environment variable name: up to 128 letters, digits and '_', not starting with a digit")
 	}
 }
@@ -279,7 +289,7 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 	p := &store.Provider{OrgID: o.ID, Slug: in.Slug, Name: in.Name, Kind: in.Kind, BaseURL: in.BaseURL,
 		MetadataSource: in.MetadataSource, ContextLimit: in.ContextLimit, Models: in.Models,
 		Settings: store.ProviderSettings{FirstByteTimeout: in.FirstByteTimeout, IdleTimeout: in.IdleTimeout, ForwardHeaders: in.ForwardHeaders,
-			Policy: in.Policy}}
+			Policy: in.Policy, Import: in.Import}}
 	p.Settings.Prices = checkPrices(fe, "prices", in.Prices)
 	if p.MetadataSource == "" {
 		p.MetadataSource = store.MetadataConfigured
@@ -355,6 +365,9 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 	}
 	if in.Prices.Set {
 		p.Settings.Prices = checkPrices(fe, "prices", in.Prices.Value)
+	}
+	if in.Import != nil {
+		p.Settings.Import = in.Import
 	}
 	warnings, err := changeSlug(&p.Slug, in.Slug, allowSlugChange)
 	if err != nil {

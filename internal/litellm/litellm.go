@@ -1,19 +1,26 @@
 // Package litellm imports a LiteLLM proxy config.yaml into rolter
-// (`rolter import`, SPEC §1).
+// (`rolter import`, SPEC §1; docs/import.md).
 //
 // Only model_list is imported. Each entry (a LiteLLM "deployment") becomes
 // a route target: one rolter provider per distinct (kind, api_base,
-// api_key), one route per distinct model_name. Everything else a LiteLLM
-// file carries (litellm_settings, router_settings, rpm/tpm, timeouts, ...)
-// has no rolter equivalent yet and is ignored with a warning, unlike
-// rolter's own config format, whose parser is strict: LiteLLM configs are
-// written for another product, and refusing them for a key rolter does not
-// use would make the importer useless.
+// api_key), one route per distinct model_name. A wildcard entry
+// ("prefix/*") becomes a provider group with that slug, so that clients
+// keep asking for "prefix/<model>" (see wildcard.go). rpm and tpm become
+// route limits where every deployment of the route sets them (limits.go).
 //
-// Import is all or nothing for bad input: every entry is checked before
-// anything is written. New providers get slugs from the deterministic bulk
-// backfill of design 000 (see Backfill); re-running the same file creates
-// nothing.
+// The importer is forgiving, because LiteLLM configs are written for
+// another product: an entry rolter cannot serve (an azure/ deployment, an
+// unknown provider prefix, a LiteLLM model pattern) is skipped and listed
+// in the report, and every setting that has no rolter equivalent is named
+// in a warning of its own (settings.go). An entry that is broken, though
+// (no model, a bad api_base, a vLLM without an address) stops the import
+// before anything is written, each problem naming its entry.
+//
+// A re-run finds the providers it created by an import identity recorded
+// on them (identity.go), not by their base_url or key, so an edited
+// base_url or a rotated key updates the provider instead of duplicating
+// it. New providers get slugs from the deterministic bulk backfill of
+// design 000 (see Backfill).
 package litellm
 
 import (
@@ -25,6 +32,7 @@ import (
 	"math"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -38,64 +46,126 @@ type Entry struct {
 	// Index is the position in model_list; messages name it as
 	// model_list[Index].
 	Index int
-	// ModelName is the public model name: the rolter route.
+	// ModelName is the public model name: the rolter route, or for a
+	// wildcard entry the pattern ("openai/*" or "*").
 	ModelName string
+	// Model is litellm_params.model as the file writes it (with
+	// custom_llm_provider put in front when it sets the provider).
+	Model string
 	// Kind is the rolter provider kind from the litellm_params.model prefix.
 	Kind string
-	// BaseURL is api_base (or the kind's public default) without a trailing
-	// slash.
+	// Label names the provider's kind in its display name: the kind, or
+	// the LiteLLM prefix where that says more ("ollama").
+	Label string
+	// BaseURL is api_base (or the prefix's default) without a trailing
+	// slash; "" when it comes from an unset variable (dry run).
 	BaseURL string
+	// BaseRef names the environment variable api_base is read from ("" for
+	// a literal); BaseUnset: it is not set (dry run only).
+	BaseRef   string
+	BaseUnset bool
 	// Key is api_key, resolved from the environment for "os.environ/NAME";
-	// zero when the entry has none.
+	// zero when the entry has none, or the variable is unset (dry run).
 	Key secret.Secret
-	// UpstreamModel is litellm_params.model after the provider prefix.
+	// KeyRef names the environment variable api_key is read from ("" for a
+	// literal key or none); KeyUnset: it is not set (dry run only).
+	KeyRef   string
+	KeyUnset bool
+	// UpstreamModel is litellm_params.model after the provider prefix; ""
+	// for a wildcard entry, which passes the requested model through.
 	UpstreamModel string
 	// Weight is litellm_params.weight (default 1).
 	Weight int
+	// RPM and TPM are litellm_params.rpm and tpm; 0: not set.
+	RPM, TPM int
+	// Wildcard is set for a wildcard entry: the prefix of "prefix/*", or
+	// "*" for the catch-all. Such an entry makes no route.
+	Wildcard string
+	// InfoID is model_info.id, LiteLLM's own deployment id; "" if none.
+	// Occurrence counts the entries before this one, this one included,
+	// with the same ModelName and Model. Either makes the import identity.
+	InfoID     string
+	Occurrence int
 }
 
 // Config is a parsed LiteLLM config.
 type Config struct {
 	Entries []Entry
-	// Warnings name every key the import ignores, one line each, sorted.
-	// They carry key names and entry positions only, never values.
+	// Skipped are the entries rolter cannot import, in file order.
+	Skipped []Skipped
+	// Unset are the environment variables the imported entries read that
+	// are not set, sorted by name; only ParseDryRun leaves any.
+	Unset []UnsetVar
+	// Limits are the route limits mapped from rpm and tpm, by model_name.
+	Limits map[string]Limits
+	// Warnings name every setting the import does not carry over, one line
+	// each, sorted. They carry key names, entry positions and model names
+	// only, never values.
 	Warnings []string
 }
 
-// The keys of a model_list entry the importer reads; anything else is
-// reported and ignored.
+// Skipped is an entry the import leaves out, and why.
+type Skipped struct {
+	Index     int
+	ModelName string
+	Reason    string
+}
+
+// UnsetVar is an environment variable the file references that is not
+// set, with the fields that read it ("model_list[0].litellm_params.api_key").
+type UnsetVar struct {
+	Name   string
+	Fields []string
+}
+
+// The keys the importer reads; anything else is reported and ignored.
 type rawFile struct {
-	ModelList *[]rawEntry    `yaml:"model_list"`
-	Other     map[string]any `yaml:",inline"`
+	ModelList *[]rawEntry `yaml:"model_list"`
+	// EnvVars are set into the environment by LiteLLM at start, so
+	// os.environ/ references may name them (they win over the process
+	// environment, as in LiteLLM).
+	EnvVars map[string]any `yaml:"environment_variables"`
+	Other   map[string]any `yaml:",inline"`
 }
 
 type rawEntry struct {
 	ModelName string         `yaml:"model_name"`
 	Params    *rawParams     `yaml:"litellm_params"`
+	Info      map[string]any `yaml:"model_info"`
 	Other     map[string]any `yaml:",inline"`
 }
 
 type rawParams struct {
-	Model   string         `yaml:"model"`
-	APIBase string         `yaml:"api_base"`
-	APIKey  secret.Secret  `yaml:"api_key"`
-	Weight  *float64       `yaml:"weight"`
-	Other   map[string]any `yaml:",inline"`
+	Model    string         `yaml:"model"`
+	Provider string         `yaml:"custom_llm_provider"`
+	APIBase  string         `yaml:"api_base"`
+	APIKey   secret.Secret  `yaml:"api_key"`
+	Weight   *float64       `yaml:"weight"`
+	RPM      *float64       `yaml:"rpm"`
+	TPM      *float64       `yaml:"tpm"`
+	Other    map[string]any `yaml:",inline"`
 }
 
 // envPrefix marks a LiteLLM value read from the environment.
 const envPrefix = "os.environ/"
 
-// why explains the ignored keys users most often ask about.
-var why = map[string]string{
-	"litellm_params.rpm": "rolter does not import rate limits; set them on virtual keys",
-	"litellm_params.tpm": "rolter does not import rate limits; set them on virtual keys",
+// Parse decodes a LiteLLM config and checks every model_list entry.
+// lookupEnv resolves "os.environ/NAME" values (os.LookupEnv in the CLI);
+// an unset variable is an error of the entry that reads it. Entries rolter
+// cannot serve are left out and listed in Config.Skipped; broken entries
+// are errors, returned together, each naming its entry.
+func Parse(b []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	return parse(b, lookupEnv, false)
 }
 
-// Parse decodes a LiteLLM config and checks every model_list entry.
-// lookupEnv resolves "os.environ/NAME" values (os.LookupEnv in the CLI).
-// All entry problems are returned together, each naming its entry.
-func Parse(b []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+// ParseDryRun is Parse for a plan that writes nothing: an unset variable
+// is listed in Config.Unset instead, and its entry is planned without the
+// value (its key unknown, or its api_base).
+func ParseDryRun(b []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	return parse(b, lookupEnv, true)
+}
+
+func parse(b []byte, lookupEnv func(string) (string, bool), dryRun bool) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var raw rawFile
 	if err := dec.Decode(&raw); err != nil {
@@ -111,93 +181,219 @@ func Parse(b []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 	if raw.ModelList == nil {
 		return nil, errors.New("litellm: no model_list: not a LiteLLM config")
 	}
-	cfg := &Config{}
-	for _, k := range slices.Sorted(maps.Keys(raw.Other)) {
-		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("ignored top-level key %s: no rolter equivalent", k))
-	}
+	env := fileEnv(raw.EnvVars, lookupEnv)
+	cfg := &Config{Warnings: settingWarnings(raw.Other)}
 	ignored := map[string][]int{} // key path -> entries
+	unset := map[string][]string{}
+	seen := map[[2]string]int{} // (model_name, model) -> entries so far
 	var errs []error
 	for i, re := range *raw.ModelList {
-		for k := range re.Other {
-			ignored[k] = append(ignored[k], i)
-		}
-		if re.Params != nil {
-			for k := range re.Params.Other {
-				ignored["litellm_params."+k] = append(ignored["litellm_params."+k], i)
-			}
-		}
-		e, err := checkEntry(i, re, lookupEnv)
-		if err != nil {
-			errs = append(errs, err)
+		c := entryCheck{index: i, env: env, dryRun: dryRun}
+		e, skip := c.check(re)
+		if skip != "" {
+			cfg.Skipped = append(cfg.Skipped, Skipped{Index: i, ModelName: re.ModelName, Reason: skip})
 			continue
 		}
+		if len(c.probs) > 0 {
+			errs = append(errs, entryError(i, re.ModelName, c.probs))
+			continue
+		}
+		for _, k := range entryKeys(re) {
+			ignored[k] = append(ignored[k], i)
+		}
+		for name, fields := range c.unset {
+			unset[name] = append(unset[name], fields...)
+		}
+		key := [2]string{e.ModelName, e.Model}
+		seen[key]++
+		e.Occurrence = seen[key]
 		cfg.Entries = append(cfg.Entries, e)
-	}
-	for _, k := range slices.Sorted(maps.Keys(ignored)) {
-		where := make([]string, 0, len(ignored[k]))
-		for _, i := range ignored[k] {
-			where = append(where, fmt.Sprintf("model_list[%d]", i))
-		}
-		w := fmt.Sprintf("ignored %s in %s", k, strings.Join(where, ", "))
-		if r, ok := why[k]; ok {
-			w += " (" + r + ")"
-		}
-		cfg.Warnings = append(cfg.Warnings, w)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	for _, name := range slices.Sorted(maps.Keys(unset)) {
+		cfg.Unset = append(cfg.Unset, UnsetVar{Name: name, Fields: unset[name]})
+	}
+	var limitWarnings []string
+	cfg.Limits, limitWarnings = routeLimits(cfg.Entries)
+	var entryWarnings []string
+	for _, k := range slices.Sorted(maps.Keys(ignored)) {
+		entryWarnings = append(entryWarnings, fmt.Sprintf("ignored %s in %s", k, entries(ignored[k]))+because(k))
+	}
+	entryWarnings = append(entryWarnings, limitWarnings...)
+	slices.Sort(entryWarnings)
+	cfg.Warnings = append(cfg.Warnings, entryWarnings...)
 	return cfg, nil
 }
 
-// checkEntry maps one entry. The checks repeat the admin API's rules for
-// the fields the import writes, so that a bad entry is refused before
-// anything is written rather than halfway through.
-func checkEntry(i int, re rawEntry, lookupEnv func(string) (string, bool)) (Entry, error) {
-	e := Entry{Index: i, ModelName: re.ModelName, Weight: 1}
-	var probs []string
-	fail := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
-	if msg := checkModelName(re.ModelName); msg != "" {
-		fail("model_name %s", msg)
+// entryKeys are the keys of an entry the import does not read, as paths
+// ("litellm_params.timeout", "model_info.mode").
+func entryKeys(re rawEntry) []string {
+	var out []string
+	for k := range re.Other {
+		out = append(out, k)
 	}
+	if re.Params != nil {
+		for k := range re.Params.Other {
+			out = append(out, "litellm_params."+k)
+		}
+	}
+	for k := range re.Info {
+		if k != "id" {
+			out = append(out, "model_info."+k)
+		}
+	}
+	return out
+}
+
+// entryCheck maps one entry, collecting its problems and the unset
+// variables it reads.
+type entryCheck struct {
+	index  int
+	env    func(string) (string, bool)
+	dryRun bool
+	probs  []string
+	unset  map[string][]string
+}
+
+func (c *entryCheck) fail(format string, args ...any) {
+	c.probs = append(c.probs, fmt.Sprintf(format, args...))
+}
+
+// check maps one entry. It returns a reason when rolter cannot serve the
+// entry at all (it is skipped, whatever else is wrong with it); otherwise
+// the problems it finds are in c.probs. The checks repeat the admin API's
+// rules for the fields the import writes, so that a bad entry is refused
+// before anything is written rather than halfway through.
+func (c *entryCheck) check(re rawEntry) (e Entry, skip string) {
+	e = Entry{Index: c.index, ModelName: re.ModelName, Weight: 1}
 	p := re.Params
 	if p == nil {
-		fail("litellm_params is required")
-		return e, entryError(i, re.ModelName, probs)
+		if msg := admin.ModelNameProblem(re.ModelName); msg != "" {
+			c.fail("model_name %s", msg)
+		}
+		c.fail("litellm_params is required")
+		return e, ""
 	}
-	kind, upstream, err := SplitModel(p.Model)
-	if err != nil {
-		fail("litellm_params.model: %v", err)
-	} else {
-		e.Kind, e.UpstreamModel = kind, upstream
-		if msg := checkModelName(upstream); msg != "" {
-			fail("litellm_params.model: the upstream model after the provider prefix %s", msg)
+	e.Model = p.Model
+	if p.Provider != "" && !strings.HasPrefix(p.Model, p.Provider+"/") {
+		e.Model = p.Provider + "/" + p.Model
+	}
+	pfx, upstream, err := splitModel(e.Model)
+	var unsupported *UnsupportedError
+	switch {
+	case errors.As(err, &unsupported):
+		return e, unsupported.Reason
+	case err != nil:
+		if msg := admin.ModelNameProblem(re.ModelName); msg != "" {
+			c.fail("model_name %s", msg)
+		}
+		c.fail("litellm_params.model: %v", err)
+		return e, ""
+	}
+	if why := wildcard(&e, upstream); why != "" {
+		return e, why
+	}
+	e.Kind, e.Label = pfx.kind, pfx.label()
+	if e.Wildcard == "" {
+		if msg := admin.ModelNameProblem(re.ModelName); msg != "" {
+			c.fail("model_name %s", msg)
+		}
+		e.UpstreamModel = upstream
+		if msg := admin.ModelNameProblem(upstream); msg != "" {
+			c.fail("litellm_params.model: the upstream model after the provider prefix %s", msg)
 		}
 	}
-	apiBase, err := resolveEnv(p.APIBase, lookupEnv)
-	if err != nil {
-		fail("litellm_params.api_base: %v", err)
-	} else if kind != "" {
-		if e.BaseURL, err = BaseURL(kind, apiBase); err != nil {
-			fail("litellm_params.api_base: %v", err)
+	apiBase, ref, ok := c.resolve("api_base", p.APIBase)
+	e.BaseRef, e.BaseUnset = ref, !ok
+	if ok {
+		if e.BaseURL, err = pfx.baseURL(apiBase); err != nil {
+			c.fail("litellm_params.api_base: %v", err)
 		}
 	}
-	key, err := resolveEnv(p.APIKey.Reveal(), lookupEnv)
-	if err != nil {
-		fail("litellm_params.api_key: %v", err)
+	key, ref, ok := c.resolve("api_key", p.APIKey.Reveal())
+	e.Key, e.KeyRef, e.KeyUnset = secret.New(key), ref, !ok
+	e.Weight = c.whole("weight", p.Weight, 0, admin.MaxWeight, 1)
+	e.RPM = c.whole("rpm", p.RPM, 1, admin.MaxRateLimit, 0)
+	e.TPM = c.whole("tpm", p.TPM, 1, admin.MaxRateLimit, 0)
+	e.InfoID = infoID(re.Info)
+	return e, ""
+}
+
+// whole reads a whole-number parameter from lo to hi; def when absent.
+func (c *entryCheck) whole(name string, v *float64, lo, hi, def int) int {
+	if v == nil {
+		return def
 	}
-	e.Key = secret.New(key)
-	if w := p.Weight; w != nil {
-		if *w != math.Trunc(*w) || *w < 0 || *w > admin.MaxWeight {
-			fail("litellm_params.weight must be a whole number from 0 to %d", admin.MaxWeight)
-		} else {
-			e.Weight = int(*w)
+	if *v != math.Trunc(*v) || *v < float64(lo) || *v > float64(hi) {
+		c.fail("litellm_params.%s must be a whole number from %d to %d", name, lo, hi)
+		return def
+	}
+	return int(*v)
+}
+
+// resolve reads "os.environ/NAME" from the environment; other values pass
+// through. ref is NAME ("" for a literal). ok is false only in a dry run,
+// for an unset variable, which is recorded; otherwise an unset variable
+// is a problem of the entry. Messages name the variable, never a value.
+func (c *entryCheck) resolve(field, v string) (val, ref string, ok bool) {
+	name, isRef := strings.CutPrefix(v, envPrefix)
+	if !isRef {
+		return v, "", true
+	}
+	if name == "" {
+		c.fail("litellm_params.%s: %s names no environment variable", field, envPrefix)
+		return "", "", true
+	}
+	if val, set := c.env(name); set && val != "" {
+		return val, name, true
+	}
+	if !c.dryRun {
+		c.fail("litellm_params.%s: environment variable %s is not set", field, name)
+		return "", name, true
+	}
+	if c.unset == nil {
+		c.unset = map[string][]string{}
+	}
+	c.unset[name] = append(c.unset[name], fmt.Sprintf("model_list[%d].litellm_params.%s", c.index, field))
+	return "", name, false
+}
+
+// fileEnv resolves a variable from the file's environment_variables first
+// (LiteLLM sets them into its environment at start), then from lookupEnv.
+func fileEnv(vars map[string]any, lookupEnv func(string) (string, bool)) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		if v, ok := vars[name]; ok && v != nil {
+			if s := scalar(v); s != "" {
+				return s, true
+			}
 		}
+		return lookupEnv(name)
 	}
-	if len(probs) > 0 {
-		return e, entryError(i, re.ModelName, probs)
+}
+
+// scalar is a YAML scalar as text; "" for anything else.
+func scalar(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case int:
+		return strconv.Itoa(v)
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case bool:
+		return strconv.FormatBool(v)
 	}
-	return e, nil
+	return ""
+}
+
+// infoID is model_info.id, a string or a number in YAML.
+func infoID(info map[string]any) string {
+	if v, ok := info["id"]; ok {
+		return scalar(v)
+	}
+	return ""
 }
 
 func entryError(i int, modelName string, probs []string) error {
@@ -207,27 +403,6 @@ func entryError(i int, modelName string, probs []string) error {
 	}
 	return fmt.Errorf("%s: %s", where, strings.Join(probs, "; "))
 }
-
-// resolveEnv reads "os.environ/NAME" from the environment; other values
-// pass through. The error names the variable, never a value.
-func resolveEnv(v string, lookupEnv func(string) (string, bool)) (string, error) {
-	name, ok := strings.CutPrefix(v, envPrefix)
-	if !ok {
-		return v, nil
-	}
-	if name == "" {
-		return "", errors.New(envPrefix + " names no environment variable")
-	}
-	val, ok := lookupEnv(name)
-	if !ok || val == "" {
-		return "", fmt.Errorf("environment variable %s is not set", name)
-	}
-	return val, nil
-}
-
-// checkModelName is the admin API's rule for route and upstream model
-// names; "" means valid.
-func checkModelName(m string) string { return admin.ModelNameProblem(m) }
 
 // checkURL is the admin API's base_url rule, link-local and metadata
 // addresses refused (as by a default rolter serve). Errors never quote the

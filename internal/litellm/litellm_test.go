@@ -1,6 +1,7 @@
 package litellm_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -23,7 +24,9 @@ const (
 	masterKey    = "sk-litellm-master-never-imported"
 )
 
-var allSecrets = []string{openAIKey, secondKey, vllmKey, anthropicKey, masterKey}
+var allSecrets = []string{openAIKey, secondKey, vllmKey, anthropicKey, masterKey,
+	proxyOpenAIKey, proxyVLLMKey, proxyAnthropicKey, proxyAzureKey, proxyCatchAllKey, proxyMasterKey,
+	proxyRotatedKey, proxyRotatedOAI, proxyManualKey}
 
 func env(vars map[string]string) func(string) (string, bool) {
 	return func(name string) (string, bool) {
@@ -82,14 +85,18 @@ func TestParseRealistic(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("entries:\n got %+v\nwant %+v", got, want)
 	}
+	// One line per setting that is not carried over, by name; model_info.id
+	// is read (the import identity), and rpm/tpm are not carried over here
+	// because each route has a deployment without them.
 	wantWarn := []string{
-		"ignored top-level key general_settings: no rolter equivalent",
-		"ignored top-level key litellm_settings: no rolter equivalent",
-		"ignored top-level key router_settings: no rolter equivalent",
-		"ignored litellm_params.rpm in model_list[0], model_list[3] (rolter does not import rate limits; set them on virtual keys)",
-		"ignored litellm_params.timeout in model_list[2]",
-		"ignored litellm_params.tpm in model_list[0] (rolter does not import rate limits; set them on virtual keys)",
-		"ignored model_info in model_list[0]",
+		"ignored general_settings.master_key: rolter has no master key: admin tokens guard the admin API (ROLTER_ADMIN_TOKEN, /admin/v1/tokens) and clients use virtual keys",
+		"ignored litellm_settings.drop_params: no rolter equivalent",
+		"ignored litellm_settings.num_retries: rolter retries a failed request on the route's other targets itself (docs/data-path.md)",
+		"ignored router_settings.routing_strategy: each rolter route balances its targets by its own strategy (weighted, round_robin, least_busy or latency)",
+		"ignored litellm_params.rpm in model_list[0] (route gpt-4o: model_list[1] sets no rpm, so the deployments have no total to carry over; set rpm_limit on the route or on keys)",
+		"ignored litellm_params.rpm in model_list[3] (route qwen3: model_list[2] sets no rpm, so the deployments have no total to carry over; set rpm_limit on the route or on keys)",
+		"ignored litellm_params.timeout in model_list[2] (set first_byte_timeout and idle_timeout on the provider)",
+		"ignored litellm_params.tpm in model_list[0] (route gpt-4o: model_list[1] sets no tpm, so the deployments have no total to carry over; set tpm_limit on the route or on keys)",
 	}
 	if !reflect.DeepEqual(cfg.Warnings, wantWarn) {
 		t.Errorf("warnings:\n got %q\nwant %q", cfg.Warnings, wantWarn)
@@ -116,8 +123,12 @@ func TestParseErrors(t *testing.T) {
 			[]string{"litellm_params.model: is required"}},
 		{"prefix without model", "model_list:\n- model_name: a\n  litellm_params: {model: hosted_vllm/, api_base: http://h/v1}\n",
 			[]string{"litellm_params.model: names no model after hosted_vllm/"}},
-		{"foreign provider", "model_list:\n- model_name: a\n  litellm_params: {model: azure/gpt-4o}\n",
-			[]string{`LiteLLM provider azure/ has no rolter equivalent`, "openai/"}},
+		{"rpm not whole", "model_list:\n- model_name: a\n  litellm_params: {model: openai/a, rpm: 0}\n",
+			[]string{"litellm_params.rpm must be a whole number from 1 to 1000000000"}},
+		{"tpm fractional", "model_list:\n- model_name: a\n  litellm_params: {model: openai/a, tpm: 2.5}\n",
+			[]string{"litellm_params.tpm must be a whole number"}},
+		{"empty env name", "model_list:\n- model_name: a\n  litellm_params: {model: openai/a, api_key: os.environ/}\n",
+			[]string{"litellm_params.api_key: os.environ/ names no environment variable"}},
 		{"vllm without api_base", "model_list:\n- model_name: ok\n  litellm_params: {model: openai/gpt-4o}\n- model_name: q\n  litellm_params: {model: hosted_vllm/Qwen/Qwen3-8B}\n",
 			[]string{`model_list[1] (model_name "q"): litellm_params.api_base: is required for vllm servers`}},
 		{"sglang without api_base", "model_list:\n- model_name: q\n  litellm_params: {model: sglang/q}\n",
@@ -202,17 +213,22 @@ func TestSplitModel(t *testing.T) {
 		{"llamacpp/llama", "llamacpp", "llama", ""},
 		{"llama_cpp/llama", "llamacpp", "llama", ""},
 		{"llamafile/llama", "llamacpp", "llama", ""},
-		{"gpt-4o", "openai", "gpt-4o", ""},                           // no prefix
-		{"Qwen/Qwen3-8B", "openai", "Qwen/Qwen3-8B", ""},             // an org, not a provider
-		{"OpenAI/gpt-4o", "openai", "OpenAI/gpt-4o", ""},             // prefixes are lowercase
-		{"azure/gpt-4o", "", "", "LiteLLM provider azure/"},          // no rolter kind
-		{"bedrock/anthropic.claude", "", "", "no rolter equivalent"}, //
+		{"ollama/llama3.1", "openai", "llama3.1", ""},
+		{"ollama_chat/qwen3:8b", "openai", "qwen3:8b", ""},
+		{"lm_studio/qwen3", "openai", "qwen3", ""},
+		{"gpt-4o", "openai", "gpt-4o", ""},                                               // no prefix
+		{"Qwen/Qwen3-8B", "", "", "unsupported: Qwen/ is not a LiteLLM provider prefix"}, // LiteLLM refuses it too
+		{"OpenAI/gpt-4o", "", "", "unsupported: prefixes are lower case"},
+		{"azure/gpt-4o", "", "", "unsupported: LiteLLM provider azure/"},          // no rolter kind
+		{"bedrock/anthropic.claude", "", "", "unsupported: no rolter equivalent"}, //
 		{"openai/", "", "", "names no model after openai/"},
 		{"", "", "", "is required"},
 	} {
 		kind, upstream, err := litellm.SplitModel(tc.model)
 		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
+			want, isUnsupported := strings.CutPrefix(tc.err, "unsupported: ")
+			var ue *litellm.UnsupportedError
+			if err == nil || !strings.Contains(err.Error(), want) || errors.As(err, &ue) != isUnsupported {
 				t.Errorf("SplitModel(%q) error = %v, want %q", tc.model, err, tc.err)
 			}
 			continue

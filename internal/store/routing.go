@@ -49,6 +49,28 @@ type ProviderSettings struct {
 	// because only the gateway's snapshot reads them: no query filters or
 	// sums prices (usage rows carry the computed cost).
 	Prices *Prices `json:"prices,omitempty"`
+	// Import records where `rolter import` took the provider from; nil
+	// for a provider it did not create. Only the importer reads it.
+	Import *ProviderImport `json:"import,omitempty"`
+}
+
+// ProviderImport is the import identity of a provider that `rolter
+// import` created: a re-run of the import finds the provider by it however
+// its base_url or key pool were edited since, and changes only what the
+// imported file changed (package litellm, docs/import.md).
+type ProviderImport struct {
+	// IDs are the import identities of the file entries the provider
+	// serves ("litellm:" and a hex digest; no secret goes into them).
+	IDs []string `json:"ids"`
+	// Name, Kind and BaseURL are what the import last wrote. A field that
+	// differs from them now was edited since, and a re-run leaves it
+	// unless the file changed it too.
+	Name    string `json:"name,omitempty"`
+	Kind    string `json:"kind,omitempty"`
+	BaseURL string `json:"base_url,omitempty"`
+	// KeyID is the pool key the import last added; 0: none. A re-run
+	// replaces or removes only this key, never one added by hand.
+	KeyID int64 `json:"key_id,omitempty"`
 }
 
 // Prices are token prices in the gateway's one currency (USD), per million
