@@ -398,4 +398,3 @@ func TestDrainDeadlineCuts(t *testing.T) {
 		t.Fatal("the cut is not logged")
 	}
 }
-
