@@ -87,8 +87,13 @@ func exportOrg(ix *stateIndex, o store.Org, hosts []store.Host) DesiredOrg {
 	}
 	for _, h := range hosts {
 		if h.State != store.HostRetired {
-			do.Hosts = append(do.Hosts, HostInput{IP: h.IP, Port: h.Port, Project: ix.projectName(h.ProjectID), ModelName: h.ModelName,
-				Recipe: h.Recipe, Notes: h.Notes, AutoApply: h.AutoApply})
+			hi := HostInput{IP: h.IP, Port: h.Port, Project: ix.projectName(h.ProjectID), ModelName: h.ModelName,
+				Recipe: h.Recipe, Notes: h.Notes, AutoApply: h.AutoApply}
+			if h.DrainTimeout != 0 && h.DrainTimeout != store.DefaultDrainTimeout {
+				dt := store.Duration(h.DrainTimeout)
+				hi.DrainTimeout = &dt
+			}
+			do.Hosts = append(do.Hosts, hi)
 		}
 	}
 	return do

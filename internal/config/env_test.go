@@ -85,7 +85,7 @@ func TestExportFileRoundTrip(t *testing.T) {
 			Keys: []admin.VirtualKeyInput{{Name: "fe", Models: []string{"team/gpt"}, ExpiresAt: &exp, Budget: &admin.BudgetInput{Amount: "5", Period: "day"}}},
 		}},
 		Hosts: []admin.HostInput{{IP: "10.0.1.1", Port: 8000, Project: "web", ModelName: "qwen3", Notes: "rack 4", AutoApply: true,
-			Recipe: fleetapi.Recipe{VLLM: &fleetapi.VLLM{Model: "Qwen/Qwen3-8B", Source: fleetapi.Source{Kind: "hf", Revision: "main"},
+			DrainTimeout: durp(45 * time.Second), Recipe: fleetapi.Recipe{VLLM: &fleetapi.VLLM{Model: "Qwen/Qwen3-8B", Source: fleetapi.Source{Kind: "hf", Revision: "main"},
 				VRAMGB: 16, DiskGB: 18, Args: []string{"--max-model-len", "8192"}}}}},
 	}}}
 	f, placeholders := config.FromDesired(d)
@@ -125,3 +125,5 @@ func revealKeys(d admin.Desired) []any {
 	}
 	return out
 }
+
+func durp(d time.Duration) *store.Duration { v := store.Duration(d); return &v }

@@ -59,6 +59,7 @@ func FromDesired(d admin.Desired) (f *File, placeholders []string) {
 		}
 		for _, h := range do.Hosts {
 			fh := Host{IP: h.IP, Port: h.Port, Project: h.Project, ModelName: h.ModelName, Notes: h.Notes, AutoApply: h.AutoApply}
+			fh.DrainTimeout = h.DrainTimeout
 			if v := h.Recipe.VLLM; v != nil {
 				s := v.Source
 				fh.Recipe.VLLM = &VLLM{Model: v.Model, VRAMGB: v.VRAMGB, DiskGB: v.DiskGB, Args: v.Args,

@@ -155,6 +155,8 @@ type Host struct {
 	Recipe    Recipe `yaml:"recipe,omitempty"`
 	Notes     string `yaml:"notes,omitempty"`
 	AutoApply bool   `yaml:"auto_apply,omitempty"`
+	// DrainTimeout bounds the drain before a restart (absent: 120s).
+	DrainTimeout *store.Duration `yaml:"drain_timeout,omitempty"`
 }
 
 // Recipe is what a host runs (design 002).
@@ -286,7 +288,7 @@ func (o Org) desired() admin.DesiredOrg {
 
 func (h Host) input() admin.HostInput {
 	return admin.HostInput{IP: h.IP, Port: h.Port, Project: h.Project, ModelName: h.ModelName, Recipe: h.Recipe.input(),
-		Notes: h.Notes, AutoApply: h.AutoApply}
+		Notes: h.Notes, AutoApply: h.AutoApply, DrainTimeout: h.DrainTimeout}
 }
 
 func (r Recipe) input() fleetapi.Recipe {
