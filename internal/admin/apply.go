@@ -11,7 +11,7 @@ import (
 )
 
 // Apply: declarative configuration (rolter apply, POST /admin/v1/apply,
-// and serve --config and rolter import of a rolter file).
+// serve --config and rolter import, of a rolter file or a LiteLLM one).
 //
 // Every entry of a Desired is matched to what exists, then created, or
 // written over the existing one in full (a patch of every field), each
