@@ -22,6 +22,15 @@ const (
 	CodeImmutableField = "immutable_field"
 	CodeHostRetired    = "host_retired"
 	CodeFleetKeyLimit  = "fleet_key_limit"
+	// CodeWouldDrainPool refuses an apply that would take the last
+	// serving host of a pool of several out of routing (force overrides).
+	CodeWouldDrainPool = "would_drain_pool"
+)
+
+// Bounds of a host's drain_timeout.
+const (
+	minDrainTimeout = time.Second
+	maxDrainTimeout = time.Hour
 )
 
 // MaxActiveFleetKeys is how many unrevoked fleet keys an org may hold: two,
@@ -37,6 +46,8 @@ type HostInput struct {
 	Recipe    fleetapi.Recipe `json:"recipe"`
 	Notes     string          `json:"notes,omitempty"`
 	AutoApply bool            `json:"auto_apply,omitempty"`
+	// DrainTimeout bounds the drain before a restart (default 120s).
+	DrainTimeout *store.Duration `json:"drain_timeout,omitempty"`
 }
 
 // HostPatch changes a host. ip, project and model_name are its identity:
@@ -49,6 +60,8 @@ type HostPatch struct {
 	Recipe    *fleetapi.Recipe `json:"recipe,omitempty"`
 	Notes     *string          `json:"notes,omitempty"`
 	AutoApply *bool            `json:"auto_apply,omitempty"`
+	// DrainTimeout bounds the drain before a restart.
+	DrainTimeout *store.Duration `json:"drain_timeout,omitempty"`
 }
 
 // Liveness is the age of a host's last config fetch with its colour class
@@ -69,9 +82,13 @@ type HostView struct {
 	ModelName string          `json:"model_name"`
 	Recipe    fleetapi.Recipe `json:"recipe"`
 	Notes     string          `json:"notes"`
-	State     string          `json:"state"`
-	AutoApply bool            `json:"auto_apply"`
-	APIKey    string          `json:"api_key,omitempty"`
+	// State is pending, serving, down or retired, or draining while a
+	// restart drain runs (Drain says how far it is).
+	State        string         `json:"state"`
+	AutoApply    bool           `json:"auto_apply"`
+	DrainTimeout store.Duration `json:"drain_timeout"`
+	Drain        *HostDrain     `json:"drain,omitempty"`
+	APIKey       string         `json:"api_key,omitempty"`
 	// Provider is the slug of the vllm provider the fleet registered for
 	// the host (addressable as "host-N/model" while it serves); empty
 	// until its first healthy probe.
@@ -99,6 +116,16 @@ type HostView struct {
 	CreatedAt       time.Time            `json:"created_at"`
 	UpdatedAt       time.Time            `json:"updated_at"`
 	RetiredAt       *time.Time           `json:"retired_at,omitempty"`
+}
+
+// HostDrain is a restart drain under way: the host is out of routing
+// since StartedAt; DrainedAt is set once its in-flight requests finished
+// (or Deadline passed) and the box may restart. It ends when probes show
+// the new revision serving.
+type HostDrain struct {
+	StartedAt time.Time  `json:"started_at"`
+	Deadline  time.Time  `json:"deadline"`
+	DrainedAt *time.Time `json:"drained_at,omitempty"`
 }
 
 // HostProbe is the controller's in-memory health of a host.
@@ -143,6 +170,11 @@ func (s *Service) hostView(h *store.Host, project string) HostView {
 	if h.ReportedAt != nil {
 		d := h.Report.Discovered
 		v.Discovered = &d
+	}
+	v.DrainTimeout = store.Duration(h.DrainTimeout)
+	if d := h.Drain; d != nil && h.State != store.HostRetired {
+		v.State = store.HostDraining
+		v.Drain = &HostDrain{StartedAt: d.StartedAt, Deadline: d.Deadline, DrainedAt: d.DrainedAt}
 	}
 	if s.fleetHealth != nil {
 		if ok, fail, lastErr, known := s.fleetHealth.Health(h.ID); known {
@@ -232,6 +264,7 @@ func (s *Service) CreateHost(ctx context.Context, org string, in HostInput) (Hos
 	if len(in.Notes) > 4096 {
 		fe.add("notes", "must be at most 4096 characters")
 	}
+	drain := checkDrainTimeout(fe, in.DrainTimeout, store.DefaultDrainTimeout)
 	if err := fe.err(); err != nil {
 		return HostView{}, err
 	}
@@ -245,7 +278,7 @@ func (s *Service) CreateHost(ctx context.Context, org string, in HostInput) (Hos
 	}
 	key, _ := secret.Mint(secret.PrefixHostKey)
 	h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: ip, Port: in.Port, ModelName: in.ModelName, APIKey: key,
-		Recipe: in.Recipe, Notes: in.Notes, AutoApply: in.AutoApply, State: store.HostPending}
+		Recipe: in.Recipe, Notes: in.Notes, AutoApply: in.AutoApply, State: store.HostPending, DrainTimeout: drain}
 	if err := s.st.CreateHost(ctx, h, poolCheck(h)); err != nil {
 		return HostView{}, fromStore(err, "host")
 	}
@@ -311,6 +344,7 @@ func (s *Service) PatchHost(ctx context.Context, org, id string, in HostPatch) (
 	if in.AutoApply != nil {
 		h.AutoApply = *in.AutoApply
 	}
+	h.DrainTimeout = checkDrainTimeout(fe, in.DrainTimeout, h.DrainTimeout)
 	if err := fe.err(); err != nil {
 		return HostView{}, err
 	}
@@ -344,8 +378,24 @@ func (s *Service) RetireHost(ctx context.Context, org, id string) (HostView, err
 	return s.hostView(h, s.projectName(org, h.ProjectID)), nil
 }
 
-// ApplyHost asks the box to restart onto the current revision.
-func (s *Service) ApplyHost(ctx context.Context, org, id string) (HostView, error) {
+// checkDrainTimeout returns the drain timeout in (def when absent).
+func checkDrainTimeout(fe fieldErrors, in *store.Duration, def time.Duration) time.Duration {
+	if in == nil {
+		return def
+	}
+	d := time.Duration(*in)
+	if d < minDrainTimeout || d > maxDrainTimeout || d%time.Second != 0 {
+		fe.add("drain_timeout", "must be whole seconds from %s to %s, e.g. \"120s\"", minDrainTimeout, maxDrainTimeout)
+	}
+	return d
+}
+
+// ApplyHost asks the box to restart onto the current revision. A routed
+// host whose box runs another revision drains first: it leaves routing at
+// once, and the box is told to restart when its in-flight requests
+// finished or its drain_timeout passed. Draining the last serving host of
+// a pool of several is refused (409 would_drain_pool) unless force.
+func (s *Service) ApplyHost(ctx context.Context, org, id string, force bool) (HostView, error) {
 	_, h, err := s.host(ctx, org, id)
 	if err != nil {
 		return HostView{}, err
@@ -353,7 +403,22 @@ func (s *Service) ApplyHost(ctx context.Context, org, id string) (HostView, erro
 	if h.State == store.HostRetired {
 		return HostView{}, &Error{Kind: ErrConflict, Code: CodeHostRetired, Message: fmt.Sprintf("host %d is retired", h.ID)}
 	}
-	if err := s.st.RequestApply(ctx, h.OrgID, h.ID); err != nil {
+	if fleet.RestartHeld(h) {
+		var check store.PoolCheck
+		if !force {
+			check = fleet.DrainCheck(h)
+		}
+		if err := s.st.StartDrain(ctx, h.OrgID, h.ID, check, s.now()); err != nil {
+			if errors.Is(err, fleet.ErrWouldDrainPool) {
+				return HostView{}, &Error{Kind: ErrConflict, Code: CodeWouldDrainPool,
+					Message: fmt.Sprintf("host %d is the last host of the pool %s still serving; applying now would leave callers with none. Apply after the others serve again (a rolling apply), or pass force: true (CLI --all-at-once) to restart anyway",
+						h.ID, quote(h.ModelName))}
+			}
+			return HostView{}, fromStore(err, "host")
+		}
+		s.changed(ctx) // every replica stops routing to it now
+		s.log.Info("fleet host draining before its restart", "org", org, "host", h.ID, "model_name", h.ModelName, "force", force)
+	} else if err := s.st.RequestApply(ctx, h.OrgID, h.ID); err != nil {
 		return HostView{}, fromStore(err, "host")
 	}
 	if h, err = s.st.GetHost(ctx, h.OrgID, h.ID); err != nil {

@@ -1,7 +1,11 @@
 package adminapi
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/rolter/rolter/internal/admin"
 )
@@ -42,10 +46,52 @@ func (h *Handler) retireHost(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
+// applyHost restarts a host's box onto the current revision, draining it
+// first. force (the query ?force=true, or a body {"force": true}) allows
+// draining a pool's last serving host.
 func (h *Handler) applyHost(w http.ResponseWriter, r *http.Request) error {
+	force, err := applyForce(r)
+	if err != nil {
+		return err
+	}
 	return ok(w, r, func() (admin.HostView, error) {
-		return h.svc.ApplyHost(r.Context(), r.PathValue("org"), r.PathValue("id"))
+		return h.svc.ApplyHost(r.Context(), r.PathValue("org"), r.PathValue("id"), force)
 	})
+}
+
+// applyForce reads an apply's force from the query or the body; an empty
+// body is no force.
+func applyForce(r *http.Request) (bool, error) {
+	bad := func(msg string) error {
+		return &admin.Error{Kind: admin.ErrInvalid, Code: admin.CodeValidation, Message: msg, Fields: map[string]string{"force": msg}}
+	}
+	force := false
+	if q := r.URL.Query().Get("force"); q != "" {
+		v, err := strconv.ParseBool(q)
+		if err != nil {
+			return false, bad("must be true or false")
+		}
+		force = v
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4096))
+	if err != nil {
+		return false, bad("the body could not be read")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return force, nil
+	}
+	var in struct {
+		Force *bool `json:"force"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return false, bad(`the body must be {"force": true|false}`)
+	}
+	if in.Force != nil {
+		force = force || *in.Force
+	}
+	return force, nil
 }
 
 func (h *Handler) listFleetKeys(w http.ResponseWriter, r *http.Request) error {

@@ -104,10 +104,17 @@ func (a *Agent) reconcileOne(ctx context.Context, as fleetapi.Assignment, hw har
 			delete(a.logged, id)
 			return
 		}
-		if pid != 0 && !as.Apply && !as.AutoApply {
-			if a.pending[id] != as.Revision {
-				a.pending[id] = as.Revision
-				a.log.Info("new revision waits for apply; vLLM keeps running the applied one",
+		// A running vLLM restarts only when allowed: apply or auto-apply,
+		// and the gateway's drain of the host (if any) is over, so no
+		// request in flight to it is dropped.
+		if pid != 0 && !as.RestartAllowed() {
+			wait := "apply"
+			if as.Drain != nil && as.Drain.State == fleetapi.DrainDraining {
+				wait = "drain"
+			}
+			if a.pending[id] != wait+" "+as.Revision {
+				a.pending[id] = wait + " " + as.Revision
+				a.log.Info("new revision waits for "+wait+"; vLLM keeps running the applied one",
 					"host_id", id, "running", c.a.Revision, "new", as.Revision)
 			}
 			return

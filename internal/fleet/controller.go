@@ -50,6 +50,32 @@ type ControllerConfig struct {
 	// routed, because someone deleted its route or target by hand, is
 	// registered again.
 	Registered func(h *store.Host) bool
+
+	// Drains, when set, tells the controller what this replica's request
+	// path has in flight to a draining host; without it a drain lasts
+	// until its deadline.
+	Drains Drains
+	// DrainInterval is how often running drains are checked (default 1s).
+	DrainInterval time.Duration
+	// DrainTicks, when set, is received from in addition to the
+	// DrainInterval ticker, each receive checking the drains once.
+	DrainTicks <-chan time.Time
+	// PeersUncounted is set when other replicas may route too (several
+	// gateways on one PostgreSQL store): their in-flight requests are not
+	// counted here, so a drain ends at its deadline only (they cut theirs
+	// there too).
+	PeersUncounted bool
+	// Now is the clock drains are timed by (default time.Now).
+	Now func() time.Time
+}
+
+// Drains is the request path's view of a draining host, on this replica.
+type Drains interface {
+	// InFlight returns the requests in flight to the provider's targets
+	// on this replica, and whether this replica's routing table already
+	// excludes the provider (the drain reached it). A drain completes
+	// only when both say so: out of routing, nothing in flight.
+	InFlight(providerID int64) (n int64, routedOut bool)
 }
 
 // Lease is held by at most one replica at a time.
@@ -73,6 +99,12 @@ func (c *ControllerConfig) defaults() {
 	}
 	if c.Parallel <= 0 {
 		c.Parallel = 16
+	}
+	if c.DrainInterval <= 0 {
+		c.DrainInterval = time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.Client == nil { // probes carry host keys: never to link-local or metadata addresses
 		c.Client = &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: netguard.Dialer(c.AllowLinkLocal).DialContext,
@@ -101,6 +133,8 @@ type ControllerStore interface {
 	ListLiveHosts(ctx context.Context) ([]store.Host, error)
 	RegisterHost(ctx context.Context, id int64, reg store.HostRegistration) error
 	DeregisterHost(ctx context.Context, id int64, state string) error
+	StartDrain(ctx context.Context, orgID, id int64, check store.PoolCheck, at time.Time) error
+	MarkDrained(ctx context.Context, id int64, at time.Time) error
 }
 
 // Controller probes every live host and keeps the rule "a host's route
@@ -141,17 +175,35 @@ func NewController(st ControllerStore, cfg ControllerConfig, log *slog.Logger, c
 func (c *Controller) Run(ctx context.Context) {
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
+	dt := time.NewTicker(c.cfg.DrainInterval)
+	defer dt.Stop()
 	defer c.cfg.Client.CloseIdleConnections() // no keep-alive outlives the controller
 	if c.cfg.Lease != nil {
 		defer c.cfg.Lease.Release()
 	}
 	for {
 		c.Sweep(ctx)
+		if !c.nextSweep(ctx, t.C, dt.C) {
+			return
+		}
+	}
+}
+
+// nextSweep waits for the next sweep, checking drains meanwhile; false
+// when ctx ended.
+func (c *Controller) nextSweep(ctx context.Context, sweep, drains <-chan time.Time) bool {
+	for {
 		select {
 		case <-ctx.Done():
-			return
-		case <-t.C:
+			return false
+		case <-sweep:
+			return true
 		case <-c.cfg.Ticks: // a nil channel never delivers
+			return true
+		case <-drains:
+			c.CheckDrains(ctx)
+		case <-c.cfg.DrainTicks:
+			c.CheckDrains(ctx)
 		}
 	}
 }
@@ -250,6 +302,12 @@ func registration(h *store.Host, served int) (store.HostRegistration, string) {
 // apply records one probe result and writes a transition; it reports
 // whether the store changed.
 func (c *Controller) apply(ctx context.Context, h *store.Host, res probeResult) bool {
+	if h.Drain != nil {
+		return c.applyDraining(ctx, h, res)
+	}
+	if c.startDrain(ctx, h) {
+		return true
+	}
 	probeErr := res.err
 	c.mu.Lock()
 	hh := c.health[h.ID]
@@ -302,6 +360,108 @@ func (c *Controller) apply(ctx context.Context, h *store.Host, res probeResult) 
 		c.log.Debug("fleet host not serving yet", "host", h.ID, "state", h.State, "err", probeErr)
 	}
 	return false
+}
+
+// startDrain begins the drain of a routed host whose box is to restart
+// (auto_apply, or an apply request without a drain yet), unless it would
+// leave its pool with no serving host: then it waits for a later sweep,
+// which makes auto-apply over a pool a rolling restart.
+func (c *Controller) startDrain(ctx context.Context, h *store.Host) bool {
+	if !(h.AutoApply || h.ApplyRequested) || !RestartHeld(h) {
+		return false
+	}
+	if err := c.st.StartDrain(ctx, h.OrgID, h.ID, DrainCheck(h), c.cfg.Now()); err != nil {
+		if errors.Is(err, ErrWouldDrainPool) {
+			c.log.Debug("fleet host restart waits: it is the pool's last serving host", "host", h.ID, "model_name", h.ModelName)
+		} else {
+			c.log.Error("fleet controller: cannot start a drain; will retry", "host", h.ID, "err", err)
+		}
+		return false
+	}
+	c.log.Info("fleet host draining before its restart", "host", h.ID, "ip", h.IP, "model_name", h.ModelName,
+		"auto_apply", h.AutoApply, "drain_timeout", h.DrainTimeout)
+	return true
+}
+
+// applyDraining handles a probe of a draining host. It stays out of
+// routing whatever the probes say (failed probes while vLLM restarts do
+// not deregister it, so its route answers 503 pool_draining rather than
+// 404), and is registered again, ending the drain, only when the box
+// reports the current revision and the probe shows that assignment
+// serving.
+func (c *Controller) applyDraining(ctx context.Context, h *store.Host, res probeResult) bool {
+	c.mu.Lock()
+	hh := c.health[h.ID]
+	if hh == nil {
+		hh = &hostHealth{}
+		c.health[h.ID] = hh
+	}
+	if res.err == nil {
+		hh.ok, hh.fail, hh.lastErr, hh.served = hh.ok+1, 0, "", res.served
+	} else {
+		hh.ok, hh.fail, hh.lastErr = 0, hh.fail+1, res.err.Error()
+	}
+	ok, served := hh.ok, hh.served
+	c.mu.Unlock()
+	if h.Drain.DrainedAt == nil || h.AppliedRevision != Revision(h) || ok < c.cfg.RecoverAfter {
+		return false
+	}
+	reg, key := registration(h, served)
+	if err := c.st.RegisterHost(ctx, h.ID, reg); err != nil {
+		c.log.Error("fleet controller: register after restart failed; will retry", "host", h.ID, "err", err)
+		return false
+	}
+	c.setRegistered(h.ID, key)
+	c.log.Info("fleet host serves its new revision: back in routing", "host", h.ID, "ip", h.IP, "model_name", h.ModelName,
+		"revision", h.AppliedRevision, "drain_started", h.Drain.StartedAt, "out_of_routing", c.cfg.Now().Sub(h.Drain.StartedAt).Round(time.Millisecond))
+	return true
+}
+
+// CheckDrains completes the drains that are done: nothing in flight on
+// this replica (once its routing excludes the host), or the deadline
+// passed. With PeersUncounted only the deadline counts. The box restarts
+// at its next fetch.
+func (c *Controller) CheckDrains(ctx context.Context) {
+	if c.cfg.Lease != nil && !c.cfg.Lease.Held(ctx) {
+		return
+	}
+	hosts, err := c.st.ListLiveHosts(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Error("fleet controller: cannot list hosts to check drains", "err", err)
+		}
+		return
+	}
+	now := c.cfg.Now()
+	for i := range hosts {
+		h := &hosts[i]
+		if h.Drain == nil || h.Drain.DrainedAt != nil {
+			continue
+		}
+		var n int64 = -1
+		out := false
+		if c.cfg.Drains != nil && h.ProviderID != 0 {
+			n, out = c.cfg.Drains.InFlight(h.ProviderID)
+		} else if h.ProviderID == 0 {
+			n, out = 0, true // never registered: nothing was routed to it
+		}
+		expired := !now.Before(h.Drain.Deadline)
+		idle := out && n == 0 && !c.cfg.PeersUncounted
+		if !expired && !idle {
+			continue
+		}
+		if err := c.st.MarkDrained(ctx, h.ID, now); err != nil {
+			c.log.Error("fleet controller: cannot mark a drain done; will retry", "host", h.ID, "err", err)
+			continue
+		}
+		took := now.Sub(h.Drain.StartedAt).Round(time.Millisecond)
+		if expired && n != 0 {
+			c.log.Warn("fleet host drain deadline passed: the box restarts now; requests still in flight are cut",
+				"host", h.ID, "model_name", h.ModelName, "in_flight", n, "took", took)
+		} else {
+			c.log.Info("fleet host drained: the box may restart", "host", h.ID, "model_name", h.ModelName, "took", took)
+		}
+	}
 }
 
 func (c *Controller) setRegistered(id int64, key string) {

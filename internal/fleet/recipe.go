@@ -187,14 +187,41 @@ func validateArgs(args []string, add func(field, format string, args ...any)) {
 }
 
 // AssignmentOf is the assignment a box receives for h, revision included.
+//
+// A restart of a routed host waits for its drain: Apply and AutoApply go
+// out false until the drain is over (RestartHeld), so an agent that does
+// not know the drain field cannot restart early either.
 func AssignmentOf(h *store.Host) fleetapi.Assignment {
 	a := fleetapi.Assignment{
 		HostID: h.ID, ModelName: h.ModelName, Port: h.Port, APIKey: h.APIKey.Reveal(), Recipe: h.Recipe,
-		Apply: h.ApplyRequested, AutoApply: h.AutoApply,
 	}
 	a.Revision = fleetapi.Revision(a)
+	held := restartHeld(h, a.Revision)
+	a.Apply = h.ApplyRequested && !held
+	a.AutoApply = h.AutoApply && !held
+	if d := h.Drain; d != nil {
+		a.Drain = &fleetapi.Drain{State: fleetapi.DrainDraining, Deadline: d.Deadline}
+		if d.DrainedAt != nil {
+			a.Drain.State = fleetapi.DrainDrained
+		}
+	}
 	return a
 }
 
 // Revision is the current revision of h's assignment.
-func Revision(h *store.Host) string { return AssignmentOf(h).Revision }
+func Revision(h *store.Host) string {
+	return fleetapi.Revision(fleetapi.Assignment{HostID: h.ID, ModelName: h.ModelName, Port: h.Port, APIKey: h.APIKey.Reveal(), Recipe: h.Recipe})
+}
+
+// RestartHeld reports whether a restart of h's box onto the current
+// revision must wait for a drain: the host is routed (serving), the box
+// runs another revision, and no drain has finished yet. A host that is not
+// routed restarts at once: nothing of it is in flight.
+func RestartHeld(h *store.Host) bool { return restartHeld(h, Revision(h)) }
+
+func restartHeld(h *store.Host, rev string) bool {
+	if h.State != store.HostServing || h.AppliedRevision == rev {
+		return false
+	}
+	return h.Drain == nil || h.Drain.DrainedAt == nil
+}

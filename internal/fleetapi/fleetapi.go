@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strings"
+	"time"
 )
 
 // Paths of the fleet endpoints, relative to the gateway's base URL.
@@ -79,6 +80,35 @@ type Assignment struct {
 	Apply bool `json:"apply"`
 	// AutoApply lets the box restart on a new revision without Apply.
 	AutoApply bool `json:"auto_apply"`
+	// Drain, when set, says the gateway is draining the host before its
+	// restart. The gateway withholds Apply and AutoApply (sends false)
+	// until the drain is DrainDrained, so an agent that does not know this
+	// field never restarts early; an agent that does also holds any
+	// restart while State is DrainDraining.
+	Drain *Drain `json:"drain,omitempty"`
+}
+
+// Drain is the gateway's drain of a host before a restart (issue 18).
+type Drain struct {
+	// State is DrainDraining (in-flight requests may still run: do not
+	// restart) or DrainDrained (the box may restart now).
+	State string `json:"state"`
+	// Deadline is when the gateway cuts what still runs and lets the box
+	// restart, whatever its in-flight count.
+	Deadline time.Time `json:"deadline"`
+}
+
+// Drain states.
+const (
+	DrainDraining = "draining"
+	DrainDrained  = "drained"
+)
+
+// RestartAllowed reports whether the box may restart a running vLLM onto
+// a's revision: an operator's apply or auto-apply, and no drain still
+// running.
+func (a *Assignment) RestartAllowed() bool {
+	return (a.Apply || a.AutoApply) && (a.Drain == nil || a.Drain.State == DrainDrained)
 }
 
 // Config is the body of GET /vllm/config. An IP with no hosts gets an empty

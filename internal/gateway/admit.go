@@ -115,9 +115,14 @@ func sendModel(tg *targetRT, st readiness.Status, client string) string {
 func (g *Gateway) admit(x *exchange) (func(), *apiError) {
 	plan := x.plan
 	x.down = make([]bool, len(plan.targets))
-	pool, ready := 0, 0
+	pool, ready, draining := 0, 0, 0
 	reason := ""
 	for i, tg := range plan.targets {
+		if tg.provider.draining { // its fleet host restarts: in-flight requests finish, no new ones
+			x.down[i] = true
+			draining++
+			continue
+		}
 		st := g.status(tg.provider)
 		why := ""
 		if !st.Ready {
@@ -141,6 +146,9 @@ func (g *Gateway) admit(x *exchange) (func(), *apiError) {
 		if c := contextOf(tg, st); c > 0 && (pool == 0 || c < pool) {
 			pool = c
 		}
+	}
+	if ready == 0 && draining > 0 {
+		return nil, poolDraining(x.model)
 	}
 	if ready == 0 {
 		return nil, newError(http.StatusServiceUnavailable, "metadata_unavailable", reason)

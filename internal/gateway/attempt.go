@@ -23,6 +23,7 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, i
 	pr := tg.provider.pairs[x.api]
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
+	defer watchDrain(tg.provider, cancel)()
 	model := ""
 	if upstreamModel != x.model {
 		model = upstreamModel

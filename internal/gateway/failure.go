@@ -193,6 +193,8 @@ func classifyErr(err error, attemptCtx, clientCtx context.Context) Class {
 		return ClassTimeout
 	case errIdleTimeout:
 		return ClassIdleTimeout
+	case errDrainCut:
+		return ClassConnect // the host is restarting: another target may serve
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

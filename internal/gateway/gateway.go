@@ -128,9 +128,12 @@ type Gateway struct {
 	lastSweep atomic.Int64 // clock nanoseconds
 	// limiters hold each route's in-flight count across table rebuilds.
 	limiters sync.Map // route id -> *policy.Limiter
-	ready    Readiness
-	spend    *spend.Tracker    // nil: budgets are not checked (spend.go)
-	rates    ratelimit.Limiter // rpm and tpm limits (limits.go)
+	// drainCuts hold each fleet provider's *drainCut across table
+	// rebuilds (drain.go).
+	drainCuts sync.Map // provider id -> *drainCut
+	ready     Readiness
+	spend     *spend.Tracker    // nil: budgets are not checked (spend.go)
+	rates     ratelimit.Limiter // rpm and tpm limits (limits.go)
 }
 
 // Options are the collaborators of a Gateway.

@@ -32,6 +32,8 @@ type Metrics struct {
 	// refused virtual key: no org, project, route nor provider is known,
 	// and the class is empty as for every refusal before an upstream.
 	unauthenticated prometheus.Counter
+	// drainCuts counts requests cut at a fleet host's drain deadline.
+	drainCuts *prometheus.CounterVec
 }
 
 // NewMetrics registers the data path metrics on reg.
@@ -66,6 +68,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "rolter_usage_rejected_total", Help: "Usage records the store refused for their values; the rest of their batch was stored.",
 		}),
 	}
+	m.drainCuts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rolter_fleet_drain_cut_requests_total", Help: "Requests still in flight to a fleet host at its drain deadline, cut so the host could restart.",
+	}, []string{"org", "provider"})
+	reg.MustRegister(m.drainCuts)
 	m.unauthenticated = m.requests.WithLabelValues("", "", "", "", statusLabel(http.StatusUnauthorized), string(ClassNone))
 	reg.MustRegister(m.requests, m.latency, m.ttft, m.inFlight, m.attempts, m.failovers, m.usageDrops, m.credentialFailures, m.usageRejects)
 	return m

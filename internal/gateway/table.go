@@ -200,6 +200,11 @@ type providerRT struct {
 	// unlimited), kept across rebuilds.
 	policy  store.Policy
 	limiter *policy.Limiter
+	// draining is set while the provider's fleet host drains before a
+	// restart: no new request goes to it. drain cuts the attempts in
+	// flight at the deadline; nil for providers that are not fleet hosts.
+	draining bool
+	drain    *drainCut
 }
 
 // keyRT is one pool key; auth is the precomputed header value.
@@ -245,6 +250,8 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 				rt.policy = policy.Strictest(rt.policy, routePolicy[p.Settings.PolicyRoute])
 			}
 			rt.limiter = g.keptLimiter(providerLimiter(p.ID), rt.policy.MaxConcurrency)
+			rt.draining = p.Settings.DrainDeadline != nil
+			rt.drain = g.drainCutFor(o.Name, p)
 			t.providers[p.ID] = rt
 		}
 		var models []modelEntry
@@ -319,6 +326,10 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 					target.prices = tg.Prices
 					plan.targets = append(plan.targets, target)
 					plan.weights = append(plan.weights, tg.Weight)
+					if target.provider.draining && tg.Weight > 0 {
+						serving = true // listed while it restarts: callers get 503 pool_draining, not 404
+						continue
+					}
 					if st := g.status(target.provider); st.Ready && tg.Weight > 0 && g.unroutable(target, st, r.Model) == "" {
 						serving = true
 						entry.Policy = policy.Strictest(entry.Policy, target.provider.policy)

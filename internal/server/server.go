@@ -267,6 +267,10 @@ func (s *Server) prepare(ctx context.Context) error {
 		ccfg.Lease = s.db.NewLease("fleet-controller")
 		ccfg.AllowLinkLocal = s.cfg.AllowLinkLocalUpstreams
 		ccfg.Registered = func(h *store.Host) bool { return routed(snap.Current(), h) }
+		ccfg.Drains = gw
+		// On PostgreSQL other replicas may route too; their in-flight
+		// requests are not counted here, so drains end at their deadline.
+		ccfg.PeersUncounted = s.db.Dialect() == "postgres"
 		ctl := fleet.NewController(s.db, ccfg, s.log, func(ctx context.Context) {
 			if err := snap.Reload(ctx); err != nil {
 				s.log.Error("snapshot rebuild after fleet registration failed; serving the previous one", "err", err)

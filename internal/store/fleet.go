@@ -15,7 +15,14 @@ const (
 	HostServing = "serving"
 	HostDown    = "down"
 	HostRetired = "retired"
+	// HostDraining is shown, never stored: a host whose Drain is active.
+	// Its state column keeps serving (or down), and the request path sends
+	// it nothing new.
+	HostDraining = "draining"
 )
+
+// DefaultDrainTimeout bounds a drain when a host sets none.
+const DefaultDrainTimeout = 120 * time.Second
 
 // Host is a GPU box assignment of the vLLM fleet (design 002): the box at
 // IP serves ModelName (a route of project ProjectID) on Port, running
@@ -46,9 +53,26 @@ type Host struct {
 	// the first healthy transition. ProviderSlug is filled on read.
 	ProviderID   int64
 	ProviderSlug string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	RetiredAt    *time.Time
+	// DrainTimeout bounds a drain before a restart (default 120s,
+	// DefaultDrainTimeout): in-flight requests still running then are cut.
+	DrainTimeout time.Duration
+	// Drain is the restart drain under way; nil when none.
+	Drain     *HostDrain
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	RetiredAt *time.Time
+}
+
+// HostDrain is a drain before a restart (issue 18). While it is active the
+// host's provider is out of routing on every replica (its settings carry
+// the deadline); the box may restart once DrainedAt is set; it ends when
+// probes show the new assignment serving (RegisterHost clears it).
+type HostDrain struct {
+	StartedAt time.Time
+	Deadline  time.Time
+	// DrainedAt is when the in-flight requests finished or the deadline
+	// passed; nil while requests may still be running.
+	DrainedAt *time.Time
 }
 
 // AppliedAssignment is the part of an assignment the fleet controller

@@ -44,6 +44,11 @@ type ProviderSettings struct {
 	// fleet host's provider follows its fleet route's policy (set by
 	// RegisterHost), so host-N/model is governed like the route. 0: none.
 	PolicyRoute int64 `json:"policy_route,omitempty"`
+	// DrainDeadline is set on a fleet host's provider while the host
+	// drains before a restart (StartDrain; RegisterHost clears it): the
+	// request path sends it nothing new and cuts what still runs at the
+	// deadline. nil: not draining.
+	DrainDeadline *time.Time `json:"drain_deadline,omitempty"`
 	// Prices are what the provider's tokens cost; nil: unpriced (usage
 	// counts tokens, cost stays unknown). Kept here rather than in columns
 	// because only the gateway's snapshot reads them: no query filters or

@@ -212,11 +212,22 @@ type Store interface {
 	ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]Host, error)
 	// ListLiveHosts returns every non-retired host of every org.
 	ListLiveHosts(ctx context.Context) ([]Host, error)
-	// UpdateHost writes port, model name, recipe, notes and auto-apply (not
+	// UpdateHost writes port, model name, recipe, notes, auto-apply and the
+	// drain timeout (not
 	// the apply request: see RequestApply); check as for CreateHost.
 	UpdateHost(ctx context.Context, h *Host, check PoolCheck) error
 	// RequestApply sets the apply request of a live host.
 	RequestApply(ctx context.Context, orgID, id int64) error
+	// StartDrain sets the apply request of a live host and, in the same
+	// transaction, starts its drain: drain_started_at = at, the deadline
+	// at + its drain timeout, and its provider's DrainDeadline, so every
+	// replica stops routing to it. check, when set, sees the host's pool
+	// as for CreateHost (the host itself excluded); an error from it
+	// aborts. A drain already running is kept as it is.
+	StartDrain(ctx context.Context, orgID, id int64, check PoolCheck, at time.Time) error
+	// MarkDrained records that a drain finished (drained_at = at): the box
+	// may restart. A host without an active drain is left alone.
+	MarkDrained(ctx context.Context, id int64, at time.Time) error
 	// TouchHosts sets last_config_fetch of ids to at.
 	TouchHosts(ctx context.Context, ids []int64, at time.Time) error
 	// RecordHostReports stores a box's report, one entry per host, in one
@@ -225,8 +236,8 @@ type Store interface {
 	RecordHostReports(ctx context.Context, entries []HostReportEntry, at time.Time) error
 	// RegisterHost makes a serving host reachable, in one transaction: it
 	// creates (or restores and updates) the host's vllm provider, creates
-	// its route if missing, adds the target, and sets the state serving.
-	// It is idempotent.
+	// its route if missing, adds the target, sets the state serving and
+	// ends a drain. It is idempotent.
 	RegisterHost(ctx context.Context, id int64, reg HostRegistration) error
 	// DeregisterHost removes the host's targets, takes its provider out of
 	// routing (soft delete; the slug stays with the host) and sets state,

@@ -493,7 +493,7 @@ func (u *UI) hostAction(retire bool) handler {
 			done = "retired"
 			_, err = u.svc.RetireHost(r.Context(), v.Org, id)
 		} else {
-			_, err = u.svc.ApplyHost(r.Context(), v.Org, id)
+			_, err = u.svc.ApplyHost(r.Context(), v.Org, id, r.FormValue("force") == "on")
 		}
 		if e, ok := asFormErr(err); ok {
 			if r.URL.Query().Get("from") == "list" {

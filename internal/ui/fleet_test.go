@@ -485,7 +485,7 @@ func TestBrowserApplyPendingFleetRestart(t *testing.T) {
 	}
 	tb.screenshot("fleet")
 	tb.do("open the dialog", chromedp.Click(chromedp.CSS(`button[data-open-dialog="apply-`+id+`"]`)), chromedp.WaitVisible(chromedp.CSS(dialog)))
-	if got := tb.text(dialog); !strings.Contains(got, "Restart host "+id+" onto revision") || !strings.Contains(got, "requests in flight to it are dropped") {
+	if got := tb.text(dialog); !strings.Contains(got, "Restart host "+id+" onto revision") || !strings.Contains(got, "once its requests in flight finish") {
 		t.Fatalf("dialog: %q", got)
 	}
 	tb.screenshot("fleet-apply-confirm")

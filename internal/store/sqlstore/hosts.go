@@ -16,7 +16,8 @@ import (
 
 const hostCols = `id, org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, apply_requested,
 	applied_revision, report, reported_at, last_config_fetch, provider_id, created_at, updated_at, retired_at,
-	COALESCE((SELECT p.slug FROM providers p WHERE p.id = hosts.provider_id), ''), applied_assignment`
+	COALESCE((SELECT p.slug FROM providers p WHERE p.id = hosts.provider_id), ''), applied_assignment,
+	drain_timeout_s, drain_started_at, drain_deadline, drained_at`
 
 // scanHost reads a host row; the API key is opened with the store's
 // sealer.
@@ -27,11 +28,19 @@ func (s *DB) scanHost(sc interface{ Scan(...any) error }) (store.Host, error) {
 		applied                   string
 		reported, fetched, retire sql.NullTime
 		provider                  sql.NullInt64
+		drainSecs                 int64
+		drainStart, drainDeadline sql.NullTime
+		drained                   sql.NullTime
 	)
 	if err := sc.Scan(&h.ID, &h.OrgID, &h.ProjectID, &h.IP, &h.Port, &h.ModelName, &key, &recipe, &h.Notes, &h.State,
 		&h.AutoApply, &h.ApplyRequested, &h.AppliedRevision, &report, &reported, &fetched, &provider,
-		&h.CreatedAt, &h.UpdatedAt, &retire, &h.ProviderSlug, &applied); err != nil {
+		&h.CreatedAt, &h.UpdatedAt, &retire, &h.ProviderSlug, &applied,
+		&drainSecs, &drainStart, &drainDeadline, &drained); err != nil {
 		return h, err
+	}
+	h.DrainTimeout = time.Duration(drainSecs) * time.Second
+	if drainStart.Valid && drainDeadline.Valid {
+		h.Drain = &store.HostDrain{StartedAt: drainStart.Time.UTC(), Deadline: drainDeadline.Time.UTC(), DrainedAt: nullTime(drained)}
 	}
 	h.CreatedAt, h.UpdatedAt = h.CreatedAt.UTC(), h.UpdatedAt.UTC()
 	h.ReportedAt, h.LastConfigFetch, h.RetiredAt = nullTime(reported), nullTime(fetched), nullTime(retire)
@@ -61,15 +70,18 @@ func (s *DB) CreateHost(ctx context.Context, h *store.Host, check store.PoolChec
 	if h.State == "" {
 		h.State = store.HostPending
 	}
+	if h.DrainTimeout <= 0 {
+		h.DrainTimeout = store.DefaultDrainTimeout
+	}
 	return s.tx(ctx, func(tx querier) error {
 		if err := s.checkPool(ctx, tx, h, check); err != nil {
 			return err
 		}
 		id, err := s.insert(ctx, tx, "host address",
-			`INSERT INTO hosts (org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, created_at, updated_at)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			`INSERT INTO hosts (org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, drain_timeout_s, created_at, updated_at)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			h.OrgID, h.ProjectID, h.IP, h.Port, h.ModelName, s.sealer.Seal(h.APIKey), jsonText(h.Recipe), h.Notes, h.State,
-			h.AutoApply, t, t)
+			h.AutoApply, drainSeconds(h.DrainTimeout), t, t)
 		if err != nil {
 			return err
 		}
@@ -127,14 +139,17 @@ func (s *DB) ListLiveHosts(ctx context.Context) ([]store.Host, error) {
 // UpdateHost implements store.Store.
 func (s *DB) UpdateHost(ctx context.Context, h *store.Host, check store.PoolCheck) error {
 	t := now()
+	if h.DrainTimeout <= 0 {
+		h.DrainTimeout = store.DefaultDrainTimeout
+	}
 	return s.tx(ctx, func(tx querier) error {
 		if err := s.checkPool(ctx, tx, h, check); err != nil {
 			return err
 		}
 		if err := s.exec(ctx, tx, "host address",
-			`UPDATE hosts SET port = ?, model_name = ?, recipe = ?, notes = ?, auto_apply = ?, updated_at = ?
+			`UPDATE hosts SET port = ?, model_name = ?, recipe = ?, notes = ?, auto_apply = ?, drain_timeout_s = ?, updated_at = ?
 			 WHERE id = ? AND org_id = ?`,
-			h.Port, h.ModelName, jsonText(h.Recipe), h.Notes, h.AutoApply, t, h.ID, h.OrgID); err != nil {
+			h.Port, h.ModelName, jsonText(h.Recipe), h.Notes, h.AutoApply, drainSeconds(h.DrainTimeout), t, h.ID, h.OrgID); err != nil {
 			return err
 		}
 		h.UpdatedAt = t
@@ -145,6 +160,58 @@ func (s *DB) UpdateHost(ctx context.Context, h *store.Host, check store.PoolChec
 // RequestApply implements store.Store.
 func (s *DB) RequestApply(ctx context.Context, orgID, id int64) error {
 	return s.exec(ctx, s.qr, "", `UPDATE hosts SET apply_requested = TRUE, updated_at = ? WHERE id = ? AND org_id = ? AND state <> 'retired'`, now(), id, orgID)
+}
+
+// drainSeconds is d in whole seconds, at least 1.
+func drainSeconds(d time.Duration) int64 { return max(int64(d/time.Second), 1) }
+
+// StartDrain implements store.Store.
+func (s *DB) StartDrain(ctx context.Context, orgID, id int64, check store.PoolCheck, at time.Time) error {
+	ts := at.UTC().Truncate(time.Microsecond)
+	return s.tx(ctx, func(tx querier) error {
+		h, err := s.scanHost(tx.QueryRowContext(ctx, s.q(`SELECT `+hostCols+` FROM hosts WHERE org_id = ? AND id = ? AND state <> 'retired'`+s.forUpdate()), orgID, id))
+		if err != nil {
+			return s.classify(err, "")
+		}
+		if h.Drain != nil { // already draining: the first deadline stands
+			return s.exec(ctx, tx, "", `UPDATE hosts SET apply_requested = TRUE, updated_at = ? WHERE id = ?`, now(), id)
+		}
+		if err := s.checkPool(ctx, tx, &h, check); err != nil {
+			return err
+		}
+		deadline := ts.Add(h.DrainTimeout)
+		if h.ProviderID != 0 {
+			if err := s.setProviderDrain(ctx, tx, h.ProviderID, &deadline); err != nil {
+				return err
+			}
+		}
+		return s.exec(ctx, tx, "",
+			`UPDATE hosts SET apply_requested = TRUE, drain_started_at = ?, drain_deadline = ?, drained_at = NULL, updated_at = ? WHERE id = ?`,
+			ts, deadline, now(), id)
+	})
+}
+
+// setProviderDrain writes a fleet provider's DrainDeadline (nil clears it)
+// and touches the provider, so every replica's snapshot sees it.
+func (s *DB) setProviderDrain(ctx context.Context, tx querier, providerID int64, deadline *time.Time) error {
+	var raw string
+	if err := tx.QueryRowContext(ctx, s.q(`SELECT settings FROM providers WHERE id = ?`), providerID).Scan(&raw); err != nil {
+		return s.classify(err, "")
+	}
+	var settings store.ProviderSettings
+	if err := json.Unmarshal([]byte(raw), &settings); err != nil {
+		return fmt.Errorf("store: provider %d: settings column: %w", providerID, err)
+	}
+	settings.DrainDeadline = deadline
+	_, err := tx.ExecContext(ctx, s.q(`UPDATE providers SET settings = ?, updated_at = ? WHERE id = ?`), jsonText(settings), now(), providerID)
+	return s.classify(err, "")
+}
+
+// MarkDrained implements store.Store.
+func (s *DB) MarkDrained(ctx context.Context, id int64, at time.Time) error {
+	_, err := s.qr.ExecContext(ctx, s.q(`UPDATE hosts SET drained_at = ?, updated_at = ? WHERE id = ? AND drain_started_at IS NOT NULL AND drained_at IS NULL`),
+		at.UTC().Truncate(time.Microsecond), now(), id)
+	return s.classify(err, "")
 }
 
 // forUpdate locks the selected rows until the transaction ends, on
@@ -268,6 +335,7 @@ func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistrat
 				return fmt.Errorf("store: provider %d: settings column: %w", providerID, err)
 			}
 			settings.PolicyRoute = routeID
+			settings.DrainDeadline = nil // registered again: the drain is over
 			if err := s.exec(ctx, tx, "", `UPDATE providers SET deleted_at = NULL, base_url = ?, context_limit = ?, models = ?, settings = ?, updated_at = ? WHERE id = ?`,
 				baseURL, reg.ContextLimit, models, jsonText(settings), t, providerID); err != nil {
 				return err
@@ -300,7 +368,8 @@ func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistrat
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE routes SET updated_at = ? WHERE id = ?`), t, routeID); err != nil {
 			return s.classify(err, "")
 		}
-		return s.exec(ctx, tx, "", `UPDATE hosts SET state = 'serving', provider_id = ?, updated_at = ? WHERE id = ? AND state <> 'retired'`, providerID, t, id)
+		return s.exec(ctx, tx, "", `UPDATE hosts SET state = 'serving', provider_id = ?, drain_started_at = NULL, drain_deadline = NULL, drained_at = NULL, updated_at = ?
+			WHERE id = ? AND state <> 'retired'`, providerID, t, id)
 	})
 }
 
@@ -341,7 +410,7 @@ func (s *DB) DeregisterHost(ctx context.Context, id int64, state string) error {
 			}
 		}
 		if state == store.HostRetired {
-			return s.exec(ctx, tx, "", `UPDATE hosts SET state = 'retired', retired_at = COALESCE(retired_at, ?), updated_at = ? WHERE id = ?`, t, t, id)
+			return s.exec(ctx, tx, "", `UPDATE hosts SET state = 'retired', retired_at = COALESCE(retired_at, ?), drain_started_at = NULL, drain_deadline = NULL, drained_at = NULL, updated_at = ? WHERE id = ?`, t, t, id)
 		}
 		return s.exec(ctx, tx, "", `UPDATE hosts SET state = ?, updated_at = ? WHERE id = ? AND state <> 'retired'`, state, t, id)
 	})
