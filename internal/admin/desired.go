@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/rolter/rolter/internal/store"
@@ -123,4 +124,69 @@ func sameTime(a, b *time.Time) bool {
 		return a == b
 	}
 	return a.Equal(*b)
+}
+
+// checkDesired refuses a desired state that names one entry twice: which
+// of the two would win is no rule anyone should rely on.
+func checkDesired(d Desired) error {
+	orgs := map[string]string{}
+	for oi, o := range d.Orgs {
+		where := fmt.Sprintf("orgs[%d]", oi)
+		if err := repeats(orgs, o.Name, where, KindOrg, o.Name, "name"); err != nil {
+			return err
+		}
+		slugs, projects, hosts := map[string]string{}, map[string]string{}, map[string]string{}
+		for i, p := range o.Providers {
+			name, slug := p.Name, p.Slug
+			nameAndSlug(fieldErrors{}, &name, &slug)
+			if err := repeats(slugs, slug, fmt.Sprintf("%s.providers[%d]", where, i), KindProvider, o.Name+"/"+slug, "slug"); err != nil {
+				return err
+			}
+		}
+		for i, g := range o.Groups {
+			name, slug := g.Name, g.Slug
+			nameAndSlug(fieldErrors{}, &name, &slug)
+			if err := repeats(slugs, slug, fmt.Sprintf("%s.groups[%d]", where, i), KindGroup, o.Name+"/"+slug, "slug"); err != nil {
+				return err
+			}
+		}
+		for i, p := range o.Projects {
+			pw := fmt.Sprintf("%s.projects[%d]", where, i)
+			if err := repeats(projects, p.Name, pw, KindProject, o.Name+"/"+p.Name, "name"); err != nil {
+				return err
+			}
+			routes, keys := map[string]string{}, map[string]string{}
+			for ri, r := range p.Routes {
+				if err := repeats(routes, r.Model, fmt.Sprintf("%s.routes[%d]", pw, ri), KindRoute, o.Name+"/"+p.Name+"/"+r.Model, "model"); err != nil {
+					return err
+				}
+			}
+			for ki, k := range p.Keys {
+				if err := repeats(keys, k.Name, fmt.Sprintf("%s.keys[%d]", pw, ki), KindVirtualKey, o.Name+"/"+p.Name+"/"+k.Name, "name"); err != nil {
+					return err
+				}
+			}
+		}
+		for i, h := range o.Hosts {
+			name := hostName(o.Name, h.IP, h.Port)
+			if err := repeats(hosts, name, fmt.Sprintf("%s.hosts[%d]", where, i), KindHost, name, "ip"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// repeats records key at where in seen, or fails naming the entry that
+// had it first. An empty key is the Service's to refuse.
+func repeats(seen map[string]string, key, where, kind, name, field string) error {
+	if key == "" {
+		return nil
+	}
+	if first, ok := seen[key]; ok {
+		return &ApplyError{Entry: where, Kind: kind, Name: name,
+			Err: Invalid(map[string]string{field: "repeats " + first + "; each entry may appear once"})}
+	}
+	seen[key] = where
+	return nil
 }

@@ -99,6 +99,18 @@ func exportOrg(ix *stateIndex, o store.Org, hosts []store.Host) DesiredOrg {
 	return do
 }
 
+// ProviderEntry is provider p as an entry of a desired state with its
+// pool keys' secrets as p holds them: what Export writes for it, plus the
+// secrets, so that an Apply of it changes nothing. rolter import builds
+// the updates of the providers it made on it.
+func ProviderEntry(p *store.Provider) DesiredProvider {
+	in := exportProvider(p)
+	for i := range in.Keys {
+		in.Keys[i].Secret = p.Keys[i].Secret
+	}
+	return DesiredProvider{ProviderInput: in}
+}
+
 func exportProvider(p *store.Provider) ProviderInput {
 	in := ProviderInput{Name: p.Name, Slug: p.Slug, Kind: p.Kind, BaseURL: p.BaseURL, MetadataSource: p.MetadataSource,
 		ContextLimit: p.ContextLimit, Models: p.Models, FirstByteTimeout: p.Settings.FirstByteTimeout,

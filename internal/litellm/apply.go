@@ -7,47 +7,206 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/store"
 )
 
-// Apply writes the plan: org and project if missing, new providers with
-// their backfilled slugs and import records, the updates of the providers
-// an earlier import created, then new groups and new routes. Everything
-// has been checked before; a failure here is the store's, or a concurrent
-// change, and a re-run resumes where this one stopped.
+// Apply writes the plan through admin.Service.Apply, as --config does:
+//
+//  1. a create-only apply of the org and project if missing and the new
+//     providers, with their backfilled slugs and import records;
+//  2. an apply of the updates of the providers an earlier import created,
+//     each matched by its slug and written as a whole entry: the provider
+//     as it is (ProviderEntry: an operator's edits and keys added by hand
+//     stay), with the plan's changes; the key it replaces dropped from the
+//     pool and the new one added, which Apply does in that order (add,
+//     then remove), so that the pool is never empty;
+//  3. the import records: the id of the provider's key exists only once
+//     the key does, and Apply neither compares nor writes the record (it
+//     is no field of a provider's view), so it is written by a direct
+//     UpdateProvider, as before;
+//  4. a create-only apply of the new groups and routes.
+//
+// Everything has been checked before; a failure here is the store's, or
+// a concurrent change, and a re-run resumes where this one stopped.
 func (plan *Plan) Apply(ctx context.Context, adm Admin, st Store) error {
-	if plan.NewOrg {
-		if _, err := adm.CreateOrg(ctx, admin.OrgInput{Name: plan.Org, Description: "created by rolter import"}); err != nil && !admin.AlreadyExists(err) {
-			return describe(fmt.Sprintf("org %q", plan.Org), err)
-		}
-	}
-	if plan.NewProject {
-		if _, err := adm.CreateProject(ctx, plan.Org, admin.ProjectInput{Name: plan.Project, Description: "created by rolter import"}); err != nil && !admin.AlreadyExists(err) {
-			return describe(fmt.Sprintf("project %q", plan.Project), err)
-		}
-	}
 	if len(plan.Providers) == 0 {
 		return nil
+	}
+	created := plan.newOrgAndProviders()
+	res, err := plan.apply(ctx, adm, created, admin.ApplyOptions{CreateOnly: true})
+	if err != nil {
+		return err
+	}
+	// A slug taken since the plan was made matches the provider that took
+	// it, which a create-only apply leaves alone: refuse to route to it.
+	for _, c := range res.Changes {
+		if c.Kind == admin.KindProvider && c.Action != admin.ActionCreate {
+			return fmt.Errorf("%s: the slug was taken since the import read the store; re-run the import", created.what[c.Entry])
+		}
 	}
 	org, err := st.GetOrg(ctx, plan.Org)
 	if err != nil {
 		return fmt.Errorf("org %q: %w", plan.Org, err)
 	}
-	for _, p := range plan.Providers {
-		switch {
-		case !p.Exists:
-			err = plan.create(ctx, adm, st, org, p)
-		case p.Imported && p.update.write:
-			err = plan.updateProvider(ctx, adm, p)
-		}
-		if err != nil {
+	if updates := plan.updates(org); len(updates.d.Orgs[0].Providers) > 0 {
+		if _, err := plan.apply(ctx, adm, updates, admin.ApplyOptions{}); err != nil {
 			return err
 		}
 	}
+	for _, p := range plan.Providers {
+		if err := plan.record(ctx, adm, st, org, p); err != nil {
+			return err
+		}
+	}
+	routed := plan.groupsAndRoutes()
+	if res, err = plan.apply(ctx, adm, routed, admin.ApplyOptions{CreateOnly: true}); err != nil {
+		return err
+	}
+	for _, c := range res.Changes {
+		switch {
+		case c.Action == admin.ActionCreate:
+		case c.Kind == admin.KindGroup: // created meanwhile: refused, as a create of it is
+			return fmt.Errorf("%s: a group with this slug was created since the import read the store; re-run the import", routed.what[c.Entry])
+		case c.Kind == admin.KindRoute: // created meanwhile: never overwritten
+			routed.routes[c.Entry].Exists = true
+		}
+	}
+	return nil
+}
+
+// desired is a desired state of one org the plan applies, with what each
+// of its entries is called in the import's messages.
+type desired struct {
+	d      admin.Desired
+	what   map[string]string // entry path → "provider x for model_list[0]"
+	routes map[string]*Route // entry path → the plan's route
+}
+
+func (plan *Plan) desired(org admin.OrgInput) *desired {
+	return &desired{d: admin.Desired{Orgs: []admin.DesiredOrg{{OrgInput: org}}},
+		what: map[string]string{"orgs[0]": fmt.Sprintf("org %q", plan.Org)}, routes: map[string]*Route{}}
+}
+
+func (d *desired) org() *admin.DesiredOrg { return &d.d.Orgs[0] }
+
+func (d *desired) addProvider(p *Provider, dp admin.DesiredProvider) {
+	o := d.org()
+	d.what[fmt.Sprintf("orgs[0].providers[%d]", len(o.Providers))] = fmt.Sprintf("provider %s for %s", p.Slug, entries(p.Entries))
+	o.Providers = append(o.Providers, dp)
+}
+
+func (d *desired) project(name string) *admin.DesiredProject {
+	o := d.org()
+	o.Projects = append(o.Projects, admin.DesiredProject{ProjectInput: admin.ProjectInput{Name: name, Description: createdBy}})
+	d.what["orgs[0].projects[0]"] = fmt.Sprintf("project %q", name)
+	return &o.Projects[0]
+}
+
+const createdBy = "created by rolter import"
+
+// newOrgAndProviders is step 1 of Apply. The org and the project are
+// always named: a create-only apply leaves them alone when they exist.
+func (plan *Plan) newOrgAndProviders() *desired {
+	d := plan.desired(admin.OrgInput{Name: plan.Org, Description: createdBy})
+	for _, p := range plan.Providers {
+		if p.Exists {
+			continue
+		}
+		rec := &store.ProviderImport{IDs: slices.Sorted(slices.Values(p.IDs)), Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL}
+		in := admin.ProviderInput{Name: p.Name, Slug: p.Slug, Kind: p.Kind, BaseURL: p.BaseURL, Import: rec}
+		if !p.Key.IsZero() {
+			in.Keys = []admin.KeyInput{{Secret: p.Key, Ref: p.keyRef()}}
+		}
+		d.addProvider(p, admin.DesiredProvider{ProviderInput: in})
+	}
+	d.project(plan.Project)
+	return d
+}
+
+// updates is step 2 of Apply: the imported providers the plan changes,
+// each the stored provider with the plan's changes. The org entry is the
+// org as it is (an apply writes an org's description), so it is unchanged.
+func (plan *Plan) updates(org *store.Org) *desired {
+	d := plan.desired(admin.OrgInput{Name: org.Name, Description: org.Description})
+	for _, p := range plan.Providers {
+		u := &p.update
+		if !p.Imported || !u.write {
+			continue
+		}
+		dp := admin.ProviderEntry(p.stored)
+		if u.patch.Kind != nil {
+			dp.Kind = *u.patch.Kind
+		}
+		if u.patch.BaseURL != nil {
+			dp.BaseURL = *u.patch.BaseURL
+		}
+		if u.patch.Name != nil {
+			dp.Name = *u.patch.Name
+		}
+		if u.dropKey != 0 {
+			var keys []admin.KeyInput // ProviderEntry keeps the pool's order
+			for i, k := range p.stored.Keys {
+				if k.ID != u.dropKey {
+					keys = append(keys, dp.Keys[i])
+				}
+			}
+			dp.Keys = keys
+		}
+		if u.addKey {
+			dp.Keys = append(dp.Keys, admin.KeyInput{Secret: p.Key, Weight: u.keyWeight, Ref: p.keyRef()})
+		}
+		d.addProvider(p, dp)
+	}
+	return d
+}
+
+// record is step 3 of Apply for provider p: the id of the key a new
+// provider was created with, and the record of an update, with the id of
+// the key it added. Should this write fail, a re-run finds the key in the
+// pool by its value and records it then.
+func (plan *Plan) record(ctx context.Context, adm Admin, st Store, org *store.Org, p *Provider) error {
+	what := fmt.Sprintf("provider %s for %s", p.Slug, entries(p.Entries))
+	var rec *store.ProviderImport
+	switch {
+	case !p.Exists:
+		rec = &store.ProviderImport{IDs: slices.Sorted(slices.Values(p.IDs)), Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL}
+	case p.Imported && p.update.write:
+		rec = p.update.record
+	default:
+		return nil
+	}
+	got, err := st.GetProvider(ctx, org.ID, p.Slug)
+	if err != nil {
+		return fmt.Errorf("provider %s: read back: %w", p.Slug, err)
+	}
+	p.ID = got.ID
+	if !p.Exists {
+		if len(got.Keys) != 1 {
+			return nil // the record written with the provider stands
+		}
+		rec.KeyID = got.Keys[0].ID
+	} else if p.update.addKey {
+		// The key added is the one the stored pool lacked.
+		rec.KeyID = 0
+		for _, k := range got.Keys {
+			if !slices.ContainsFunc(p.stored.Keys, func(s store.ProviderKey) bool { return s.ID == k.ID }) {
+				rec.KeyID = k.ID
+			}
+		}
+	}
+	if _, err := adm.UpdateProvider(ctx, plan.Org, p.Slug, admin.ProviderPatch{Import: rec}, false); err != nil {
+		return describe(what+": record the import", err)
+	}
+	return nil
+}
+
+// groupsAndRoutes is step 4 of Apply.
+func (plan *Plan) groupsAndRoutes() *desired {
+	d := plan.desired(admin.OrgInput{Name: plan.Org})
+	o := d.org()
 	for _, g := range plan.Groups {
 		if g.Exists {
 			continue
@@ -57,10 +216,10 @@ func (plan *Plan) Apply(ctx context.Context, adm Admin, st Store) error {
 			w := m.Weight
 			in.Members = append(in.Members, admin.GroupMemberInput{Provider: m.Provider.Slug, Weight: &w})
 		}
-		if _, err := adm.CreateGroup(ctx, plan.Org, in); err != nil {
-			return describe(fmt.Sprintf("group %s for %s", g.Slug, entries(g.Entries)), err)
-		}
+		d.what[fmt.Sprintf("orgs[0].groups[%d]", len(o.Groups))] = fmt.Sprintf("group %s for %s", g.Slug, entries(g.Entries))
+		o.Groups = append(o.Groups, admin.DesiredGroup{GroupInput: in})
 	}
+	pj := d.project(plan.Project)
 	for _, r := range plan.Routes {
 		if r.Exists {
 			continue
@@ -70,43 +229,23 @@ func (plan *Plan) Apply(ctx context.Context, adm Admin, st Store) error {
 			w := t.Weight
 			in.Targets = append(in.Targets, admin.TargetInput{Provider: t.Provider.Slug, UpstreamModel: t.UpstreamModel, Weight: &w})
 		}
-		if _, err := adm.CreateRoute(ctx, plan.Org, plan.Project, in); err != nil {
-			if admin.AlreadyExists(err) { // created meanwhile: never overwritten
-				r.Exists = true
-				continue
-			}
-			return describe(fmt.Sprintf("route %q", r.Model), err)
-		}
+		where := fmt.Sprintf("orgs[0].projects[0].routes[%d]", len(pj.Routes))
+		d.what[where], d.routes[where] = fmt.Sprintf("route %q", r.Model), r
+		pj.Routes = append(pj.Routes, in)
 	}
-	return nil
+	return d
 }
 
-// create creates a new provider with its import record, then records the
-// id of its key, which exists only once the provider does. Should that
-// second write fail, a re-run finds the key in the pool by its value and
-// records it then.
-func (plan *Plan) create(ctx context.Context, adm Admin, st Store, org *store.Org, p *Provider) error {
-	what := fmt.Sprintf("provider %s for %s", p.Slug, entries(p.Entries))
-	rec := &store.ProviderImport{IDs: slices.Sorted(slices.Values(p.IDs)), Name: p.Name, Kind: p.Kind, BaseURL: p.BaseURL}
-	in := admin.ProviderInput{Name: p.Name, Slug: p.Slug, Kind: p.Kind, BaseURL: p.BaseURL, Import: rec}
-	if !p.Key.IsZero() {
-		in.Keys = []admin.KeyInput{{Secret: p.Key, Ref: p.keyRef()}}
-	}
-	if _, err := adm.CreateProvider(ctx, plan.Org, in); err != nil {
-		return describe(what, err)
-	}
-	got, err := st.GetProvider(ctx, org.ID, p.Slug)
-	if err != nil {
-		return fmt.Errorf("provider %s: read back: %w", p.Slug, err)
-	}
-	p.ID = got.ID
-	if len(got.Keys) == 1 {
-		rec.KeyID = got.Keys[0].ID
-		if _, err := adm.UpdateProvider(ctx, plan.Org, p.Slug, admin.ProviderPatch{Import: rec}, false); err != nil {
-			return describe(what+": record its key", err)
+// apply runs d, naming a failed entry as the import does.
+func (plan *Plan) apply(ctx context.Context, adm Admin, d *desired, opt admin.ApplyOptions) (admin.ApplyResult, error) {
+	res, err := adm.Apply(ctx, d.d, opt)
+	var ae *admin.ApplyError
+	if errors.As(err, &ae) {
+		if what, ok := d.what[ae.Entry]; ok {
+			return res, describe(what, ae.Err)
 		}
 	}
-	return nil
+	return res, err
 }
 
 // keyRef is the ref recorded with the provider's key: the variable it
@@ -118,32 +257,6 @@ func (p *Provider) keyRef() string {
 		return ""
 	}
 	return p.KeyRef
-}
-
-// updateProvider writes the update of a provider an earlier import
-// created: the new key first, so that the pool is never empty, then the
-// removal of the key it replaces, then the fields and the record.
-func (plan *Plan) updateProvider(ctx context.Context, adm Admin, p *Provider) error {
-	u := &p.update
-	what := fmt.Sprintf("provider %s for %s", p.Slug, entries(p.Entries))
-	if u.addKey {
-		k, err := adm.AddProviderKey(ctx, plan.Org, p.Slug, admin.KeyInput{Secret: p.Key, Weight: u.keyWeight, Ref: p.keyRef()})
-		if err != nil {
-			return describe(what+": add its key", err)
-		}
-		u.record.KeyID = k.ID
-	}
-	if u.dropKey != 0 {
-		if err := adm.DeleteProviderKey(ctx, plan.Org, p.Slug, strconv.FormatInt(u.dropKey, 10)); err != nil && !errors.Is(err, admin.ErrNotFound) {
-			return describe(what+": remove its old key", err)
-		}
-	}
-	patch := u.patch
-	patch.Import = u.record
-	if _, err := adm.UpdateProvider(ctx, plan.Org, p.Slug, patch, false); err != nil {
-		return describe(what, err)
-	}
-	return nil
 }
 
 func entries(idx []int) string {

@@ -25,17 +25,13 @@ type Store interface {
 	GetProvider(ctx context.Context, orgID int64, slug string) (*store.Provider, error)
 }
 
-// Admin is what the importer writes through: *admin.Service, so an
-// imported resource passes exactly the checks the admin API applies.
+// Admin is what the importer writes through: *admin.Service. Its writes
+// go through Apply, the code of rolter apply and --config, so an imported
+// resource passes exactly the checks the admin API applies; UpdateProvider
+// writes the import record, which Apply does not manage (see Plan.Apply).
 type Admin interface {
-	CreateOrg(ctx context.Context, in admin.OrgInput) (admin.OrgView, error)
-	CreateProject(ctx context.Context, org string, in admin.ProjectInput) (admin.ProjectView, error)
-	CreateProvider(ctx context.Context, org string, in admin.ProviderInput) (admin.ProviderView, error)
+	Apply(ctx context.Context, d admin.Desired, opt admin.ApplyOptions) (admin.ApplyResult, error)
 	UpdateProvider(ctx context.Context, org, slug string, in admin.ProviderPatch, allowSlugChange bool) (admin.ProviderView, error)
-	AddProviderKey(ctx context.Context, org, slug string, in admin.KeyInput) (admin.KeyView, error)
-	DeleteProviderKey(ctx context.Context, org, slug, id string) error
-	CreateGroup(ctx context.Context, org string, in admin.GroupInput) (admin.GroupView, error)
-	CreateRoute(ctx context.Context, org, project string, in admin.RouteInput) (admin.RouteView, error)
 }
 
 // Options say where to import, and how.
@@ -112,13 +108,14 @@ type Provider struct {
 	IDs     []string
 
 	label     string
-	storeKind string // the kind of the provider matched in the store
+	storeKind string          // the kind of the provider matched in the store
+	stored    *store.Provider // the imported provider as read, keys' secrets included
 	update    update
 }
 
 // update is what Apply writes to an imported provider.
 type update struct {
-	patch     admin.ProviderPatch // without Import, which Apply sets
+	patch     admin.ProviderPatch // the fields that change (Kind, BaseURL, Name)
 	addKey    bool                // add Key to the pool
 	keyWeight *int                // its weight (that of the key it replaces)
 	dropKey   int64               // the pool key to remove; 0: none
@@ -316,7 +313,7 @@ func (plan *Plan) match(existing []store.Provider) {
 	for _, p := range plan.Providers {
 		if m := claim(existing, p.IDs, claimed); m != nil {
 			claimed[m.ID] = true
-			p.Exists, p.Imported, p.ID, p.Slug, p.BaseSlug, p.storeKind = true, true, m.ID, m.Slug, BaseSlug(m.Name), m.Kind
+			p.Exists, p.Imported, p.ID, p.Slug, p.BaseSlug, p.storeKind, p.stored = true, true, m.ID, m.Slug, BaseSlug(m.Name), m.Kind, m
 			p.plan(m)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/litellm"
@@ -627,6 +628,63 @@ func TestReRunKindAndKey(t *testing.T) {
 			t.Errorf("providers:\n got %+v\nwant %+v", got, want)
 		}
 		if again := h.run(t, entry("hosted_vllm/x", ", api_key: "+openAIKey), litellm.Options{}); !strings.Contains(again, "exists (imported before): unchanged\n") || strings.Contains(again, "keeps") {
+			t.Errorf("a run with nothing new:\n%s", again)
+		}
+	})
+}
+
+// TestReRunKeepsProviderSettings: an update of an imported provider goes
+// through admin.Service.Apply as the whole entry, so the settings an
+// operator gave it that no LiteLLM entry names (context limit, models,
+// timeouts, forwarded headers, policy) and the org's description must
+// come through a key rotation and a move unchanged.
+func TestReRunKeepsProviderSettings(t *testing.T) {
+	entry := func(base, key string) *litellm.Config {
+		t.Helper()
+		y := "model_list:\n- {model_name: m, model_info: {id: dep-1}, litellm_params: {model: openai/x, api_base: '" + base + "', api_key: " + key + "}}\n"
+		cfg, err := litellm.Parse([]byte(y), env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	each(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		h.run(t, entry("http://h:1/v1", secondKey), litellm.Options{})
+		limit, models, headers := 32768, []string{"x", "y"}, []string{"x-team"}
+		fbt := store.Duration(7 * time.Second)
+		policy := store.Policy{MaxConcurrency: 4}
+		desc := "edited by an operator"
+		if _, err := h.svc.UpdateProvider(ctx, "default", "openai-h-1-v1", admin.ProviderPatch{ContextLimit: &limit, Models: &models,
+			FirstByteTimeout: &fbt, ForwardHeaders: &headers, Policy: &policy}, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.svc.PatchOrg(ctx, "default", admin.OrgPatch{Description: &desc}); err != nil {
+			t.Fatal(err)
+		}
+		before, err := h.svc.GetProvider(ctx, "default", "openai-h-1-v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		out := h.run(t, entry("http://h:2/v1", openAIKey), litellm.Options{})
+		wantLines(t, out, "updated provider openai-h-1-v1: base_url http://h:1/v1 -> http://h:2/v1")
+		got, err := h.svc.GetProvider(ctx, "default", "openai-h-1-v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ContextLimit != limit || !slices.Equal(got.Models, models) || got.FirstByteTimeout != fbt ||
+			!slices.Equal(got.ForwardHeaders, before.ForwardHeaders) || len(got.ForwardHeaders) != 1 || got.Policy != before.Policy || got.MetadataSource != before.MetadataSource {
+			t.Errorf("the update lost an operator's settings:\nbefore %+v\n after %+v", before, got)
+		}
+		if len(got.Keys) != 1 || got.Keys[0].ID == before.Keys[0].ID {
+			t.Errorf("keys after the rotation: %+v (before %+v)", got.Keys, before.Keys)
+		}
+		if o, err := h.svc.GetOrg(ctx, "default"); err != nil || o.Description != desc {
+			t.Errorf("org description %q, %v; want %q", o.Description, err, desc)
+		}
+		// The record names the new key: a third run changes nothing.
+		if again := h.run(t, entry("http://h:2/v1", openAIKey), litellm.Options{}); !strings.Contains(again, "exists (imported before): unchanged\n") {
 			t.Errorf("a run with nothing new:\n%s", again)
 		}
 	})

@@ -1,0 +1,277 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+// orgRun is what the apply knows of one org of the desired state.
+type orgRun struct {
+	name, where string
+	// id is the existing org's; 0 when this apply creates it, so that
+	// nothing of it exists yet.
+	id    int64
+	hosts []store.Host // every host, retired ones included
+	// fleet are the providers the fleet registered for hosts.
+	fleet map[int64]bool
+	// keep are the slugs of the providers that stay after a prune: the
+	// file's and the fleet's.
+	keep map[string]bool
+	// named are the slugs the file's providers and groups name, as slug
+	// or previous_slug: no other entry takes them by name.
+	named map[string]bool
+	// claimed are the existing providers and groups matched so far, by
+	// id.
+	claimedProviders, claimedGroups map[int64]bool
+}
+
+func (a *applier) org(ctx context.Context, where string, do *DesiredOrg) error {
+	c := Change{Kind: KindOrg, Name: do.Name, Entry: where}
+	if err := CheckOrgScope(ctx, do.Name); err != nil {
+		return a.fail(c, err)
+	}
+	o := &orgRun{name: do.Name, where: where, fleet: map[int64]bool{}, keep: map[string]bool{}, named: map[string]bool{},
+		claimedProviders: map[int64]bool{}, claimedGroups: map[int64]bool{}}
+	if cur := a.ix.orgs[do.Name]; cur == nil {
+		if err := a.create(c, func() (string, error) { _, err := a.s.CreateOrg(ctx, do.OrgInput); return "", err }); err != nil {
+			return err
+		}
+	} else {
+		if err := checkOrgID(ctx, cur); err != nil {
+			return a.fail(c, err)
+		}
+		o.id = cur.ID
+		before := orgView(*cur)
+		if err := a.update(ctx, c, func(s *Service, _ *Change) ([]FieldChange, error) {
+			v, err := s.PatchOrg(ctx, do.Name, orgPatch(do.OrgInput))
+			return diffViews(before, v, only("description")), err
+		}); err != nil {
+			return err
+		}
+		hosts, err := allHosts(ctx, a.s.st, o.id)
+		if err != nil {
+			return a.fail(c, err)
+		}
+		o.hosts = hosts
+		for _, h := range o.hosts {
+			if h.ProviderID != 0 {
+				o.fleet[h.ProviderID] = true
+				o.keep[h.ProviderSlug] = true
+			}
+		}
+	}
+	for _, p := range do.Providers {
+		name, slug := p.Name, p.Slug
+		nameAndSlug(fieldErrors{}, &name, &slug)
+		o.keep[slug], o.named[slug], o.named[p.PreviousSlug] = true, true, true
+	}
+	for _, g := range do.Groups {
+		name, slug := g.Name, g.Slug
+		nameAndSlug(fieldErrors{}, &name, &slug)
+		o.named[slug], o.named[g.PreviousSlug] = true, true
+	}
+	for i := range do.Providers {
+		if err := a.provider(ctx, o, i, &do.Providers[i]); err != nil {
+			return err
+		}
+	}
+	for i := range do.Groups {
+		if err := a.group(ctx, o, i, &do.Groups[i]); err != nil {
+			return err
+		}
+	}
+	for i := range do.Projects {
+		if err := a.project(ctx, o, i, &do.Projects[i]); err != nil {
+			return err
+		}
+	}
+	for i := range do.Hosts {
+		if err := a.host(ctx, o, i, &do.Hosts[i]); err != nil {
+			return err
+		}
+	}
+	if a.opt.Prune && o.id != 0 {
+		return a.prune(ctx, o, do)
+	}
+	return nil
+}
+
+// matchSlug finds the existing provider or group (T) an entry is: the one
+// with the entry's slug, else the one its previous_slug names, else the one
+// unclaimed entry of the same name that no other entry names. A match
+// under another slug is a slug change: refused without allow_slug_change.
+// A create-only apply matches by slug alone.
+func matchSlug[T any](a *applier, o *orgRun, kind string, existing []*T, id func(*T) int64, slugOf, nameOf func(*T) string,
+	claimed map[int64]bool, name, slug string, sc SlugChange) (*T, error) {
+	var by *T
+	for _, e := range existing {
+		if slugOf(e) == slug && !claimed[id(e)] {
+			by = e
+		}
+	}
+	if by == nil && !a.opt.CreateOnly {
+		for _, e := range existing {
+			if sc.PreviousSlug != "" && slugOf(e) == sc.PreviousSlug && !claimed[id(e)] {
+				by = e
+			}
+		}
+		if by == nil && sc.PreviousSlug == "" {
+			var same []*T
+			for _, e := range existing {
+				if nameOf(e) == name && slugOf(e) != slug && !claimed[id(e)] && !o.named[slugOf(e)] {
+					same = append(same, e)
+				}
+			}
+			if len(same) == 1 {
+				by = same[0]
+			}
+		}
+	}
+	if by == nil {
+		return nil, nil
+	}
+	claimed[id(by)] = true
+	if old := slugOf(by); old != slug && !sc.AllowSlugChange {
+		return nil, &Error{Kind: ErrInvalid, Code: CodeSlugImmutable,
+			Message: fmt.Sprintf("the %s %s is %s in this file: a new slug changes every %s/<model> address, so it needs allow_slug_change: true on the entry (or give the entry another name to create a second %s)",
+				kind, quote(old), quote(slug), quote(old), kind),
+			Fields: map[string]string{"slug": "immutable"}}
+	}
+	return by, nil
+}
+
+func (a *applier) provider(ctx context.Context, o *orgRun, i int, dp *DesiredProvider) error {
+	name, slug := dp.Name, dp.Slug
+	nameAndSlug(fieldErrors{}, &name, &slug)
+	c := Change{Kind: KindProvider, Name: o.name + "/" + slug, Entry: fmt.Sprintf("%s.providers[%d]", o.where, i)}
+	var existing []*store.Provider
+	for _, p := range a.ix.providers[o.id] {
+		if p.DeletedAt == nil && !o.fleet[p.ID] {
+			existing = append(existing, p)
+		}
+	}
+	m, err := matchSlug(a, o, KindProvider, existing, func(p *store.Provider) int64 { return p.ID },
+		func(p *store.Provider) string { return p.Slug }, func(p *store.Provider) string { return p.Name },
+		o.claimedProviders, name, slug, dp.SlugChange)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	if m == nil {
+		in := dp.ProviderInput
+		if a.opt.DryRun {
+			in.Keys = slices.Clone(in.Keys)
+			for k := range in.Keys {
+				if in.Keys[k].Secret.IsZero() {
+					in.Keys[k].Secret = dryRunSecret
+				}
+			}
+		}
+		return a.create(c, func() (string, error) { _, err := a.s.CreateProvider(ctx, o.name, in); return "", err })
+	}
+	before := providerView(*m)
+	return a.update(ctx, c, func(s *Service, c *Change) ([]FieldChange, error) {
+		v, err := s.UpdateProvider(ctx, o.name, m.Slug, providerPatch(dp.ProviderInput, name, slug), dp.AllowSlugChange)
+		if err != nil {
+			return nil, err
+		}
+		fields := diffViews(before, v, ignoring(append(viewNoise, "keys")...))
+		keys, err := a.keys(ctx, s, c, o.name, slug, m.Keys, dp.Keys)
+		return append(fields, keys...), err
+	})
+}
+
+func (a *applier) group(ctx context.Context, o *orgRun, i int, dg *DesiredGroup) error {
+	name, slug := dg.Name, dg.Slug
+	nameAndSlug(fieldErrors{}, &name, &slug)
+	c := Change{Kind: KindGroup, Name: o.name + "/" + slug, Entry: fmt.Sprintf("%s.groups[%d]", o.where, i)}
+	if err := a.keptProviders(o, "members", len(dg.Members), func(j int) string { return dg.Members[j].Provider }); err != nil {
+		return a.fail(c, err)
+	}
+	m, err := matchSlug(a, o, KindGroup, a.ix.groups[o.id], func(g *store.Group) int64 { return g.ID },
+		func(g *store.Group) string { return g.Slug }, func(g *store.Group) string { return g.Name },
+		o.claimedGroups, name, slug, dg.SlugChange)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	if m == nil {
+		return a.create(c, func() (string, error) { _, err := a.s.CreateGroup(ctx, o.name, dg.GroupInput); return "", err })
+	}
+	before := groupView(*m)
+	return a.update(ctx, c, func(s *Service, _ *Change) ([]FieldChange, error) {
+		v, err := s.UpdateGroup(ctx, o.name, m.Slug, groupPatch(dg.GroupInput, name, slug), dg.AllowSlugChange)
+		return diffViews(before, v, ignoring(viewNoise...)), err
+	})
+}
+
+// keptProviders refuses, in a prune, an entry that names a provider the
+// prune deletes: it would pass the Service's checks (the provider is still
+// there) and break once the prune has run.
+func (a *applier) keptProviders(o *orgRun, field string, n int, slug func(int) string) error {
+	if !a.opt.Prune {
+		return nil
+	}
+	fe := fieldErrors{}
+	for j := range n {
+		if s := slug(j); s != "" && !o.keep[s] {
+			fe.add(fmt.Sprintf("%s[%d].provider", field, j), "names a provider that is not in the file, which --prune deletes")
+		}
+	}
+	return fe.err()
+}
+
+// canonicalIP is ip as the Service stores it, for matching; ip itself
+// when it is no address (the Service refuses it on create).
+func canonicalIP(ip string) string {
+	addr, err := netip.ParseAddr(strings.TrimSpace(ip))
+	if err != nil {
+		return ip
+	}
+	return addr.Unmap().String()
+}
+
+func hostName(org, ip string, port int) string {
+	return org + "/" + net.JoinHostPort(canonicalIP(ip), strconv.Itoa(port))
+}
+
+func (a *applier) host(ctx context.Context, o *orgRun, i int, h *HostInput) error {
+	c := Change{Kind: KindHost, Name: hostName(o.name, h.IP, h.Port), Entry: fmt.Sprintf("%s.hosts[%d]", o.where, i)}
+	var cur *store.Host
+	for j := range o.hosts {
+		x := &o.hosts[j]
+		if x.State != store.HostRetired && x.IP == canonicalIP(h.IP) && x.Port == h.Port {
+			cur = x
+		}
+	}
+	if cur == nil {
+		return a.create(c, func() (string, error) {
+			v, err := a.s.CreateHost(ctx, o.name, *h)
+			return v.APIKey, err
+		})
+	}
+	project := h.Project
+	if project == "" {
+		project = "default"
+	}
+	curProject := a.ix.projectName(cur.ProjectID)
+	before := a.s.hostView(cur, curProject)
+	return a.update(ctx, c, func(s *Service, _ *Change) ([]FieldChange, error) {
+		p := HostPatch{Recipe: &h.Recipe, Notes: &h.Notes, AutoApply: &h.AutoApply, DrainTimeout: h.DrainTimeout}
+		// A host's project and model are its identity: the Service
+		// refuses to change them, with its own error.
+		if project != curProject {
+			p.Project = &project
+		}
+		if h.ModelName != cur.ModelName {
+			p.ModelName = &h.ModelName
+		}
+		v, err := s.PatchHost(ctx, o.name, strconv.FormatInt(cur.ID, 10), p)
+		return diffViews(before, v, only("port", "recipe", "notes", "auto_apply")), err
+	})
+}

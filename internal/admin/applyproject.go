@@ -1,0 +1,111 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+func (a *applier) project(ctx context.Context, o *orgRun, i int, dp *DesiredProject) error {
+	where := fmt.Sprintf("%s.projects[%d]", o.where, i)
+	c := Change{Kind: KindProject, Name: o.name + "/" + dp.Name, Entry: where}
+	cur := a.ix.project(o.id, dp.Name)
+	if cur == nil {
+		if err := a.create(c, func() (string, error) { _, err := a.s.CreateProject(ctx, o.name, dp.ProjectInput); return "", err }); err != nil {
+			return err
+		}
+	} else {
+		before := projectView(store.Org{Name: o.name}, *cur)
+		if err := a.update(ctx, c, func(s *Service, _ *Change) ([]FieldChange, error) {
+			v, err := s.PatchProject(ctx, o.name, dp.Name, projectPatch(dp.ProjectInput))
+			return diffViews(before, v, ignoring(viewNoise...)), err
+		}); err != nil {
+			return err
+		}
+	}
+	var pid int64
+	if cur != nil {
+		pid = cur.ID
+	}
+	for ri := range dp.Routes {
+		if err := a.route(ctx, o, dp.Name, pid, fmt.Sprintf("%s.routes[%d]", where, ri), &dp.Routes[ri]); err != nil {
+			return err
+		}
+	}
+	for ki := range dp.Keys {
+		if err := a.virtualKey(ctx, o, dp.Name, pid, fmt.Sprintf("%s.keys[%d]", where, ki), &dp.Keys[ki]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applier) route(ctx context.Context, o *orgRun, project string, pid int64, where string, r *RouteInput) error {
+	c := Change{Kind: KindRoute, Name: o.name + "/" + project + "/" + r.Model, Entry: where}
+	if err := a.keptProviders(o, "targets", len(r.Targets), func(j int) string { return r.Targets[j].Provider }); err != nil {
+		return a.fail(c, err)
+	}
+	var cur *store.Route
+	for _, rt := range a.ix.routes[pid] {
+		if rt.Model == r.Model {
+			cur = rt
+		}
+	}
+	if cur == nil {
+		return a.create(c, func() (string, error) { _, err := a.s.CreateRoute(ctx, o.name, project, *r); return "", err })
+	}
+	var kept []TargetInput
+	for _, t := range cur.Targets {
+		if o.fleet[t.ProviderID] {
+			w := t.Weight
+			kept = append(kept, TargetInput{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: &w,
+				ContextLimit: t.ContextLimit, Prices: pricesInput(t.Prices)})
+		}
+	}
+	before := o.withoutFleet(routeView(*cur))
+	return a.update(ctx, c, func(s *Service, _ *Change) ([]FieldChange, error) {
+		v, err := s.PatchRoute(ctx, o.name, project, r.Model, routePatch(*r, kept))
+		return diffViews(before, o.withoutFleet(v), ignoring(viewNoise...)), err
+	})
+}
+
+// withoutFleet leaves the fleet's targets out of a route's view.
+func (o *orgRun) withoutFleet(v RouteView) RouteView {
+	fleet := map[string]bool{}
+	for _, h := range o.hosts {
+		if h.ProviderID != 0 {
+			fleet[h.ProviderSlug] = true
+		}
+	}
+	v.Targets = slices.DeleteFunc(slices.Clone(v.Targets), func(t TargetView) bool { return fleet[t.Provider] })
+	return v
+}
+
+func (a *applier) virtualKey(ctx context.Context, o *orgRun, project string, pid int64, where string, k *VirtualKeyInput) error {
+	c := Change{Kind: KindVirtualKey, Name: o.name + "/" + project + "/" + k.Name, Entry: where}
+	var live []*store.VirtualKey
+	for _, vk := range a.ix.keys[pid] {
+		if vk.RevokedAt == nil && vk.Name == k.Name {
+			live = append(live, vk)
+		}
+	}
+	switch {
+	case len(live) == 0:
+		return a.create(c, func() (string, error) {
+			v, err := a.s.CreateVirtualKey(ctx, o.name, project, *k)
+			return v.Secret, err
+		})
+	case len(live) > 1 && !a.opt.CreateOnly:
+		return a.fail(c, &Error{Kind: ErrConflict, Code: CodeConflict,
+			Message: fmt.Sprintf("%d live virtual keys of the project are named %s: revoke all but one, or rename them, so that the entry names one key", len(live), quote(k.Name))})
+	}
+	cur := live[0]
+	before := keyView(*cur)
+	return a.update(ctx, c, func(s *Service, _ *Change) ([]FieldChange, error) {
+		v, err := s.PatchVirtualKey(ctx, o.name, project, strconv.FormatInt(cur.ID, 10), keyPatch(*k, cur))
+		return diffViews(before, v, ignoring(viewNoise...)), err
+	})
+}

@@ -1,0 +1,117 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+// prune deletes what org o holds and do does not.
+func (a *applier) prune(ctx context.Context, o *orgRun, do *DesiredOrg) error {
+	served := map[int64]map[string]bool{} // project id → models live hosts serve
+	for _, h := range o.hosts {
+		if h.State != store.HostRetired {
+			if served[h.ProjectID] == nil {
+				served[h.ProjectID] = map[string]bool{}
+			}
+			served[h.ProjectID][h.ModelName] = true
+		}
+	}
+	for _, pj := range a.ix.projects[o.id] {
+		var dp *DesiredProject
+		for i := range do.Projects {
+			if do.Projects[i].Name == pj.Name {
+				dp = &do.Projects[i]
+			}
+		}
+		pname := o.name + "/" + pj.Name
+		fleetRoutes := 0
+		for _, r := range a.ix.routes[pj.ID] {
+			fleet := served[pj.ID][r.Model]
+			for _, t := range r.Targets {
+				fleet = fleet || o.fleet[t.ProviderID]
+			}
+			if fleet {
+				fleetRoutes++
+				continue
+			}
+			if dp != nil && slices.ContainsFunc(dp.Routes, func(x RouteInput) bool { return x.Model == r.Model }) {
+				continue
+			}
+			if err := a.remove(Change{Kind: KindRoute, Name: pname + "/" + r.Model}, func() error {
+				return a.s.DeleteRoute(ctx, o.name, pj.Name, r.Model)
+			}); err != nil {
+				return err
+			}
+		}
+		for _, k := range a.ix.keys[pj.ID] {
+			if k.RevokedAt != nil || dp != nil && slices.ContainsFunc(dp.Keys, func(x VirtualKeyInput) bool { return x.Name == k.Name }) {
+				continue
+			}
+			c := Change{Kind: KindVirtualKey, Name: pname + "/" + k.Name, Notes: []string{"revoked; the record stays for the audit trail"}}
+			if err := a.remove(c, func() error {
+				_, err := a.s.RevokeVirtualKey(ctx, o.name, pj.Name, strconv.FormatInt(k.ID, 10))
+				return err
+			}); err != nil {
+				return err
+			}
+		}
+		if dp != nil {
+			continue
+		}
+		c := Change{Kind: KindProject, Name: pname}
+		if n := len(a.ix.keys[pj.ID]); n > 0 {
+			c.Notes = []string{fmt.Sprintf("its %d virtual keys, revoked, are purged with it (usage records keep their ids)", n)}
+		}
+		if fleetRoutes > 0 {
+			c.Notes = append(c.Notes, fmt.Sprintf("%d of its routes are served by fleet hosts: retire the hosts first", fleetRoutes))
+		}
+		if err := a.remove(c, func() error {
+			for _, k := range a.ix.keys[pj.ID] {
+				if err := a.s.PurgeVirtualKey(ctx, o.name, pj.Name, strconv.FormatInt(k.ID, 10)); err != nil {
+					return err
+				}
+			}
+			return a.s.DeleteProject(ctx, o.name, pj.Name)
+		}); err != nil {
+			return err
+		}
+	}
+	for _, h := range o.hosts {
+		if h.State == store.HostRetired || slices.ContainsFunc(do.Hosts, func(x HostInput) bool {
+			return canonicalIP(x.IP) == h.IP && x.Port == h.Port
+		}) {
+			continue
+		}
+		c := Change{Kind: KindHost, Name: hostName(o.name, h.IP, h.Port), Notes: []string{"retired; the record stays"}}
+		if err := a.remove(c, func() error {
+			_, err := a.s.RetireHost(ctx, o.name, strconv.FormatInt(h.ID, 10))
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	for _, g := range a.ix.groups[o.id] {
+		if o.claimedGroups[g.ID] {
+			continue
+		}
+		if err := a.remove(Change{Kind: KindGroup, Name: o.name + "/" + g.Slug}, func() error {
+			return a.s.DeleteGroup(ctx, o.name, g.Slug)
+		}); err != nil {
+			return err
+		}
+	}
+	for _, p := range a.ix.providers[o.id] {
+		if p.DeletedAt != nil || o.fleet[p.ID] || o.claimedProviders[p.ID] {
+			continue
+		}
+		c := Change{Kind: KindProvider, Name: o.name + "/" + p.Slug, Notes: []string{"soft-deleted: its slug stays reserved until it is purged"}}
+		if err := a.remove(c, func() error { return a.s.DeleteProvider(ctx, o.name, p.Slug, false) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
