@@ -26,6 +26,10 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	CodeStoreUnavailable     = "store_unavailable"
+	CodeTooManyEntries       = "too_many_entries"
+	CodeApplyInProgress      = "apply_in_progress"
+	CodeApplyTimeout         = "apply_timeout"
+	CodeCanceled             = "canceled"
 	CodeInternal             = "internal_error"
 )
 

@@ -6,9 +6,10 @@ import (
 	"github.com/rolter/rolter/internal/admin"
 )
 
-// maxApplyBody bounds the body of POST /apply: a whole configuration,
-// thousands of entries.
-const maxApplyBody = 16 << 20
+// maxApplyBody bounds the body of POST /apply: a whole configuration, up
+// to admin.MaxApplyEntries entries (about 200 bytes each at most in
+// practice), and what decoding it may allocate before that cap is checked.
+const maxApplyBody = 2 << 20
 
 // apply reconciles the store with the desired state in the body, in one
 // transaction (admin.Service.Apply); ?dry_run=true rolls it back and
