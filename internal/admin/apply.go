@@ -44,8 +44,10 @@ import (
 //
 // Fleet. Providers the fleet registered for hosts (host-N) and the
 // targets they serve in routes are the fleet's: never matched, written
-// over, exported or pruned; a route an entry writes keeps its fleet
-// targets. Routes that fleet hosts serve are never pruned.
+// over, exported or pruned; a route or group an entry writes keeps its
+// fleet targets or members (compared without them). Routes that fleet hosts
+// serve and groups with a fleet member are never pruned; a group whose
+// members are all the fleet's is not exported.
 //
 // Prune deletes what the orgs the desired state names hold and it does
 // not: live virtual keys are revoked, routes and groups deleted, hosts

@@ -216,11 +216,31 @@ func (a *applier) group(ctx context.Context, o *orgRun, i int, dg *DesiredGroup)
 	if m == nil {
 		return a.create(c, func() (string, error) { _, err := a.s.CreateGroup(ctx, o.name, dg.GroupInput); return "", err })
 	}
-	before := groupView(*m)
+	// The fleet's members stay, as a route's fleet targets do, unless
+	// the entry names them itself.
+	named := map[string]bool{}
+	for _, mb := range dg.Members {
+		named[mb.Provider] = true
+	}
+	var kept []GroupMemberInput
+	for _, mb := range m.Members {
+		if o.fleet[mb.ProviderID] && !named[mb.ProviderSlug] {
+			w := mb.Weight
+			kept = append(kept, GroupMemberInput{Provider: mb.ProviderSlug, Weight: &w, ModelMap: mb.ModelMap})
+		}
+	}
+	before := o.groupWithoutFleet(groupView(*m), named)
 	return a.update(ctx, c, func(s *Service, _ *Change) ([]FieldChange, error) {
-		v, err := s.UpdateGroup(ctx, o.name, m.Slug, groupPatch(dg.GroupInput, name, slug), dg.AllowSlugChange)
-		return diffViews(before, v, ignoring(viewNoise...)), err
+		v, err := s.UpdateGroup(ctx, o.name, m.Slug, groupPatch(dg.GroupInput, name, slug, kept), dg.AllowSlugChange)
+		return diffViews(before, o.groupWithoutFleet(v, named), ignoring(viewNoise...)), err
 	})
+}
+
+// groupWithoutFleet leaves the fleet's members out of a group's view,
+// but those named.
+func (o *orgRun) groupWithoutFleet(v GroupView, named map[string]bool) GroupView {
+	v.Members = slices.DeleteFunc(slices.Clone(v.Members), func(m GroupMemberView) bool { return o.fleetSlugs[m.Provider] && !named[m.Provider] })
+	return v
 }
 
 // keptProviders refuses, in a prune, an entry that names a provider the

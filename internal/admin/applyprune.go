@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/rolter/rolter/internal/store"
@@ -104,7 +105,8 @@ func (a *applier) prune(ctx context.Context, o *orgRun, do *DesiredOrg) error {
 		}
 	}
 	for _, g := range a.ix.groups[o.id] {
-		if o.claimedGroups[g.ID] {
+		// Groups with a fleet member are the fleet's too, as its routes.
+		if o.claimedGroups[g.ID] || slices.ContainsFunc(g.Members, func(m store.GroupMember) bool { return o.fleet[m.ProviderID] }) {
 			continue
 		}
 		if err := a.remove(Change{Kind: KindGroup, Name: o.name + "/" + g.Slug}, func() error {

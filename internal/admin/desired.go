@@ -88,8 +88,10 @@ func providerPatch(in ProviderInput, name, slug string) ProviderPatch {
 		ForwardHeaders: &headers, Policy: &in.Policy, Prices: nullable[PricesInput]{Set: true, Value: in.Prices}}
 }
 
-func groupPatch(in GroupInput, name, slug string) GroupPatch {
-	members := in.Members
+// groupPatch is in over an existing group; kept are members the fleet's
+// (hosts' providers), which the file does not name.
+func groupPatch(in GroupInput, name, slug string, kept []GroupMemberInput) GroupPatch {
+	members := append(append([]GroupMemberInput{}, in.Members...), kept...)
 	return GroupPatch{Slug: &slug, Name: &name, Strategy: &in.Strategy, Members: &members, Policy: &in.Policy}
 }
 
