@@ -76,13 +76,21 @@ func NewService(st store.Store, snap *snapshot.Holder, log *slog.Logger) *Servic
 	return &Service{st: st, snap: snap, log: log, now: time.Now, applying: make(chan struct{}, 1), applyTimeout: ApplyTimeout}
 }
 
+// changedTimeout bounds the snapshot rebuild and the announcement after a
+// committed write.
+const changedTimeout = 30 * time.Second
+
 // changed publishes a committed write to the request path. A failed rebuild
 // leaves the previous snapshot serving; the write itself has succeeded and
-// the next successful rebuild includes it.
+// the next successful rebuild includes it. The write's context is not the
+// rebuild's: a client that leaves right after the commit must not leave
+// this replica on the old snapshot and the others untold.
 func (s *Service) changed(ctx context.Context) {
 	if s.inTx {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), changedTimeout)
+	defer cancel()
 	if s.snap != nil {
 		if err := s.snap.Reload(ctx); err != nil {
 			s.log.Error("snapshot rebuild after admin write failed; serving the previous one", "err", err)
