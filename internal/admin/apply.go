@@ -192,16 +192,19 @@ var errApplyInProgress = &Error{Kind: ErrConflict, Code: CodeApplyInProgress,
 // applyStopped is the error of an apply whose context ended before it
 // committed: cause is the context's error, err what the apply failed with.
 func applyStopped(cause, err error, timeout time.Duration) *Error {
+	if !errors.Is(err, cause) {
+		cause = errors.Join(cause, err)
+	}
 	where := ""
 	var ae *ApplyError
 	if errors.As(err, &ae) {
 		where = " (at " + ae.where() + ")"
 	}
 	if errors.Is(cause, context.DeadlineExceeded) {
-		return &Error{Kind: ErrUnavailable, Code: CodeApplyTimeout, Err: errors.Join(cause, err),
+		return &Error{Kind: ErrUnavailable, Code: CodeApplyTimeout, Err: cause,
 			Message: fmt.Sprintf("the apply did not finish within %s and was rolled back%s: nothing changed; apply fewer entries at a time, or retry when the store is less busy", timeout, where)}
 	}
-	return &Error{Kind: ErrUnavailable, Code: CodeCanceled, Err: errors.Join(cause, err),
+	return &Error{Kind: ErrUnavailable, Code: CodeCanceled, Err: cause,
 		Message: "the request was canceled before the apply finished; it was rolled back" + where + ": nothing changed"}
 }
 

@@ -1,11 +1,15 @@
 package adminapi_test
 
 import (
+	"context"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rolter/rolter/internal/admin"
+	"github.com/rolter/rolter/internal/adminapi"
 )
 
 // emptyList is n empty objects, comma-separated.
@@ -70,4 +74,47 @@ func TestApplyBodyBounds(t *testing.T) {
 	if after := e.state(); after != before {
 		t.Fatal("a refused apply wrote")
 	}
+}
+
+// An apply stopped before it committed, because its caller left or its
+// deadline passed, answers 503 with its own code and is logged as a
+// warning, not as an internal error; so is any write whose caller left.
+func TestApplyStoppedIsNoInternalError(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		serve := func(method, path, body string, ctx context.Context) (int, string) {
+			req := httptest.NewRequestWithContext(ctx, method, adminapi.Prefix+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			adminapi.NewHandler(e.svc).ServeHTTP(rec, req)
+			return rec.Code, rec.Body.String()
+		}
+		canceled, cancel := context.WithCancel(context.Background())
+		cancel()
+		before := e.state()
+		e.logs.Reset()
+		for _, c := range []struct {
+			method, path, body, code string
+			ctx                      context.Context
+			timeout                  time.Duration
+		}{
+			{"POST", "/apply", `{"orgs":[{"name":"acme"}]}`, admin.CodeCanceled, canceled, admin.ApplyTimeout},
+			{"POST", "/apply", `{"orgs":[{"name":"acme"}]}`, admin.CodeApplyTimeout, context.Background(), time.Nanosecond},
+			{"POST", "/orgs", `{"name":"acme"}`, admin.CodeCanceled, canceled, admin.ApplyTimeout},
+		} {
+			e.svc.SetApplyTimeout(c.timeout)
+			status, out := serve(c.method, c.path, c.body, c.ctx)
+			if status != 503 || !strings.Contains(out, `"code":"`+c.code+`"`) {
+				t.Errorf("%s %s: %d %s, want 503 %s", c.method, c.path, status, out, c.code)
+			}
+		}
+		e.svc.SetApplyTimeout(admin.ApplyTimeout)
+		logs := e.logs.String()
+		if strings.Contains(logs, `"level":"ERROR"`) || strings.Count(logs, `"level":"WARN"`) != 3 {
+			t.Errorf("logs:\n%s", logs)
+		}
+		if after := e.state(); after != before {
+			t.Fatal("a stopped request wrote")
+		}
+	})
 }
