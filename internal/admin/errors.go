@@ -91,8 +91,13 @@ func notFound(format string, args ...any) *Error {
 // fieldErrors collects validation failures by JSON field path.
 type fieldErrors map[string]string
 
+// maxFieldErrors bounds the fields one refusal names: a list of thousands
+// of bad items is refused by its first hundred, not answered (and held)
+// item by item.
+const maxFieldErrors = 100
+
 func (f fieldErrors) add(field, format string, args ...any) {
-	if _, ok := f[field]; !ok {
+	if _, ok := f[field]; !ok && len(f) < maxFieldErrors {
 		f[field] = fmt.Sprintf(format, args...)
 	}
 }
