@@ -286,3 +286,35 @@ func TestAgentRegistryWithoutWeights(t *testing.T) {
 		t.Error("the refusal is not logged exactly once")
 	}
 }
+
+// A gateway older than applied[].download refuses the field: the agent
+// sends the report again without it, and the error still tells.
+func TestAgentReportsProgressToAnOldGateway(t *testing.T) {
+	e := newEnv(t)
+	files := &slowFiles{data: bytes.Repeat([]byte("w"), 32<<10), chunk: 16 << 10, gate: make(chan struct{})}
+	srv := httptest.NewServer(files)
+	defer srv.Close()
+	defer close(files.gate)
+	fs := newFleetServer(t)
+	fs.mu.Lock()
+	fs.old = true
+	fs.mu.Unlock()
+	dl := hfAssignment(41, freePort(t))
+	dl.Recipe.VLLM.Source = fleetapi.Source{Kind: fleetapi.SourceURL, URL: srv.URL + "/m.gguf"}
+	fs.set(dl)
+	e.start(e.config(fs.url()))
+	files.gate <- struct{}{}
+	testkit.Eventually(t, "an accepted report saying downloading", func() bool {
+		ap, _, ok := fs.applied(41)
+		return ok && ap.Download == nil && strings.Contains(ap.Error, "downloading weights: 16.0 KiB of 32.0 KiB")
+	})
+	fs.mu.Lock()
+	refused := fs.refused
+	fs.mu.Unlock()
+	if refused == 0 {
+		t.Error("the agent never sent the download field")
+	}
+	if strings.Contains(e.logs.String(), "report failed") {
+		t.Error("the fallback is logged as a failed report")
+	}
+}
