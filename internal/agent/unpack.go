@@ -62,7 +62,7 @@ func unpack(ctx context.Context, src string, kind archiveKind, dest string, limi
 	if err != nil {
 		return err
 	}
-	defer root.Close()
+	defer root.Close() //nolint:errcheck // nothing written through the handle itself
 	u := &unpacker{ctx: ctx, root: root, left: limit, limit: limit, done: done, links: map[string]bool{}, seen: map[string]bool{}}
 	switch kind {
 	case archiveTar, archiveTarGz:
@@ -88,14 +88,14 @@ func (u *unpacker) tar(src string, gz bool) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read only
 	var r io.Reader = f
 	if gz {
 		zr, err := gzip.NewReader(f)
 		if err != nil {
 			return fmt.Errorf("%w: not gzip: %v", errUnsafeArchive, err)
 		}
-		defer zr.Close()
+		defer zr.Close() //nolint:errcheck // read only
 		r = zr
 	}
 	tr := tar.NewReader(r)
@@ -133,7 +133,7 @@ func (u *unpacker) zip(src string) error {
 	if err != nil {
 		return fmt.Errorf("%w: not a zip archive: %v", errUnsafeArchive, err)
 	}
-	defer zr.Close()
+	defer zr.Close() //nolint:errcheck // read only
 	for _, f := range zr.File {
 		mode := f.Mode()
 		var kind fs.FileMode
