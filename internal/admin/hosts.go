@@ -112,10 +112,13 @@ type HostView struct {
 	Liveness        Liveness             `json:"liveness"`
 	Discovered      *fleetapi.Discovered `json:"discovered,omitempty"`
 	ReportError     string               `json:"report_error,omitempty"`
-	ReportedAt      *time.Time           `json:"reported_at,omitempty"`
-	CreatedAt       time.Time            `json:"created_at"`
-	UpdatedAt       time.Time            `json:"updated_at"`
-	RetiredAt       *time.Time           `json:"retired_at,omitempty"`
+	// Download is the progress of the weights the box is fetching for
+	// the host, as of its last report.
+	Download   *fleetapi.Download `json:"download,omitempty"`
+	ReportedAt *time.Time         `json:"reported_at,omitempty"`
+	CreatedAt  time.Time          `json:"created_at"`
+	UpdatedAt  time.Time          `json:"updated_at"`
+	RetiredAt  *time.Time         `json:"retired_at,omitempty"`
 }
 
 // HostDrain is a restart drain under way: the host is out of routing
@@ -170,6 +173,7 @@ func (s *Service) hostView(h *store.Host, project string) HostView {
 	if h.ReportedAt != nil {
 		d := h.Report.Discovered
 		v.Discovered = &d
+		v.Download = h.Report.Download
 	}
 	v.DrainTimeout = store.Duration(h.DrainTimeout)
 	if d := h.Drain; d != nil && h.State != store.HostRetired {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/rolter/rolter/internal/fleetapi"
@@ -68,20 +69,62 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 		if e := a.errs[as.HostID]; e != "" {
 			errs = append(errs, e)
 		}
+		if j := a.waiting[as.HostID]; j != nil && !j.finished() {
+			ap.Download = j.prog.wire()
+			msg := j.prog.String()
+			if ap.Revision != "" && ap.Revision != revisionOf(as) {
+				msg = "revision " + revisionOf(as) + " not applied yet (still running " + ap.Revision + "): " + msg
+			}
+			errs = append(errs, msg)
+		}
 		ap.Error = strings.Join(errs, "; ")
 		r.Applied = append(r.Applied, ap)
 	}
 	r.Clip() // within the gateway's bounds, or it refuses the whole report
+	status, body := a.postReport(ctx, r)
+	if status == http.StatusBadRequest && hasDownloads(r) && strings.Contains(body, ".download") {
+		// A gateway older than applied[].download refuses it as unknown:
+		// send the report again without it (its error still says
+		// "downloading ...").
+		for i := range r.Applied {
+			r.Applied[i].Download = nil
+		}
+		a.log.Debug("the gateway does not know download progress; reporting without it")
+		status, _ = a.postReport(ctx, r)
+	}
+	switch status {
+	case 0:
+	case http.StatusOK, http.StatusNoContent:
+		a.log.Debug("reported", "applied", len(r.Applied))
+	case http.StatusUnauthorized, http.StatusForbidden:
+		a.log.Error("fleet key refused by the gateway; check ROLTER_FLEET_KEY", "server", a.server)
+	default:
+		a.log.Warn("report failed", "status", strconv.Itoa(status)+" "+http.StatusText(status))
+	}
+}
+
+func hasDownloads(r fleetapi.Report) bool {
+	for _, ap := range r.Applied {
+		if ap.Download != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// postReport sends r and returns the status and the start of the answer;
+// status 0 when no answer came (logged here).
+func (a *Agent) postReport(ctx context.Context, r fleetapi.Report) (int, string) {
 	body, err := json.Marshal(r)
 	if err != nil {
 		a.log.Error("encode report", "error", err)
-		return
+		return 0, ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.server+fleetapi.ReportPath, bytes.NewReader(body))
 	if err != nil {
-		return
+		return 0, ""
 	}
 	req.Header.Set("Authorization", "Bearer "+a.cfg.FleetKey.Reveal())
 	req.Header.Set("Content-Type", "application/json")
@@ -90,16 +133,10 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 		if ctx.Err() == nil {
 			a.log.Warn("report failed", "error", err)
 		}
-		return
+		return 0, ""
 	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK, http.StatusNoContent:
-		a.log.Debug("reported", "applied", len(r.Applied))
-	case http.StatusUnauthorized, http.StatusForbidden:
-		a.log.Error("fleet key refused by the gateway; check ROLTER_FLEET_KEY", "server", a.server)
-	default:
-		a.log.Warn("report failed", "status", resp.Status)
-	}
+	return resp.StatusCode, string(b)
 }

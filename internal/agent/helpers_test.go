@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -126,6 +127,10 @@ type fleetServer struct {
 	cfg     fleetapi.Config
 	reports []fleetapi.Report
 	fetches int
+	// old makes it a gateway older than applied[].download: a report
+	// with the field is refused, as the real one refuses unknown fields.
+	old     bool
+	refused int
 }
 
 func newFleetServer(t *testing.T) *fleetServer {
@@ -188,8 +193,14 @@ func (f *fleetServer) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(f.cfg)
 	case r.Method == http.MethodPost && r.URL.Path == fleetapi.ReportPath:
+		body, _ := io.ReadAll(r.Body)
+		if f.old && bytes.Contains(body, []byte(`"download":`)) {
+			f.refused++
+			http.Error(w, `{"error":{"code":"invalid_report","fields":{"applied[0].download":"unknown field"}}}`, http.StatusBadRequest)
+			return
+		}
 		var rep fleetapi.Report
-		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
+		if err := json.Unmarshal(body, &rep); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}

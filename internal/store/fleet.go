@@ -87,6 +87,8 @@ type AppliedAssignment struct {
 type HostReport struct {
 	Discovered fleetapi.Discovered `json:"discovered"`
 	Error      string              `json:"error,omitempty"`
+	// Download is the progress of the weights the assignment waits for.
+	Download *fleetapi.Download `json:"download,omitempty"`
 }
 
 // HostReportEntry is one host's part of a box's report.
