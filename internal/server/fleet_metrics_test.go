@@ -52,10 +52,13 @@ func TestFleetMetricsThroughAnApply(t *testing.T) {
 	waitMetrics("a serving host, skewed on max_model_len", map[string]float64{hosts("pending"): 0, hosts("serving"): 1,
 		skew("args"): 1, skew("revision"): 0,
 		series("rolter_provider_ready", `org="default",provider="host-`+id+`"`): 1})
-	_, metrics := f.r.call(t, "GET", "/metrics", "", "")
-	if _, ok := seriesValue(metrics, series("rolter_fleet_host_liveness_age_seconds", `host="`+id+`",org="default"`)); !ok {
-		t.Fatalf("no liveness age:\n%s", grepLines(metrics, "rolter_fleet"))
-	}
+	// The fetch shows at the controller's next listing (within a drain
+	// check's second).
+	testkit.Eventually(t, "a liveness age", func() bool {
+		_, metrics := f.r.call(t, "GET", "/metrics", "", "")
+		_, ok := seriesValue(metrics, series("rolter_fleet_host_liveness_age_seconds", `host="`+id+`",org="default"`))
+		return ok
+	})
 	_, body = f.r.call(t, "GET", "/admin/v1/orgs/default/hosts/"+id, f.tok, "")
 	view := decodeJSON[struct {
 		State      string `json:"state"`
