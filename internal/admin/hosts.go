@@ -107,7 +107,12 @@ type HostView struct {
 	// Probe is the fleet controller's latest view of the host, on the
 	// replica that runs the controller: why a host stays pending or went
 	// down.
-	Probe           *HostProbe           `json:"probe,omitempty"`
+	Probe *HostProbe `json:"probe,omitempty"`
+	// ServedSkew lists, on the replica that runs the controller, how what
+	// the box serves (its /v1/models card) differs from the recipe it
+	// runs: a different served name keeps it out of routing (fatal), a
+	// different max_model_len is reported only. Absent when they agree.
+	ServedSkew      []fleet.Skew         `json:"served_skew,omitempty"`
 	LastConfigFetch *time.Time           `json:"last_config_fetch"`
 	Liveness        Liveness             `json:"liveness"`
 	Discovered      *fleetapi.Discovered `json:"discovered,omitempty"`
@@ -141,6 +146,13 @@ type HostProbe struct {
 // FleetHealth is what the fleet controller knows of a host's probes.
 type FleetHealth interface {
 	Health(id int64) (ok, fail int, lastErr string, known bool)
+}
+
+// FleetSkew is what the fleet controller's probes found a box serving
+// other than its recipe says; a FleetHealth that implements it adds that
+// to host views (served_skew).
+type FleetSkew interface {
+	Skew(id int64) []fleet.Skew
 }
 
 // SetFleetHealth adds the controller's probe results to host views.
@@ -183,6 +195,9 @@ func (s *Service) hostView(h *store.Host, project string) HostView {
 	if s.fleetHealth != nil {
 		if ok, fail, lastErr, known := s.fleetHealth.Health(h.ID); known {
 			v.Probe = &HostProbe{ConsecutiveOK: ok, ConsecutiveFailures: fail, LastError: lastErr}
+		}
+		if sk, ok := s.fleetHealth.(FleetSkew); ok {
+			v.ServedSkew = sk.Skew(h.ID)
 		}
 	}
 	return v

@@ -9,9 +9,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/netguard"
@@ -65,8 +68,14 @@ type ControllerConfig struct {
 	// counted here, so a drain ends at its deadline only (they cut theirs
 	// there too).
 	PeersUncounted bool
-	// Now is the clock drains are timed by (default time.Now).
+	// Now is the clock drains and liveness ages are timed by (default
+	// time.Now).
 	Now func() time.Time
+
+	// Registry, when set, receives the fleet metrics (metrics.go).
+	Registry prometheus.Registerer
+	// OrgName names an org for metric labels; nil or "" labels it by id.
+	OrgName func(id int64) string
 }
 
 // Drains is the request path's view of a draining host, on this replica.
@@ -149,8 +158,12 @@ type Controller struct {
 	log     *slog.Logger
 	changed func(context.Context) // publishes a registration to the request path
 
+	metrics *metrics
+
 	mu     sync.Mutex
 	health map[int64]*hostHealth
+	// samples are the hosts as last listed, for the gauges.
+	samples []hostSample
 }
 
 type hostHealth struct {
@@ -162,13 +175,20 @@ type hostHealth struct {
 	// served is the context the box's /v1/models card reports
 	// (max_model_len) at the last good probe; 0 when it reports none.
 	served int
+	// skew is what the last probe that read the model list found served
+	// other than the running recipe says; replaced, never modified.
+	skew []Skew
 }
 
 // NewController returns a controller over st; changed is called after each
 // sweep that wrote a registration change.
 func NewController(st ControllerStore, cfg ControllerConfig, log *slog.Logger, changed func(context.Context)) *Controller {
 	cfg.defaults()
-	return &Controller{st: st, cfg: cfg, log: log, changed: changed, health: map[int64]*hostHealth{}}
+	c := &Controller{st: st, cfg: cfg, log: log, changed: changed, health: map[int64]*hostHealth{}, metrics: newMetrics()}
+	if cfg.Registry != nil {
+		cfg.Registry.MustRegister(collector{c})
+	}
+	return c
 }
 
 // Run sweeps every Interval until ctx ends.
@@ -215,6 +235,7 @@ func (c *Controller) Sweep(ctx context.Context) {
 	if c.cfg.Lease != nil && !c.cfg.Lease.Held(ctx) {
 		c.mu.Lock()
 		clear(c.health)
+		c.samples = nil
 		c.mu.Unlock()
 		return
 	}
@@ -225,6 +246,7 @@ func (c *Controller) Sweep(ctx context.Context) {
 		}
 		return
 	}
+	c.sample(hosts)
 	results := make([]probeResult, len(hosts))
 	sem := make(chan struct{}, c.cfg.Parallel)
 	var wg sync.WaitGroup
@@ -233,7 +255,7 @@ func (c *Controller) Sweep(ctx context.Context) {
 		sem <- struct{}{}
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
-			results[i].served, results[i].err = c.probe(ctx, &hosts[i])
+			results[i] = c.probe(ctx, &hosts[i])
 		}(i)
 	}
 	wg.Wait()
@@ -272,11 +294,14 @@ func running(h *store.Host) (int, *fleetapi.VLLM) {
 	return h.Port, h.Recipe.VLLM
 }
 
-// probeResult is one probe of a host: nil err when it serves, and the
-// context its model card reports.
+// probeResult is one probe of a host: nil err when it serves, the
+// context its model card reports, and, when the probe read the model
+// list (carded), how what it serves differs from its recipe.
 type probeResult struct {
 	err    error
 	served int
+	carded bool
+	skew   []Skew
 }
 
 // registration is what RegisterHost writes for h, and its identity: a
@@ -325,6 +350,7 @@ func (c *Controller) apply(ctx context.Context, h *store.Host, res probeResult) 
 		hh.ok = 0
 		hh.lastErr = probeErr.Error()
 	}
+	c.noteSkew(h, hh, res)
 	ok, fail := hh.ok, hh.fail
 	prev, served := hh.registered, hh.served
 	c.mu.Unlock()
@@ -401,6 +427,7 @@ func (c *Controller) applyDraining(ctx context.Context, h *store.Host, res probe
 	} else {
 		hh.ok, hh.fail, hh.lastErr = 0, hh.fail+1, res.err.Error()
 	}
+	c.noteSkew(h, hh, res)
 	ok, served := hh.ok, hh.served
 	c.mu.Unlock()
 	if h.Drain.DrainedAt == nil || h.AppliedRevision != Revision(h) || ok < c.cfg.RecoverAfter {
@@ -412,8 +439,10 @@ func (c *Controller) applyDraining(ctx context.Context, h *store.Host, res probe
 		return false
 	}
 	c.setRegistered(h.ID, key)
+	out := c.cfg.Now().Sub(h.Drain.StartedAt)
+	c.metrics.outOfRouting.WithLabelValues(c.orgName(h.OrgID)).Observe(max(0, out.Seconds()))
 	c.log.Info("fleet host serves its new revision: back in routing", "host", h.ID, "ip", h.IP, "model_name", h.ModelName,
-		"revision", h.AppliedRevision, "drain_started", h.Drain.StartedAt, "out_of_routing", c.cfg.Now().Sub(h.Drain.StartedAt).Round(time.Millisecond))
+		"revision", h.AppliedRevision, "drain_started", h.Drain.StartedAt, "out_of_routing", out.Round(time.Millisecond))
 	return true
 }
 
@@ -423,6 +452,7 @@ func (c *Controller) applyDraining(ctx context.Context, h *store.Host, res probe
 // at its next fetch.
 func (c *Controller) CheckDrains(ctx context.Context) {
 	if c.cfg.Lease != nil && !c.cfg.Lease.Held(ctx) {
+		c.forget()
 		return
 	}
 	hosts, err := c.st.ListLiveHosts(ctx)
@@ -432,6 +462,7 @@ func (c *Controller) CheckDrains(ctx context.Context) {
 		}
 		return
 	}
+	c.sample(hosts)
 	now := c.cfg.Now()
 	for i := range hosts {
 		h := &hosts[i]
@@ -455,6 +486,11 @@ func (c *Controller) CheckDrains(ctx context.Context) {
 			continue
 		}
 		took := now.Sub(h.Drain.StartedAt).Round(time.Millisecond)
+		outcome := "idle"
+		if !idle {
+			outcome = "deadline"
+		}
+		c.metrics.drain.WithLabelValues(c.orgName(h.OrgID), outcome).Observe(max(0, now.Sub(h.Drain.StartedAt).Seconds()))
 		if expired && n != 0 {
 			c.log.Warn("fleet host drain deadline passed: the box restarts now; requests still in flight are cut",
 				"host", h.ID, "model_name", h.ModelName, "in_flight", n, "took", took)
@@ -472,24 +508,25 @@ func (c *Controller) setRegistered(id int64, key string) {
 	c.mu.Unlock()
 }
 
-// probe reports nil when h's vLLM is serving: /health answers 200 and
+// probe reports nil err when h's vLLM is serving: /health answers 200 and
 // /v1/models lists the recipe's served model, with the context that model's
-// card reports (max_model_len; 0 when absent). /v1/models alone is not
-// enough, because it answers while the engine still loads.
-func (c *Controller) probe(ctx context.Context, h *store.Host) (int, error) {
+// card reports (max_model_len; 0 when absent) and what the card shows
+// other than the recipe says (servedSkew). /v1/models alone is not enough,
+// because it answers while the engine still loads.
+func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 	port, recipe := running(h)
 	if recipe == nil {
-		return 0, fmt.Errorf("host has no vllm recipe")
+		return probeResult{err: fmt.Errorf("host has no vllm recipe")}
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	addr, err := netip.ParseAddr(h.IP)
 	if err != nil {
-		return 0, fmt.Errorf("bad host address: %w", err)
+		return probeResult{err: fmt.Errorf("bad host address: %w", err)}
 	}
 	base := "http://" + netip.AddrPortFrom(addr, uint16(port)).String()
 	if err := c.get(ctx, base+"/health", "", nil); err != nil {
-		return 0, fmt.Errorf("/health: %w", err)
+		return probeResult{err: fmt.Errorf("/health: %w", err)}
 	}
 	var models struct {
 		Data []struct {
@@ -498,20 +535,40 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) (int, error) {
 		} `json:"data"`
 	}
 	if err := c.get(ctx, base+"/v1/models", h.APIKey.Reveal(), &models); err != nil {
-		return 0, fmt.Errorf("/v1/models: %w", err)
+		return probeResult{err: fmt.Errorf("/v1/models: %w", err)}
 	}
-	want := recipe.ServedName()
-	for _, m := range models.Data {
-		if m.ID == want {
-			// A card without a believable value leaves the recipe's flag.
-			served, err := strconv.ParseInt(string(m.MaxModelLen), 10, 32)
-			if err != nil || served <= 0 {
-				served = 0
-			}
-			return int(served), nil
+	cards := make([]servedCard, len(models.Data))
+	for i, m := range models.Data {
+		// A card without a believable value leaves the recipe's flag.
+		n, err := strconv.ParseInt(string(m.MaxModelLen), 10, 32)
+		if err != nil || n <= 0 {
+			n = 0
+		}
+		cards[i] = servedCard{ID: m.ID, MaxModelLen: int(n)}
+	}
+	card, skew, found := servedSkew(recipe, cards)
+	if !found {
+		return probeResult{err: fmt.Errorf("/v1/models does not list the recipe's model %q", recipe.ServedName()), carded: true, skew: skew}
+	}
+	return probeResult{served: card.MaxModelLen, carded: true, skew: skew}
+}
+
+// noteSkew records the skew of a probe that read the model list, logging
+// a change; hh is c.health[h.ID], c.mu held.
+func (c *Controller) noteSkew(h *store.Host, hh *hostHealth, res probeResult) {
+	if !res.carded {
+		return
+	}
+	if !slices.Equal(hh.skew, res.skew) {
+		for _, k := range res.skew {
+			c.log.Warn("fleet host serves other than its recipe says", "host", h.ID, "model_name", h.ModelName,
+				"field", k.Field, "recipe", k.Recipe, "served", k.Served, "fatal", k.Fatal)
+		}
+		if len(res.skew) == 0 {
+			c.log.Info("fleet host serves what its recipe says again", "host", h.ID, "model_name", h.ModelName)
 		}
 	}
-	return 0, fmt.Errorf("/v1/models does not list the recipe's model %q", want)
+	hh.skew = res.skew
 }
 
 func (c *Controller) get(ctx context.Context, url, key string, into any) error {

@@ -195,6 +195,8 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		metrics:   NewMetrics(o.Registry), mux: http.NewServeMux()}
 	o.Registry.MustRegister(cooldownCollector{g: g, desc: prometheus.NewDesc("rolter_cooldown",
 		"Targets and keys per provider by breaker state.", []string{"org", "provider", "kind", "state"}, nil)})
+	o.Registry.MustRegister(readyCollector{g: g, desc: prometheus.NewDesc("rolter_provider_ready",
+		"1 while the provider is ready (its active health and metadata probes pass), else 0.", []string{"org", "provider"}, nil)})
 	snap.OnSwap(func(s *snapshot.Snapshot) {
 		g.mu.Lock()
 		defer g.mu.Unlock()

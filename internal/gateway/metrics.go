@@ -117,3 +117,28 @@ func (c cooldownCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k.org, k.provider, k.kind, k.state)
 	}
 }
+
+// readyCollector reports, at scrape time, each provider's readiness as
+// the request path sees it (1 ready, 0 not): the readiness cache's
+// verdict, or ready for a configured provider it does not know yet. One
+// series per provider of the routing table.
+type readyCollector struct {
+	g    *Gateway
+	desc *prometheus.Desc
+}
+
+func (c readyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c readyCollector) Collect(ch chan<- prometheus.Metric) {
+	t := c.g.table.Load()
+	if t == nil {
+		return
+	}
+	for _, p := range t.providers {
+		v := 0.0
+		if c.g.status(p).Ready {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, p.org, p.slug)
+	}
+}

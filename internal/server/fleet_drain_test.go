@@ -30,6 +30,7 @@ type drainBox struct {
 	restarting atomic.Bool
 	stuck      atomic.Bool
 	key        atomic.Value // string
+	maxLen     atomic.Int64 // the card's max_model_len; 0: 32768, the recipe's
 	chats      atomic.Int64 // answered 200
 	lost       atomic.Int64 // reached the box while it restarted
 	held       atomic.Int64 // chats waiting at the gate or stuck now
@@ -55,7 +56,11 @@ func newDrainBox(t *testing.T, gated bool) *drainBox {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
-		fmt.Fprint(w, `{"object":"list","data":[{"id":"Qwen/Qwen3-8B","object":"model","max_model_len":32768}]}`)
+		n := b.maxLen.Load()
+		if n == 0 {
+			n = 32768
+		}
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":"Qwen/Qwen3-8B","object":"model","max_model_len":%d}]}`, n)
 	})
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)

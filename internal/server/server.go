@@ -268,6 +268,8 @@ func (s *Server) prepare(ctx context.Context) error {
 		ccfg.AllowLinkLocal = s.cfg.AllowLinkLocalUpstreams
 		ccfg.Registered = func(h *store.Host) bool { return routed(snap.Current(), h) }
 		ccfg.Drains = gw
+		ccfg.Registry = reg
+		ccfg.OrgName = func(id int64) string { return orgName(snap.Current(), id) }
 		// On PostgreSQL other replicas may route too; their in-flight
 		// requests are not counted here, so drains end at their deadline.
 		ccfg.PeersUncounted = s.db.Dialect() == "postgres"
@@ -363,6 +365,19 @@ func (s *Server) rateLimiter(ctx context.Context, reg prometheus.Registerer) (_ 
 
 // routed reports whether sn routes to host h: its route has a target on
 // the host's provider.
+// orgName is the name of the org with id in sn, "" when unknown.
+func orgName(sn *snapshot.Snapshot, id int64) string {
+	name := ""
+	if sn != nil {
+		sn.EachOrg(func(o *snapshot.Org) {
+			if o.ID == id {
+				name = o.Name
+			}
+		})
+	}
+	return name
+}
+
 func routed(sn *snapshot.Snapshot, h *store.Host) bool {
 	if sn == nil || h.ProviderID == 0 {
 		return false
