@@ -103,6 +103,9 @@ type Agent struct {
 	state      stateWriter
 	smiWarned  bool
 	lastGPUErr string
+	// legacyReports counts down the reports sent without the fields an
+	// older gateway refuses.
+	legacyReports int
 }
 
 // New checks cfg and fills in its defaults.

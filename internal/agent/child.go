@@ -26,6 +26,7 @@ type child struct {
 	a       fleetapi.Assignment // what it was started from
 	argv    []string            // holds the vLLM API key: never log it, use redactArgs
 	env     []string
+	place   placement // its GPUs, counted against the box's other assignments
 	logPath string
 	grace   time.Duration
 	log     *slog.Logger

@@ -54,8 +54,12 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 	r := fleetapi.Report{Applied: make([]fleetapi.Applied, 0, len(desired)), Discovered: hw.discovered()}
 	for _, as := range desired {
 		ap := fleetapi.Applied{HostID: as.HostID}
+		if !hw.SMIFound {
+			ap.Fit = fleetapi.FitUnchecked
+		}
 		var errs []string
 		if c := a.children[as.HostID]; c != nil {
+			ap.Fit, ap.GPUs = c.place.Fit, c.place.GPUs
 			if pid, why := c.running(); pid != 0 {
 				ap.Revision = c.a.Revision
 				if r.Discovered.VLLMVersion == "" {
@@ -72,34 +76,84 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 		r.Applied = append(r.Applied, ap)
 	}
 	r.Clip() // within the gateway's bounds, or it refuses the whole report
-	body, err := json.Marshal(r)
-	if err != nil {
-		a.log.Error("encode report", "error", err)
-		return
-	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.server+fleetapi.ReportPath, bytes.NewReader(body))
-	if err != nil {
-		return
+	if a.legacyReports > 0 {
+		a.legacyReports--
+		r = legacyReport(r)
 	}
-	req.Header.Set("Authorization", "Bearer "+a.cfg.FleetKey.Reveal())
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.client.Do(req)
+	status, unknownField, err := a.post(ctx, r)
+	if err == nil && status == http.StatusBadRequest && unknownField && a.legacyReports == 0 {
+		// A gateway older than these fields refuses them (it parses
+		// strictly): send what it knows, and keep to that for a while.
+		a.log.Warn("the gateway does not know the fit and kv-cache report fields; reporting without them (upgrade the gateway to see them)")
+		a.legacyReports = legacyReportRun
+		status, _, err = a.post(ctx, legacyReport(r))
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			a.log.Warn("report failed", "error", err)
 		}
 		return
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	switch resp.StatusCode {
+	switch status {
 	case http.StatusOK, http.StatusNoContent:
 		a.log.Debug("reported", "applied", len(r.Applied))
 	case http.StatusUnauthorized, http.StatusForbidden:
 		a.log.Error("fleet key refused by the gateway; check ROLTER_FLEET_KEY", "server", a.server)
 	default:
-		a.log.Warn("report failed", "status", resp.Status)
+		a.log.Warn("report failed", "status", status)
 	}
+}
+
+// legacyReportRun is how many reports go without the issue-18 fields
+// after a gateway refused them, before they are tried again (an upgraded
+// gateway sees them within this many intervals).
+const legacyReportRun = 60
+
+// legacyReport is r without the fields a gateway older than issue 18
+// refuses: fit, gpus and kv_cache.
+func legacyReport(r fleetapi.Report) fleetapi.Report {
+	out := r
+	out.Applied = make([]fleetapi.Applied, len(r.Applied))
+	for i, ap := range r.Applied {
+		out.Applied[i] = fleetapi.Applied{HostID: ap.HostID, Revision: ap.Revision, Error: ap.Error}
+	}
+	return out
+}
+
+// post sends one report; unknownField says a 400 named an unknown field.
+func (a *Agent) post(ctx context.Context, r fleetapi.Report) (status int, unknownField bool, err error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return 0, false, fmt.Errorf("encode report: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.server+fleetapi.ReportPath, bytes.NewReader(body))
+	if err != nil {
+		return 0, false, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.cfg.FleetKey.Reveal())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode == http.StatusBadRequest {
+		var e struct {
+			Error struct {
+				Fields map[string]string `json:"fields"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil {
+			for _, msg := range e.Error.Fields {
+				if msg == "unknown field" {
+					unknownField = true
+				}
+			}
+		}
+	}
+	return resp.StatusCode, unknownField, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -126,6 +127,10 @@ type fleetServer struct {
 	cfg     fleetapi.Config
 	reports []fleetapi.Report
 	fetches int
+	// legacy makes it a gateway from before issue 18: it refuses a report
+	// with a field it does not know, as ParseReport does.
+	legacy  bool
+	refused int
 }
 
 func newFleetServer(t *testing.T) *fleetServer {
@@ -188,8 +193,28 @@ func (f *fleetServer) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(f.cfg)
 	case r.Method == http.MethodPost && r.URL.Path == fleetapi.ReportPath:
+		body, _ := io.ReadAll(r.Body)
+		if f.legacy {
+			var old struct {
+				Applied []struct {
+					HostID   int64  `json:"host_id"`
+					Revision string `json:"revision"`
+					Error    string `json:"error"`
+				} `json:"applied"`
+				Discovered fleetapi.Discovered `json:"discovered"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.DisallowUnknownFields()
+			if dec.Decode(&old) != nil {
+				f.refused++
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"error":{"code":"invalid_report","message":"the report is invalid; nothing was recorded","fields":{"applied[0].fit":"unknown field"}}}`)
+				return
+			}
+		}
 		var rep fleetapi.Report
-		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
+		if err := json.Unmarshal(body, &rep); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -256,6 +281,7 @@ type env struct {
 	models  string
 	hfHome  string
 	noSMI   string
+	smiData string // the fake nvidia-smi's output (fakeSMI)
 	logs    *syncBuffer
 	logger  *slog.Logger
 	command []string
@@ -297,6 +323,39 @@ func (e *env) config(server string) Config {
 		NvidiaSMI: e.noSMI,
 		StopGrace: 5 * time.Second,
 		Log:       e.logger,
+	}
+}
+
+// fakeSMI installs a fake nvidia-smi named nvidia-smi in a directory of
+// its own and returns its path. It answers the agent's query (and fails
+// on any other) with the lines of gpus ("index, name, total MiB, free
+// MiB"); setGPUs changes them while the agent runs, e.g. to take memory
+// away as another process would.
+func (e *env) fakeSMI(gpus string) string {
+	e.t.Helper()
+	bin := e.t.TempDir()
+	e.smiData = filepath.Join(bin, "gpus.csv")
+	script := `#!/bin/sh
+if [ "$1" != "--query-gpu=index,name,memory.total,memory.free" ] || [ "$2" != "--format=csv,noheader,nounits" ]; then
+  echo "unexpected arguments: $*" >&2; exit 2
+fi
+cat "` + e.smiData + `"
+`
+	if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(script), 0o755); err != nil { //nolint:gosec // G306: an executable
+		e.t.Fatal(err)
+	}
+	e.setGPUs(gpus)
+	return filepath.Join(bin, "nvidia-smi")
+}
+
+func (e *env) setGPUs(gpus string) {
+	e.t.Helper()
+	tmp := e.smiData + ".tmp"
+	if err := os.WriteFile(tmp, []byte(gpus+"\n"), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, e.smiData); err != nil {
+		e.t.Fatal(err)
 	}
 }
 

@@ -140,6 +140,7 @@ func (a *Agent) reconcileOne(ctx context.Context, as fleetapi.Assignment, hw har
 		a:          as,
 		argv:       l.argv,
 		env:        l.env,
+		place:      l.place,
 		logPath:    filepath.Join(a.cfg.StateDir, fmt.Sprintf("vllm-%d.log", id)),
 		grace:      a.cfg.StopGrace,
 		log:        a.log.With("host_id", id, "route", as.ModelName, "port", as.Port, "revision", as.Revision),
@@ -172,8 +173,9 @@ func (a *Agent) refuse(as fleetapi.Assignment, err error) {
 
 // launch is a prepared vLLM command line.
 type launch struct {
-	argv []string // holds the API key
-	env  []string
+	argv  []string // holds the API key
+	env   []string
+	place placement
 }
 
 // prepare validates as, locates its weights, checks the fit, downloads
@@ -200,6 +202,15 @@ func (a *Agent) prepare(ctx context.Context, as fleetapi.Assignment, hw hardware
 		return launch{}, err
 	}
 	if err := checkFit(v, hw, w.Present); err != nil {
+		return launch{}, err
+	}
+	n, tp, err := gpuCount(v.Args)
+	if err != nil {
+		return launch{}, err
+	}
+	others, self := a.holdings(as.HostID)
+	pl, err := place(hw, v.VRAMGB, n, tp, others, self)
+	if err != nil {
 		return launch{}, err
 	}
 	model := w.Model
@@ -230,7 +241,10 @@ func (a *Agent) prepare(ctx context.Context, as fleetapi.Assignment, hw hardware
 			argv = append(argv, "--revision", w.Revision)
 		}
 	}
-	return launch{argv: argv, env: a.childEnv(append(slices.Clone(w.Env), "VLLM_API_KEY="+as.APIKey))}, nil
+	// Appended last, the placement overrides an inherited
+	// CUDA_VISIBLE_DEVICES (exec keeps the last value of a key).
+	extra := append(slices.Clone(w.Env), pl.gpuEnv()...)
+	return launch{argv: argv, env: a.childEnv(append(extra, "VLLM_API_KEY="+as.APIKey)), place: pl}, nil
 }
 
 // childEnv is the agent's environment for vLLM, without the fleet key,
