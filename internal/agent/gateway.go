@@ -59,7 +59,7 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 		}
 		var errs []string
 		if c := a.children[as.HostID]; c != nil {
-			ap.Fit, ap.GPUs = c.place.Fit, c.place.GPUs
+			ap.Fit, ap.GPUs, ap.KVCache = c.place.Fit, c.place.GPUs, c.kv.snapshot()
 			if pid, why := c.running(); pid != 0 {
 				ap.Revision = c.a.Revision
 				if r.Discovered.VLLMVersion == "" {

@@ -77,6 +77,7 @@ func fakeVLLM(args []string) int {
 	} else {
 		signal.Notify(term, syscall.SIGTERM)
 	}
+	fakeKVLines(rest)
 	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake vllm:", err)
@@ -109,9 +110,37 @@ func fakeVLLM(args []string) int {
 		return 1
 	}
 	fmt.Println("fake vllm serving", served, "on", port)
+	fmt.Println("INFO:     Application startup complete.")
 	<-term
 	_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("exit-%d", os.Getpid())), []byte("SIGTERM"), 0o600)
 	return 0
+}
+
+// fakeKVLines prints vLLM's kv-cache lines (vllm/v1/worker/gpu_worker.py)
+// when ROLTER_FAKE_KV_WANT holds the byte count it "wants": the available
+// memory always, and, launched without --kv-cache-memory and at debug
+// level, the suggestion. ROLTER_FAKE_KV_SILENT=1 leaves the suggestion
+// out, as a vLLM that does not log it.
+func fakeKVLines(args []string) {
+	want, err := strconv.ParseInt(os.Getenv("ROLTER_FAKE_KV_WANT"), 10, 64)
+	if err != nil {
+		return
+	}
+	const gib = 1 << 30
+	if v, ok := fleetapi.FlagValue(args, "--kv-cache-memory"); ok {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		fmt.Printf("(EngineCore_DP0 pid=%d) INFO 09-25 02:25:49 [gpu_worker.py:625] Available KV cache memory: %.2f GiB\n", os.Getpid(), float64(n)/gib)
+		return
+	}
+	fmt.Printf("(EngineCore_DP0 pid=%d) INFO 09-25 02:25:49 [gpu_worker.py:625] Available KV cache memory: 1.5 GiB\n", os.Getpid())
+	if os.Getenv("VLLM_LOGGING_LEVEL") != "DEBUG" || os.Getenv("ROLTER_FAKE_KV_SILENT") == "1" {
+		return
+	}
+	fmt.Printf("(EngineCore_DP0 pid=%d) DEBUG 09-25 02:25:51 [gpu_worker.py:860] Free memory on device (4.95/6.0 GiB) on startup. "+
+		"Desired GPU memory utilization is (0.79, 4.74 GiB). Actual usage is 2.1 GiB for weight, 0.22 GiB for peak activation, "+
+		"0.01 GiB for non-torch memory, and 0.07 GiB for CUDAGraph memory. Replace gpu_memory_utilization config with "+
+		"`--kv-cache-memory=%d` (%.2f GiB) to fit into requested memory, or `--kv-cache-memory=%d` (%.2f GiB) to fully "+
+		"utilize gpu memory. Current kv cache memory in use is 1.5 GiB.\n", os.Getpid(), want, float64(want)/gib, want+1<<28, float64(want+1<<28)/gib)
 }
 
 // fleetServer is the gateway's side of the contract: it serves a config,

@@ -82,8 +82,24 @@ func (a *Agent) reconcile(ctx context.Context, desired []fleetapi.Assignment) ha
 		ports[as.Port] = as.HostID
 		a.reconcileOne(ctx, as, hw)
 	}
+	a.keepCalibrations(want)
 	a.saveState()
 	return hw
+}
+
+// keepCalibrations records the calibrations the children finished (for
+// the state file) and forgets those of hosts no longer assigned.
+func (a *Agent) keepCalibrations(want map[int64]bool) {
+	for id := range a.kvRecords {
+		if !want[id] {
+			delete(a.kvRecords, id)
+		}
+	}
+	for id, c := range a.children {
+		if st := c.kv.snapshot(); st != nil && st.State == fleetapi.KVCalibrated {
+			a.kvRecords[id] = kvRecord{Revision: c.a.Revision, GPUs: c.place.GPUs, InitialBytes: st.InitialBytes, Bytes: st.Bytes}
+		}
+	}
 }
 
 func errString(err error) string {
@@ -130,6 +146,11 @@ func (a *Agent) reconcileOne(ctx context.Context, as fleetapi.Assignment, hw har
 		a.refuse(as, err)
 		return
 	}
+	var rec *kvRecord
+	if r, ok := a.kvRecords[id]; ok {
+		rec = &r
+	}
+	l, kv := kvLaunch(l, as, hw, rec)
 	if c != nil {
 		a.log.Info("applying new revision: restarting vLLM", "host_id", id, "from", c.a.Revision, "to", as.Revision)
 		c.stop()
@@ -141,6 +162,8 @@ func (a *Agent) reconcileOne(ctx context.Context, as fleetapi.Assignment, hw har
 		argv:       l.argv,
 		env:        l.env,
 		place:      l.place,
+		kv:         kv,
+		kvTick:     a.kvTick,
 		logPath:    filepath.Join(a.cfg.StateDir, fmt.Sprintf("vllm-%d.log", id)),
 		grace:      a.cfg.StopGrace,
 		log:        a.log.With("host_id", id, "route", as.ModelName, "port", as.Port, "revision", as.Revision),
