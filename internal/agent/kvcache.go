@@ -148,7 +148,7 @@ func (k *kvCalib) scan(path string) []string {
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read only
 	if k.off >= maxKVScan {
 		k.fail("vLLM logged no --kv-cache-memory figure in the first %d MiB of its log", maxKVScan>>20)
 		return nil
