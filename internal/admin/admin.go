@@ -37,6 +37,11 @@ type Service struct {
 	// inTx: the writes are part of a caller's store transaction (Apply),
 	// which announces them once, after its commit; changed does nothing.
 	inTx bool
+	// applying holds a token while an Apply runs: one at a time. Shared
+	// by the copies inStore makes.
+	applying chan struct{}
+	// applyTimeout bounds a transactional Apply (ApplyTimeout).
+	applyTimeout time.Duration
 }
 
 // inStore returns a copy of s that works on st, a transaction of s's store
@@ -56,6 +61,9 @@ func (s *Service) SetPublisher(fn func(context.Context)) { s.publish = fn }
 // for tests.
 func (s *Service) SetClock(now func() time.Time) { s.now = now }
 
+// SetApplyTimeout replaces ApplyTimeout for this service, for tests.
+func (s *Service) SetApplyTimeout(d time.Duration) { s.applyTimeout = d }
+
 // Logger is the service's logger. The layers over the Service log
 // through it, so that one process has one admin log.
 func (s *Service) Logger() *slog.Logger { return s.log }
@@ -65,16 +73,24 @@ func (s *Service) Logger() *slog.Logger { return s.log }
 // then only run the publisher, and views leave out what the snapshot adds.
 // Authorize needs a snapshot: without one, no token is valid.
 func NewService(st store.Store, snap *snapshot.Holder, log *slog.Logger) *Service {
-	return &Service{st: st, snap: snap, log: log, now: time.Now}
+	return &Service{st: st, snap: snap, log: log, now: time.Now, applying: make(chan struct{}, 1), applyTimeout: ApplyTimeout}
 }
+
+// changedTimeout bounds the snapshot rebuild and the announcement after a
+// committed write.
+const changedTimeout = 30 * time.Second
 
 // changed publishes a committed write to the request path. A failed rebuild
 // leaves the previous snapshot serving; the write itself has succeeded and
-// the next successful rebuild includes it.
+// the next successful rebuild includes it. The write's context is not the
+// rebuild's: a client that leaves right after the commit must not leave
+// this replica on the old snapshot and the others untold.
 func (s *Service) changed(ctx context.Context) {
 	if s.inTx {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), changedTimeout)
+	defer cancel()
 	if s.snap != nil {
 		if err := s.snap.Reload(ctx); err != nil {
 			s.log.Error("snapshot rebuild after admin write failed; serving the previous one", "err", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
@@ -43,14 +44,25 @@ import (
 //
 // Fleet. Providers the fleet registered for hosts (host-N) and the
 // targets they serve in routes are the fleet's: never matched, written
-// over, exported or pruned; a route an entry writes keeps its fleet
-// targets. Routes that fleet hosts serve are never pruned.
+// over, exported or pruned; a route or group an entry writes keeps its
+// fleet targets or members (compared without them). Routes that fleet hosts
+// serve and groups with a fleet member are never pruned; a group whose
+// members are all the fleet's is not exported.
 //
 // Prune deletes what the orgs the desired state names hold and it does
 // not: live virtual keys are revoked, routes and groups deleted, hosts
 // retired, providers soft-deleted (their slugs stay reserved), and a
 // project is deleted with its routes and keys (revoked keys purged).
 // Orgs the desired state does not name are never read.
+//
+// Bounds. A desired state has at most MaxApplyEntries entries, refused
+// before the store is touched; matching costs the same per entry however
+// much exists (stateIndex). One apply runs at a time in a process (another
+// is refused with apply_in_progress, not queued), and on PostgreSQL the
+// apply's transaction takes an advisory lock, so that replicas take turns.
+// A transactional apply that has not committed within ApplyTimeout is
+// rolled back (apply_timeout): while it runs, other writers of a SQLite
+// store wait for it.
 
 // Actions of a Change.
 const (
@@ -166,6 +178,36 @@ var (
 	errUnchanged = errors.New("admin: entry unchanged, roll back")
 )
 
+// ApplyTimeout is how long a transactional apply may run before it is
+// rolled back (Service.SetApplyTimeout changes it).
+const ApplyTimeout = time.Minute
+
+// ApplyLock is the name of the store lock (store.TxLocker) an apply's
+// transaction holds.
+const ApplyLock = "apply"
+
+var errApplyInProgress = &Error{Kind: ErrConflict, Code: CodeApplyInProgress,
+	Message: "another apply is running on this server; retry when it has finished"}
+
+// applyStopped is the error of an apply whose context ended before it
+// committed: cause is the context's error, err what the apply failed with.
+func applyStopped(cause, err error, timeout time.Duration) *Error {
+	if !errors.Is(err, cause) {
+		cause = errors.Join(cause, err)
+	}
+	where := ""
+	var ae *ApplyError
+	if errors.As(err, &ae) {
+		where = " (at " + ae.where() + ")"
+	}
+	if errors.Is(cause, context.DeadlineExceeded) {
+		return &Error{Kind: ErrUnavailable, Code: CodeApplyTimeout, Err: cause,
+			Message: fmt.Sprintf("the apply did not finish within %s and was rolled back%s: nothing changed; apply fewer entries at a time, or retry when the store is less busy", timeout, where)}
+	}
+	return &Error{Kind: ErrUnavailable, Code: CodeCanceled, Err: cause,
+		Message: "the request was canceled before the apply finished; it was rolled back" + where + ": nothing changed"}
+}
+
 // dryRunSecret stands in, inside a dry run's rolled-back transaction, for
 // a key secret the caller did not give, so that the rest of its entry is
 // still checked.
@@ -174,23 +216,40 @@ var dryRunSecret = secret.New("rolter-dry-run-placeholder")
 // Apply brings the store to d; see the comment above for the rules.
 func (s *Service) Apply(ctx context.Context, d Desired, opt ApplyOptions) (ApplyResult, error) {
 	res := ApplyResult{DryRun: opt.DryRun, Changes: []Change{}}
+	if err := checkSize(d); err != nil {
+		return res, err
+	}
+	if opt.CreateOnly && (opt.DryRun || opt.Prune) {
+		return res, errors.New("admin: a create-only apply is neither a dry run nor a prune")
+	}
+	select {
+	case s.applying <- struct{}{}:
+		defer func() { <-s.applying }()
+	default:
+		return res, errApplyInProgress
+	}
 	if opt.CreateOnly {
-		if opt.DryRun || opt.Prune {
-			return res, errors.New("admin: a create-only apply is neither a dry run nor a prune")
-		}
 		// Each write commits (and announces itself) on its own; res keeps
 		// what was created before a failure, secrets included.
 		err := (&applier{s: s, opt: opt, res: &res}).run(ctx, d)
 		return res, err
 	}
-	err := s.st.Tx(ctx, func(st store.Store) error {
+	timeout := s.applyTimeout
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := s.st.Tx(actx, func(st store.Store) error {
+		if l, ok := st.(store.TxLocker); ok {
+			if err := l.LockTx(actx, ApplyLock); err != nil {
+				return fromStore(err, "the apply lock")
+			}
+		}
 		in := s.inStore(st)
 		if opt.DryRun {
 			// What the Service logs of its writes (a host added, retired)
 			// did not happen.
 			in.log = slog.New(slog.DiscardHandler)
 		}
-		if err := (&applier{s: in, opt: opt, res: &res}).run(ctx, d); err != nil {
+		if err := (&applier{s: in, opt: opt, res: &res}).run(actx, d); err != nil {
 			return err
 		}
 		if opt.DryRun {
@@ -201,6 +260,8 @@ func (s *Service) Apply(ctx context.Context, d Desired, opt ApplyOptions) (Apply
 	switch {
 	case errors.Is(err, errDryRun):
 		return res, nil
+	case err != nil && actx.Err() != nil:
+		return ApplyResult{}, applyStopped(actx.Err(), err, timeout)
 	case err != nil:
 		var ae *ApplyError
 		if !errors.As(err, &ae) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -286,6 +287,88 @@ func TestApplyMatching(t *testing.T) {
 		}
 		if _, err := e.svc.Apply(context.Background(), twice, admin.ApplyOptions{CreateOnly: true, DryRun: true}); err == nil {
 			t.Fatal("a create-only dry run was accepted")
+		}
+	})
+}
+
+// A group may name a provider the fleet registered for a host: apply
+// keeps that member (compared without it), export leaves it out, and a
+// group of fleet members alone is neither exported nor pruned.
+func TestApplyKeepsGroupsFleetMembers(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		e := newApplyEnv(t, d)
+		recipe := fleetapi.Recipe{VLLM: &fleetapi.VLLM{Model: "Qwen/Qwen3-8B", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 16, DiskGB: 18}}
+		base := admin.Desired{Orgs: []admin.DesiredOrg{{OrgInput: admin.OrgInput{Name: "acme"},
+			Providers: []admin.DesiredProvider{{ProviderInput: admin.ProviderInput{Slug: "up", Kind: "vllm", BaseURL: "http://10.0.0.9:8000/v1"}}},
+			Projects:  []admin.DesiredProject{{ProjectInput: admin.ProjectInput{Name: "default"}}},
+			Hosts:     []admin.HostInput{{IP: "10.0.1.1", Port: 8000, ModelName: "qwen3", Recipe: recipe}},
+		}}}
+		e.apply(t, base, admin.ApplyOptions{})
+		o, _ := e.db.GetOrg(ctx, "acme")
+		hosts, err := e.db.ListHosts(ctx, o.ID, store.Page{Limit: 10})
+		if err != nil || len(hosts) != 1 {
+			t.Fatalf("hosts: %v %v", hosts, err)
+		}
+		if err := e.db.RegisterHost(ctx, hosts[0].ID, store.HostRegistration{ServedModel: "Qwen/Qwen3-8B"}); err != nil {
+			t.Fatal(err)
+		}
+		hosts, _ = e.db.ListHosts(ctx, o.ID, store.Page{Limit: 10})
+		fleet := hosts[0].ProviderSlug
+		if fleet == "" {
+			t.Fatal("the registered host has no provider")
+		}
+		for _, g := range []admin.GroupInput{
+			{Slug: "g", Members: []admin.GroupMemberInput{{Provider: "up"}, {Provider: fleet, Weight: intp(3)}}},
+			{Slug: "only", Members: []admin.GroupMemberInput{{Provider: fleet}}},
+		} {
+			if _, err := e.svc.CreateGroup(ctx, "acme", g); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		exp, err := e.svc.Export(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := exp.Orgs[0].Groups
+		if len(groups) != 1 || groups[0].Slug != "g" || len(groups[0].Members) != 1 || groups[0].Members[0].Provider != "up" {
+			t.Fatalf("exported groups: %+v", groups)
+		}
+		if res := e.apply(t, exp, admin.ApplyOptions{Prune: true}); res.Changed() {
+			t.Fatalf("export | apply --prune: %+v", res.Changes)
+		}
+		members := func(slug string) []admin.GroupMemberView {
+			t.Helper()
+			v, err := e.svc.GetGroup(ctx, "acme", slug)
+			if err != nil {
+				t.Fatalf("group %s: %v", slug, err)
+			}
+			return v.Members
+		}
+		if m := members("g"); len(m) != 2 || m[1].Provider != fleet || m[1].Weight != 3 {
+			t.Fatalf("g after apply: %+v", m)
+		}
+		if m := members("only"); len(m) != 1 || m[0].Provider != fleet {
+			t.Fatalf("only after apply: %+v", m)
+		}
+
+		// A change of the file's member is an update of it alone; the
+		// fleet's member stays.
+		exp.Orgs[0].Groups[0].Members[0].Weight = intp(5)
+		c := change(t, e.apply(t, exp, admin.ApplyOptions{}), admin.KindGroup, "acme/g")
+		if c.Action != admin.ActionUpdate || len(c.Fields) != 1 || c.Fields[0].Field != "members[0].weight" {
+			t.Fatalf("weight change = %+v", c)
+		}
+		if m := members("g"); len(m) != 2 || m[0].Weight != 5 || m[1].Provider != fleet {
+			t.Fatalf("g after the weight change: %+v", m)
+		}
+		// The group of fleet members alone can be re-applied as it is.
+		only := exp
+		only.Orgs = []admin.DesiredOrg{exp.Orgs[0]}
+		only.Orgs[0].Groups = append(slices.Clone(exp.Orgs[0].Groups), admin.DesiredGroup{GroupInput: admin.GroupInput{Slug: "only", Members: []admin.GroupMemberInput{{Provider: fleet}}}})
+		if res := e.apply(t, only, admin.ApplyOptions{Prune: true}); res.Changed() {
+			t.Fatalf("re-apply of the fleet's group: %+v", res.Changes)
 		}
 	})
 }

@@ -2,7 +2,7 @@ package admin
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
@@ -16,16 +16,21 @@ import (
 func (a *applier) keys(ctx context.Context, s *Service, c *Change, org, slug string, have []store.ProviderKey, want []KeyInput) ([]FieldChange, error) {
 	pair := make([]int, len(want)) // index in have, or -1
 	used := make([]bool, len(have))
+	// The pool by the digest of each secret, so that a large pool is
+	// matched in one pass; the digest hides the secret from the map's
+	// timing.
+	bySecret, byRef := poolIndex{}, poolIndex{}
+	for j, h := range have {
+		bySecret.add(digest(h.Secret.Reveal()), j)
+		byRef.add(digest(h.Ref), j)
+	}
 	for i, w := range want {
 		pair[i] = -1
 		if w.Secret.IsZero() {
 			continue
 		}
-		for j, h := range have {
-			if !used[j] && subtle.ConstantTimeCompare([]byte(h.Secret.Reveal()), []byte(w.Secret.Reveal())) == 1 {
-				pair[i], used[j] = j, true
-				break
-			}
+		if j := bySecret.take(digest(w.Secret.Reveal()), used); j >= 0 {
+			pair[i] = j
 		}
 	}
 	var unknown []string
@@ -33,11 +38,10 @@ func (a *applier) keys(ctx context.Context, s *Service, c *Change, org, slug str
 		if !w.Secret.IsZero() || !a.opt.DryRun {
 			continue
 		}
-		for j, h := range have {
-			if !used[j] && w.Ref != "" && h.Ref == w.Ref {
-				pair[i], used[j] = j, true
+		if w.Ref != "" {
+			if j := byRef.take(digest(w.Ref), used); j >= 0 {
+				pair[i] = j
 				c.Notes = append(c.Notes, fmt.Sprintf("keys[%s]: no secret given; taken to be the pool key recorded with this ref", keyLabel(i, w)))
-				break
 			}
 		}
 		if pair[i] < 0 {
@@ -93,6 +97,29 @@ func (a *applier) keys(ctx context.Context, s *Service, c *Change, org, slug str
 	}
 	return fields, nil
 }
+
+// poolIndex is a pool's keys (their indexes, in order) by a digest.
+type poolIndex map[[sha256.Size]byte][]int
+
+func (p poolIndex) add(d [sha256.Size]byte, j int) { p[d] = append(p[d], j) }
+
+// take marks and returns the first key under d that used lacks; -1 when
+// none.
+func (p poolIndex) take(d [sha256.Size]byte, used []bool) int {
+	list := p[d]
+	for len(list) > 0 && used[list[0]] {
+		list = list[1:]
+	}
+	if len(list) == 0 {
+		delete(p, d)
+		return -1
+	}
+	j := list[0]
+	used[j], p[d] = true, list[1:]
+	return j
+}
+
+func digest(s string) [sha256.Size]byte { return sha256.Sum256([]byte(s)) }
 
 // keyLabel names a key of the file in a plan: by its ref, else its index.
 func keyLabel(i int, k KeyInput) string {

@@ -19,8 +19,16 @@ type orgRun struct {
 	// nothing of it exists yet.
 	id    int64
 	hosts []store.Host // every host, retired ones included
-	// fleet are the providers the fleet registered for hosts.
-	fleet map[int64]bool
+	// liveHosts are the hosts that are not retired, by address.
+	liveHosts map[hostAddr]*store.Host
+	// fleet are the providers the fleet registered for hosts, by id and
+	// by slug.
+	fleet      map[int64]bool
+	fleetSlugs map[string]bool
+	// providers are the org's live providers that are not the fleet's,
+	// groups its groups: what entries are matched to.
+	providers slugIndex[store.Provider]
+	groups    slugIndex[store.Group]
 	// keep are the slugs of the providers that stay after a prune: the
 	// file's and the fleet's.
 	keep map[string]bool
@@ -37,8 +45,8 @@ func (a *applier) org(ctx context.Context, where string, do *DesiredOrg) error {
 	if err := CheckOrgScope(ctx, do.Name); err != nil {
 		return a.fail(c, err)
 	}
-	o := &orgRun{name: do.Name, where: where, fleet: map[int64]bool{}, keep: map[string]bool{}, named: map[string]bool{},
-		claimedProviders: map[int64]bool{}, claimedGroups: map[int64]bool{}}
+	o := &orgRun{name: do.Name, where: where, liveHosts: map[hostAddr]*store.Host{}, fleet: map[int64]bool{}, fleetSlugs: map[string]bool{},
+		keep: map[string]bool{}, named: map[string]bool{}, claimedProviders: map[int64]bool{}, claimedGroups: map[int64]bool{}}
 	if cur := a.ix.orgs[do.Name]; cur == nil {
 		if err := a.create(c, func() (string, error) { _, err := a.s.CreateOrg(ctx, do.OrgInput); return "", err }); err != nil {
 			return err
@@ -60,13 +68,22 @@ func (a *applier) org(ctx context.Context, where string, do *DesiredOrg) error {
 			return a.fail(c, err)
 		}
 		o.hosts = hosts
-		for _, h := range o.hosts {
+		for i := range o.hosts {
+			h := &o.hosts[i]
 			if h.ProviderID != 0 {
 				o.fleet[h.ProviderID] = true
+				o.fleetSlugs[h.ProviderSlug] = true
 				o.keep[h.ProviderSlug] = true
+			}
+			if h.State != store.HostRetired {
+				o.liveHosts[hostAddr{h.IP, h.Port}] = h
 			}
 		}
 	}
+	o.providers = indexSlugs(a.ix.providers[o.id], func(p *store.Provider) bool { return p.DeletedAt == nil && !o.fleet[p.ID] },
+		func(p *store.Provider) string { return p.Slug }, func(p *store.Provider) string { return p.Name })
+	o.groups = indexSlugs(a.ix.groups[o.id], func(*store.Group) bool { return true },
+		func(g *store.Group) string { return g.Slug }, func(g *store.Group) string { return g.Name })
 	for _, p := range do.Providers {
 		name, slug := p.Name, p.Slug
 		nameAndSlug(fieldErrors{}, &name, &slug)
@@ -108,25 +125,19 @@ func (a *applier) org(ctx context.Context, where string, do *DesiredOrg) error {
 // unclaimed entry of the same name that no other entry names. A match
 // under another slug is a slug change: refused without allow_slug_change.
 // A create-only apply matches by slug alone.
-func matchSlug[T any](a *applier, o *orgRun, kind string, existing []*T, id func(*T) int64, slugOf, nameOf func(*T) string,
+func matchSlug[T any](a *applier, o *orgRun, kind string, ix slugIndex[T], id func(*T) int64, slugOf func(*T) string,
 	claimed map[int64]bool, name, slug string, sc SlugChange) (*T, error) {
-	var by *T
-	for _, e := range existing {
-		if slugOf(e) == slug && !claimed[id(e)] {
-			by = e
-		}
-	}
+	by := lastUnclaimed(ix.bySlug[slug], id, claimed)
 	if by == nil && !a.opt.CreateOnly {
-		for _, e := range existing {
-			if sc.PreviousSlug != "" && slugOf(e) == sc.PreviousSlug && !claimed[id(e)] {
-				by = e
-			}
-		}
-		if by == nil && sc.PreviousSlug == "" {
+		if sc.PreviousSlug != "" {
+			by = lastUnclaimed(ix.bySlug[sc.PreviousSlug], id, claimed)
+		} else {
 			var same []*T
-			for _, e := range existing {
-				if nameOf(e) == name && slugOf(e) != slug && !claimed[id(e)] && !o.named[slugOf(e)] {
-					same = append(same, e)
+			for _, e := range ix.byName[name] {
+				if slugOf(e) != slug && !claimed[id(e)] && !o.named[slugOf(e)] {
+					if same = append(same, e); len(same) > 1 {
+						break // not the one
+					}
 				}
 			}
 			if len(same) == 1 {
@@ -147,19 +158,22 @@ func matchSlug[T any](a *applier, o *orgRun, kind string, existing []*T, id func
 	return by, nil
 }
 
+// lastUnclaimed is the last of list that claimed lacks.
+func lastUnclaimed[T any](list []*T, id func(*T) int64, claimed map[int64]bool) *T {
+	for i := len(list) - 1; i >= 0; i-- {
+		if !claimed[id(list[i])] {
+			return list[i]
+		}
+	}
+	return nil
+}
+
 func (a *applier) provider(ctx context.Context, o *orgRun, i int, dp *DesiredProvider) error {
 	name, slug := dp.Name, dp.Slug
 	nameAndSlug(fieldErrors{}, &name, &slug)
 	c := Change{Kind: KindProvider, Name: o.name + "/" + slug, Entry: fmt.Sprintf("%s.providers[%d]", o.where, i)}
-	var existing []*store.Provider
-	for _, p := range a.ix.providers[o.id] {
-		if p.DeletedAt == nil && !o.fleet[p.ID] {
-			existing = append(existing, p)
-		}
-	}
-	m, err := matchSlug(a, o, KindProvider, existing, func(p *store.Provider) int64 { return p.ID },
-		func(p *store.Provider) string { return p.Slug }, func(p *store.Provider) string { return p.Name },
-		o.claimedProviders, name, slug, dp.SlugChange)
+	m, err := matchSlug(a, o, KindProvider, o.providers, func(p *store.Provider) int64 { return p.ID },
+		func(p *store.Provider) string { return p.Slug }, o.claimedProviders, name, slug, dp.SlugChange)
 	if err != nil {
 		return a.fail(c, err)
 	}
@@ -194,20 +208,39 @@ func (a *applier) group(ctx context.Context, o *orgRun, i int, dg *DesiredGroup)
 	if err := a.keptProviders(o, "members", len(dg.Members), func(j int) string { return dg.Members[j].Provider }); err != nil {
 		return a.fail(c, err)
 	}
-	m, err := matchSlug(a, o, KindGroup, a.ix.groups[o.id], func(g *store.Group) int64 { return g.ID },
-		func(g *store.Group) string { return g.Slug }, func(g *store.Group) string { return g.Name },
-		o.claimedGroups, name, slug, dg.SlugChange)
+	m, err := matchSlug(a, o, KindGroup, o.groups, func(g *store.Group) int64 { return g.ID },
+		func(g *store.Group) string { return g.Slug }, o.claimedGroups, name, slug, dg.SlugChange)
 	if err != nil {
 		return a.fail(c, err)
 	}
 	if m == nil {
 		return a.create(c, func() (string, error) { _, err := a.s.CreateGroup(ctx, o.name, dg.GroupInput); return "", err })
 	}
-	before := groupView(*m)
+	// The fleet's members stay, as a route's fleet targets do, unless
+	// the entry names them itself.
+	named := map[string]bool{}
+	for _, mb := range dg.Members {
+		named[mb.Provider] = true
+	}
+	var kept []GroupMemberInput
+	for _, mb := range m.Members {
+		if o.fleet[mb.ProviderID] && !named[mb.ProviderSlug] {
+			w := mb.Weight
+			kept = append(kept, GroupMemberInput{Provider: mb.ProviderSlug, Weight: &w, ModelMap: mb.ModelMap})
+		}
+	}
+	before := o.groupWithoutFleet(groupView(*m), named)
 	return a.update(ctx, c, func(s *Service, _ *Change) ([]FieldChange, error) {
-		v, err := s.UpdateGroup(ctx, o.name, m.Slug, groupPatch(dg.GroupInput, name, slug), dg.AllowSlugChange)
-		return diffViews(before, v, ignoring(viewNoise...)), err
+		v, err := s.UpdateGroup(ctx, o.name, m.Slug, groupPatch(dg.GroupInput, name, slug, kept), dg.AllowSlugChange)
+		return diffViews(before, o.groupWithoutFleet(v, named), ignoring(viewNoise...)), err
 	})
+}
+
+// groupWithoutFleet leaves the fleet's members out of a group's view,
+// but those named.
+func (o *orgRun) groupWithoutFleet(v GroupView, named map[string]bool) GroupView {
+	v.Members = slices.DeleteFunc(slices.Clone(v.Members), func(m GroupMemberView) bool { return o.fleetSlugs[m.Provider] && !named[m.Provider] })
+	return v
 }
 
 // keptProviders refuses, in a prune, an entry that names a provider the
@@ -242,13 +275,7 @@ func hostName(org, ip string, port int) string {
 
 func (a *applier) host(ctx context.Context, o *orgRun, i int, h *HostInput) error {
 	c := Change{Kind: KindHost, Name: hostName(o.name, h.IP, h.Port), Entry: fmt.Sprintf("%s.hosts[%d]", o.where, i)}
-	var cur *store.Host
-	for j := range o.hosts {
-		x := &o.hosts[j]
-		if x.State != store.HostRetired && x.IP == canonicalIP(h.IP) && x.Port == h.Port {
-			cur = x
-		}
-	}
+	cur := o.liveHosts[hostAddr{canonicalIP(h.IP), h.Port}]
 	if cur == nil {
 		return a.create(c, func() (string, error) {
 			v, err := a.s.CreateHost(ctx, o.name, *h)

@@ -48,12 +48,7 @@ func (a *applier) route(ctx context.Context, o *orgRun, project string, pid int6
 	if err := a.keptProviders(o, "targets", len(r.Targets), func(j int) string { return r.Targets[j].Provider }); err != nil {
 		return a.fail(c, err)
 	}
-	var cur *store.Route
-	for _, rt := range a.ix.routes[pid] {
-		if rt.Model == r.Model {
-			cur = rt
-		}
-	}
+	cur := a.ix.routeByModel[childKey{pid, r.Model}]
 	if cur == nil {
 		return a.create(c, func() (string, error) { _, err := a.s.CreateRoute(ctx, o.name, project, *r); return "", err })
 	}
@@ -74,24 +69,13 @@ func (a *applier) route(ctx context.Context, o *orgRun, project string, pid int6
 
 // withoutFleet leaves the fleet's targets out of a route's view.
 func (o *orgRun) withoutFleet(v RouteView) RouteView {
-	fleet := map[string]bool{}
-	for _, h := range o.hosts {
-		if h.ProviderID != 0 {
-			fleet[h.ProviderSlug] = true
-		}
-	}
-	v.Targets = slices.DeleteFunc(slices.Clone(v.Targets), func(t TargetView) bool { return fleet[t.Provider] })
+	v.Targets = slices.DeleteFunc(slices.Clone(v.Targets), func(t TargetView) bool { return o.fleetSlugs[t.Provider] })
 	return v
 }
 
 func (a *applier) virtualKey(ctx context.Context, o *orgRun, project string, pid int64, where string, k *VirtualKeyInput) error {
 	c := Change{Kind: KindVirtualKey, Name: o.name + "/" + project + "/" + k.Name, Entry: where}
-	var live []*store.VirtualKey
-	for _, vk := range a.ix.keys[pid] {
-		if vk.RevokedAt == nil && vk.Name == k.Name {
-			live = append(live, vk)
-		}
-	}
+	live := a.ix.liveKeys[childKey{pid, k.Name}]
 	switch {
 	case len(live) == 0:
 		return a.create(c, func() (string, error) {

@@ -20,13 +20,25 @@ func (a *applier) prune(ctx context.Context, o *orgRun, do *DesiredOrg) error {
 			served[h.ProjectID][h.ModelName] = true
 		}
 	}
-	for _, pj := range a.ix.projects[o.id] {
-		var dp *DesiredProject
-		for i := range do.Projects {
-			if do.Projects[i].Name == pj.Name {
-				dp = &do.Projects[i]
-			}
+	// What the file holds, by name: each existing entry is looked up
+	// once.
+	projects := map[string]int64{}                           // the index of each in the file
+	routes, keys := map[childKey]bool{}, map[childKey]bool{} // by that index
+	for i, dp := range do.Projects {
+		projects[dp.Name] = int64(i)
+		for _, r := range dp.Routes {
+			routes[childKey{int64(i), r.Model}] = true
 		}
+		for _, k := range dp.Keys {
+			keys[childKey{int64(i), k.Name}] = true
+		}
+	}
+	hosts := map[hostAddr]bool{}
+	for _, h := range do.Hosts {
+		hosts[hostAddr{canonicalIP(h.IP), h.Port}] = true
+	}
+	for _, pj := range a.ix.projects[o.id] {
+		di, inFile := projects[pj.Name]
 		pname := o.name + "/" + pj.Name
 		fleetRoutes := 0
 		for _, r := range a.ix.routes[pj.ID] {
@@ -38,7 +50,7 @@ func (a *applier) prune(ctx context.Context, o *orgRun, do *DesiredOrg) error {
 				fleetRoutes++
 				continue
 			}
-			if dp != nil && slices.ContainsFunc(dp.Routes, func(x RouteInput) bool { return x.Model == r.Model }) {
+			if inFile && routes[childKey{di, r.Model}] {
 				continue
 			}
 			if err := a.remove(Change{Kind: KindRoute, Name: pname + "/" + r.Model}, func() error {
@@ -48,7 +60,7 @@ func (a *applier) prune(ctx context.Context, o *orgRun, do *DesiredOrg) error {
 			}
 		}
 		for _, k := range a.ix.keys[pj.ID] {
-			if k.RevokedAt != nil || dp != nil && slices.ContainsFunc(dp.Keys, func(x VirtualKeyInput) bool { return x.Name == k.Name }) {
+			if k.RevokedAt != nil || inFile && keys[childKey{di, k.Name}] {
 				continue
 			}
 			c := Change{Kind: KindVirtualKey, Name: pname + "/" + k.Name, Notes: []string{"revoked; the record stays for the audit trail"}}
@@ -59,7 +71,7 @@ func (a *applier) prune(ctx context.Context, o *orgRun, do *DesiredOrg) error {
 				return err
 			}
 		}
-		if dp != nil {
+		if inFile {
 			continue
 		}
 		c := Change{Kind: KindProject, Name: pname}
@@ -81,9 +93,7 @@ func (a *applier) prune(ctx context.Context, o *orgRun, do *DesiredOrg) error {
 		}
 	}
 	for _, h := range o.hosts {
-		if h.State == store.HostRetired || slices.ContainsFunc(do.Hosts, func(x HostInput) bool {
-			return canonicalIP(x.IP) == h.IP && x.Port == h.Port
-		}) {
+		if h.State == store.HostRetired || hosts[hostAddr{h.IP, h.Port}] {
 			continue
 		}
 		c := Change{Kind: KindHost, Name: hostName(o.name, h.IP, h.Port), Notes: []string{"retired; the record stays"}}
@@ -95,7 +105,8 @@ func (a *applier) prune(ctx context.Context, o *orgRun, do *DesiredOrg) error {
 		}
 	}
 	for _, g := range a.ix.groups[o.id] {
-		if o.claimedGroups[g.ID] {
+		// Groups with a fleet member are the fleet's too, as its routes.
+		if o.claimedGroups[g.ID] || slices.ContainsFunc(g.Members, func(m store.GroupMember) bool { return o.fleet[m.ProviderID] }) {
 			continue
 		}
 		if err := a.remove(Change{Kind: KindGroup, Name: o.name + "/" + g.Slug}, func() error {

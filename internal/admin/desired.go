@@ -3,6 +3,7 @@ package admin
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/rolter/rolter/internal/store"
@@ -87,8 +88,10 @@ func providerPatch(in ProviderInput, name, slug string) ProviderPatch {
 		ForwardHeaders: &headers, Policy: &in.Policy, Prices: nullable[PricesInput]{Set: true, Value: in.Prices}}
 }
 
-func groupPatch(in GroupInput, name, slug string) GroupPatch {
-	members := in.Members
+// groupPatch is in over an existing group; kept are members the fleet's
+// (hosts' providers), which the file does not name.
+func groupPatch(in GroupInput, name, slug string, kept []GroupMemberInput) GroupPatch {
+	members := append(append([]GroupMemberInput{}, in.Members...), kept...)
 	return GroupPatch{Slug: &slug, Name: &name, Strategy: &in.Strategy, Members: &members, Policy: &in.Policy}
 }
 
@@ -124,6 +127,48 @@ func sameTime(a, b *time.Time) bool {
 		return a == b
 	}
 	return a.Equal(*b)
+}
+
+// MaxApplyEntries bounds the entries of a desired state, of all kinds
+// together (Desired.Entries): an apply's work, and the time it holds the
+// store's transaction, grow with them.
+const MaxApplyEntries = 10_000
+
+// Entries counts d's entries: orgs, providers and their pool keys, groups
+// and their members, projects, routes and their targets, virtual keys and
+// hosts.
+func (d Desired) Entries() int {
+	n := len(d.Orgs)
+	for _, o := range d.Orgs {
+		n += len(o.Providers) + len(o.Groups) + len(o.Projects) + len(o.Hosts)
+		for _, p := range o.Providers {
+			n += len(p.Keys)
+		}
+		for _, g := range o.Groups {
+			n += len(g.Members)
+		}
+		for _, p := range o.Projects {
+			n += len(p.Routes) + len(p.Keys)
+			for _, r := range p.Routes {
+				n += len(r.Targets)
+			}
+		}
+	}
+	return n
+}
+
+// checkSize refuses a desired state of more than MaxApplyEntries entries.
+func checkSize(d Desired) error {
+	if n := d.Entries(); n > MaxApplyEntries {
+		return tooManyEntries(strconv.Itoa(n))
+	}
+	return nil
+}
+
+// tooManyEntries is the refusal of a desired state with n entries.
+func tooManyEntries(n string) error {
+	return &Error{Kind: ErrInvalid, Code: CodeTooManyEntries,
+		Message: fmt.Sprintf("the desired state has %s entries, more than the %d one apply takes (orgs, providers and their keys, groups and their members, projects, routes and their targets, virtual keys and hosts, together): split it into several applies, an org at a time", n, MaxApplyEntries)}
 }
 
 // checkDesired refuses a desired state that names one entry twice: which

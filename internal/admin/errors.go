@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -26,6 +27,11 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	CodeStoreUnavailable     = "store_unavailable"
+	CodeTooManyEntries       = "too_many_entries"
+	CodeApplyInProgress      = "apply_in_progress"
+	CodeApplyTimeout         = "apply_timeout"
+	CodeCanceled             = "canceled"
+	CodeTimeout              = "timeout"
 	CodeInternal             = "internal_error"
 )
 
@@ -41,7 +47,8 @@ var (
 	// ErrConflict: the call conflicts with the current state (the name is
 	// taken, the resource is still in use, the key is revoked, ...).
 	ErrConflict = errors.New("conflict with the current state")
-	// ErrUnavailable: the store cannot be reached; retry later.
+	// ErrUnavailable: the store cannot be reached, or the call ran out of
+	// time or was canceled before it finished; retry later.
 	ErrUnavailable = errors.New("store unavailable")
 )
 
@@ -84,8 +91,13 @@ func notFound(format string, args ...any) *Error {
 // fieldErrors collects validation failures by JSON field path.
 type fieldErrors map[string]string
 
+// maxFieldErrors bounds the fields one refusal names: a list of thousands
+// of bad items is refused by its first hundred, not answered (and held)
+// item by item.
+const maxFieldErrors = 100
+
 func (f fieldErrors) add(field, format string, args ...any) {
-	if _, ok := f[field]; !ok {
+	if _, ok := f[field]; !ok && len(f) < maxFieldErrors {
 		f[field] = fmt.Sprintf(format, args...)
 	}
 }
@@ -143,6 +155,10 @@ func fromStore(err error, what string) error {
 		return &Error{Kind: ErrConflict, Code: CodeConflict, Message: fmt.Sprintf("%s already exists", ce.What), Err: err}
 	case errors.As(err, &in):
 		return &Error{Kind: ErrConflict, Code: CodeInUse, Message: fmt.Sprintf("%s is still in use by %s; remove those first", what, in.What), Err: err}
+	case errors.Is(err, context.Canceled):
+		return &Error{Kind: ErrUnavailable, Code: CodeCanceled, Message: "the request was canceled before it finished", Err: err}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Kind: ErrUnavailable, Code: CodeTimeout, Message: "the request ran out of time before it finished; retry", Err: err}
 	case errors.Is(err, store.ErrUnavailable):
 		return &Error{Kind: ErrUnavailable, Code: CodeStoreUnavailable, Message: "the store is unavailable; retry later", Err: err}
 	}

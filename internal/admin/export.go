@@ -12,8 +12,9 @@ import (
 // and weight, never a secret), groups, projects with their routes and live
 // virtual keys, and live fleet hosts. What the fleet owns is left out as
 // Apply leaves it alone: hosts' providers and their route targets, and
-// routes only they serve. So are soft-deleted providers, targets and
-// members that name them, and revoked keys.
+// routes only they serve, and groups whose members are all theirs. So are
+// soft-deleted providers, targets and members that name them (and groups
+// left with no member), and revoked keys.
 func (s *Service) Export(ctx context.Context) (Desired, error) {
 	state, err := s.st.Load(ctx)
 	if err != nil {
@@ -59,7 +60,9 @@ func exportOrg(ix *stateIndex, o store.Org, hosts []store.Host) DesiredOrg {
 				in.Members = append(in.Members, GroupMemberInput{Provider: m.ProviderSlug, Weight: &w, ModelMap: m.ModelMap})
 			}
 		}
-		do.Groups = append(do.Groups, DesiredGroup{GroupInput: in})
+		if len(in.Members) > 0 { // none: the fleet's alone, or nothing left
+			do.Groups = append(do.Groups, DesiredGroup{GroupInput: in})
+		}
 	}
 	for _, pj := range ix.projects[o.ID] {
 		dp := DesiredProject{ProjectInput: ProjectInput{Name: pj.Name, Description: pj.Description, Budget: budgetInput(pj.Budget),

@@ -100,6 +100,10 @@ func (s *Service) resolveMembers(ctx context.Context, orgID int64, fe fieldError
 	if len(in) == 0 {
 		fe.add("members", "needs at least one member")
 	}
+	if len(in) > MaxTargets {
+		fe.add("members", "holds %d members; at most %d", len(in), MaxTargets)
+		return nil, fe.err()
+	}
 	var (
 		out     []store.GroupMember
 		unknown []string
@@ -109,6 +113,9 @@ func (s *Service) resolveMembers(ctx context.Context, orgID int64, fe fieldError
 	for i, m := range in {
 		field := fmt.Sprintf("members[%d]", i)
 		w := checkWeight(fe, field+".weight", m.Weight)
+		if len(m.ModelMap) > MaxListItems {
+			fe.add(field+".model_map", "holds %d entries; at most %d", len(m.ModelMap), MaxListItems)
+		}
 		for _, from := range slices.Sorted(maps.Keys(m.ModelMap)) { // sorted: the same mistake reads the same
 			checkModelName(fe, field+".model_map", from)
 			checkModelName(fe, field+".model_map", m.ModelMap[from])

@@ -112,6 +112,9 @@ type HostView struct {
 	Liveness        Liveness             `json:"liveness"`
 	Discovered      *fleetapi.Discovered `json:"discovered,omitempty"`
 	ReportError     string               `json:"report_error,omitempty"`
+	// Download is the progress of the weights the box is fetching for
+	// the host, as of its last report.
+	Download *fleetapi.Download `json:"download,omitempty"`
 	// Fit is "checked" when the box placed the host's vLLM against its
 	// GPUs and other assignments, "unchecked" when it could not (no
 	// nvidia-smi); GPUs are the GPU indexes it was given. KVCache is the
@@ -179,6 +182,7 @@ func (s *Service) hostView(h *store.Host, project string) HostView {
 	if h.ReportedAt != nil {
 		d := h.Report.Discovered
 		v.Discovered = &d
+		v.Download = h.Report.Download
 	}
 	v.DrainTimeout = store.Duration(h.DrainTimeout)
 	if d := h.Drain; d != nil && h.State != store.HostRetired {

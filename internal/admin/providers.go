@@ -17,6 +17,15 @@ import (
 // MaxWeight is the largest weight of a provider key or a route target.
 const MaxWeight = 1_000_000
 
+// Bounds on the lists a caller chooses, so no request can make the
+// gateway hold (and re-read on every snapshot build) without limit: a
+// provider's models, a group member's model_map, a group's members, a
+// route's targets and a provider's key pool.
+const (
+	MaxListItems = 1000
+	MaxTargets   = 256
+)
+
 // ProviderInput creates a provider.
 type ProviderInput struct {
 	Name             string         `json:"name"`
@@ -204,9 +213,13 @@ func checkProvider(fe fieldErrors, p *store.Provider, allowLinkLocal bool) {
 	if p.ContextLimit < 0 {
 		fe.add("context_limit", "must be positive")
 	}
-	for i, m := range p.Models {
-		if strings.TrimSpace(m) == "" {
-			fe.add(fmt.Sprintf("models[%d]", i), "must not be empty")
+	if len(p.Models) > MaxListItems {
+		fe.add("models", "holds %d names; at most %d", len(p.Models), MaxListItems)
+	} else {
+		for i, m := range p.Models {
+			if strings.TrimSpace(m) == "" {
+				fe.add(fmt.Sprintf("models[%d]", i), "must not be empty")
+			}
 		}
 	}
 	p.Settings.ForwardHeaders = checkForwardHeaders(fe, p.Settings.ForwardHeaders)
@@ -295,6 +308,10 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 		p.MetadataSource = store.MetadataConfigured
 	}
 	nameAndSlug(fe, &p.Name, &p.Slug)
+	if len(in.Keys) > MaxTargets {
+		fe.add("keys", "holds %d keys; at most %d", len(in.Keys), MaxTargets)
+		in.Keys = nil
+	}
 	for i, k := range in.Keys {
 		if k.Secret.IsZero() {
 			fe.add(fmt.Sprintf("keys[%d].secret", i), "is required")
@@ -424,6 +441,9 @@ func (s *Service) AddProviderKey(ctx context.Context, org, slug string, in KeyIn
 		fe.add("secret", "is required")
 	}
 	checkKeyRef(fe, "ref", in.Ref)
+	if len(p.Keys) >= MaxTargets {
+		fe.add("secret", "the pool already holds %d keys, the most a provider may have; remove one first", len(p.Keys))
+	}
 	k := &store.ProviderKey{ProviderID: p.ID, Secret: in.Secret, Weight: checkWeight(fe, "weight", in.Weight), Ref: in.Ref}
 	if err := fe.err(); err != nil {
 		return KeyView{}, err

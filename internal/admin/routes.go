@@ -183,6 +183,10 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 	if len(targets) == 0 {
 		fe.add("targets", "needs at least one target")
 	}
+	if len(targets) > MaxTargets {
+		fe.add("targets", "holds %d targets; at most %d", len(targets), MaxTargets)
+		return fe.err()
+	}
 	var unknown []string
 	r.Targets = r.Targets[:0]
 	for i, t := range targets {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/storetest"
 )
@@ -138,4 +139,44 @@ func mustOrg(t *testing.T, db store.Store, name string) *store.Org {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// loaderFunc is a snapshot.Loader.
+type loaderFunc func(context.Context) (*store.State, error)
+
+func (f loaderFunc) Load(ctx context.Context) (*store.State, error) { return f(ctx) }
+
+// A write whose caller leaves right after the commit still rebuilds the
+// snapshot and announces itself: here the context is canceled as the
+// rebuild starts.
+func TestServiceChangedOutlivesTheCaller(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d string) {
+		db := storetest.Open(t, d, nil)
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		h := snapshot.NewHolder(loaderFunc(func(lctx context.Context) (*store.State, error) {
+			cancel()
+			return db.Load(lctx)
+		}), log)
+		svc := admin.NewService(db, h, log)
+		published := 0
+		svc.SetPublisher(func(pctx context.Context) {
+			if pctx.Err() == nil {
+				published++
+			}
+		})
+		if _, err := svc.CreateOrg(ctx, admin.OrgInput{Name: "late"}); err != nil {
+			t.Fatal(err)
+		}
+		if ctx.Err() == nil {
+			t.Fatal("the rebuild did not run")
+		}
+		if cur := h.Current(); cur == nil || cur.Org("late") == nil {
+			t.Fatal("the snapshot was not rebuilt after the caller left")
+		}
+		if published != 1 {
+			t.Fatalf("announced %d times with a live context, want 1", published)
+		}
+	})
 }

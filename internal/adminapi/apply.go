@@ -6,9 +6,11 @@ import (
 	"github.com/rolter/rolter/internal/admin"
 )
 
-// maxApplyBody bounds the body of POST /apply: a whole configuration,
-// thousands of entries.
-const maxApplyBody = 16 << 20
+// maxApplyBody bounds the body of POST /apply: a whole configuration of
+// up to admin.MaxApplyEntries entries (5,000 virtual keys with a name
+// each take 0.1 MiB), whose entries are counted before it is decoded
+// (admin.CheckDesiredJSON).
+const maxApplyBody = 2 << 20
 
 // apply reconciles the store with the desired state in the body, in one
 // transaction (admin.Service.Apply); ?dry_run=true rolls it back and
@@ -24,7 +26,7 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var in admin.Desired
-	if err := decodeUpTo(w, r, &in, maxApplyBody); err != nil {
+	if err := decodeChecked(w, r, &in, maxApplyBody, admin.CheckDesiredJSON); err != nil {
 		return err
 	}
 	res, err := h.svc.Apply(r.Context(), in, opt)

@@ -1,6 +1,7 @@
 package adminapi
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/json"
 	"errors"
@@ -29,7 +30,24 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 // decodeUpTo is decode with a bound of its own, for the one body that
 // carries a whole configuration (POST /apply).
 func decodeUpTo(w http.ResponseWriter, r *http.Request, dst any, limit int64) error {
-	body := http.MaxBytesReader(w, r.Body, limit)
+	return decodeChecked(w, r, dst, limit, nil)
+}
+
+// decodeChecked is decodeUpTo that first reads the whole body and runs
+// check on it, when check is not nil: what a body would cost to decode
+// is refused before it is decoded.
+func decodeChecked(w http.ResponseWriter, r *http.Request, dst any, limit int64, check func([]byte) error) error {
+	var body io.Reader = http.MaxBytesReader(w, r.Body, limit)
+	if check != nil {
+		raw, err := io.ReadAll(body)
+		if err != nil {
+			return decodeError(err, limit)
+		}
+		if err := check(raw); err != nil {
+			return err
+		}
+		body = bytes.NewReader(raw)
+	}
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)
@@ -39,6 +57,11 @@ func decodeUpTo(w http.ResponseWriter, r *http.Request, dst any, limit int64) er
 		}
 		return nil
 	}
+	return decodeError(err, limit)
+}
+
+// decodeError is the refusal of a body that failed to read or decode.
+func decodeError(err error, limit int64) error {
 	var (
 		tooLarge *http.MaxBytesError
 		typeErr  *json.UnmarshalTypeError

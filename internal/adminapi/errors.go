@@ -1,6 +1,7 @@
 package adminapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -29,9 +30,14 @@ func noEndpoint(r *http.Request) error {
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := admin.AsError(err)
 	status := httpStatus(ae.Kind)
-	if status >= 500 {
+	switch {
+	case errors.Is(ae, context.Canceled) || errors.Is(ae, context.DeadlineExceeded):
+		// The caller left, or the work ran out of its time: no fault of
+		// the server's to page anyone for.
+		h.log.Warn("admin request stopped before it finished", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", ae.Err)
+	case status >= 500:
 		h.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", ae.Err)
-	} else if ae.Err != nil {
+	case ae.Err != nil:
 		h.log.Debug("admin request refused", "method", r.Method, "path", r.URL.Path, "code", ae.Code, "err", ae.Err)
 	}
 	writeJSON(w, status, map[string]*admin.Error{"error": ae})

@@ -108,6 +108,15 @@ type Agent struct {
 	// legacyReports counts down the reports sent without the fields an
 	// older gateway refuses.
 	legacyReports int
+
+	// Downloads (download.go): jobs by target directory, the job each
+	// host waits on (rebuilt every reconcile), a lock per directory held
+	// by the job writing it. jobs and wake are shared with the jobs.
+	downloads map[string]*downloadJob
+	waiting   map[int64]*downloadJob
+	dirLocks  map[string]*sync.Mutex
+	jobs      sync.WaitGroup
+	wake      chan struct{} // a job ended: reconcile now
 }
 
 // New checks cfg and fills in its defaults.
@@ -158,6 +167,10 @@ func New(cfg Config) (*Agent, error) {
 		errs:       map[int64]string{},
 		logged:     map[int64]string{},
 		pending:    map[int64]string{},
+		downloads:  map[string]*downloadJob{},
+		waiting:    map[int64]*downloadJob{},
+		dirLocks:   map[string]*sync.Mutex{},
+		wake:       make(chan struct{}, 1),
 		state:      stateWriter{path: filepath.Join(cfg.StateDir, stateFile)},
 	}
 	base := http.Client{}
@@ -238,7 +251,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	lastReconcile := time.Now()
 
 	retry := a.retryMin
-	failing := false
+	failing, woken := false, false
 	for {
 		cfg, err := a.fetch(ctx)
 		if ctx.Err() != nil {
@@ -267,18 +280,23 @@ func (a *Agent) Run(ctx context.Context) error {
 			retry = min(retry*2, a.cfg.Interval)
 			a.log.Warn("config fetch failed; serving the last known assignments", "error", err, "retry_in", wait.Round(time.Millisecond))
 		}
-		if err != nil && haveDesired && time.Since(lastReconcile) >= a.cfg.Interval {
+		if err != nil && haveDesired && (woken || time.Since(lastReconcile) >= a.cfg.Interval) {
 			// Retry what failed to start (and keep the set as it was)
-			// while the gateway cannot be reached.
+			// while the gateway cannot be reached; launch what a
+			// download just brought.
 			a.reconcile(ctx, desired)
 			lastReconcile = time.Now()
 		}
+		woken = false
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
 		case <-t.C:
+		case <-a.wake: // a download ended: act on it now, not an interval later
+			t.Stop()
+			woken = true
 		}
 	}
 }
@@ -303,6 +321,7 @@ func jitter(d time.Duration) time.Duration {
 }
 
 func (a *Agent) shutdown() {
+	a.stopDownloads()
 	var wg sync.WaitGroup
 	for _, c := range a.children {
 		wg.Go(c.stop)

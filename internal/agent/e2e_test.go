@@ -1,18 +1,22 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/server"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 // gateway is a real `rolter serve` (SQLite) that can be stopped and started
@@ -192,4 +196,55 @@ func TestAgentWithGateway(t *testing.T) {
 	if got := e.waitRun(port).PID; got != pid {
 		t.Fatalf("vLLM restarted on re-sync: pid %d -> %d", pid, got)
 	}
+}
+
+// Against a real gateway, a box in the middle of a download keeps its
+// liveness fresh and the host view shows the download's progress.
+func TestAgentDownloadProgressAtGateway(t *testing.T) {
+	e := newEnv(t)
+	files := &slowFiles{data: bytes.Repeat([]byte("w"), 64<<10), chunk: 16 << 10, gate: make(chan struct{})}
+	dl := httptest.NewServer(files)
+	defer dl.Close()
+	defer close(files.gate)
+	g := &gateway{t: t, dir: t.TempDir(), logs: &syncBuffer{}}
+	g.start()
+	defer g.stop()
+	_, body := g.call("POST", "/admin/v1/orgs/default/fleet-keys", e2eAdmin, `{"name":"box"}`)
+	var fk struct{ Secret string }
+	_ = json.Unmarshal([]byte(body), &fk)
+	code, body := g.call("POST", "/admin/v1/orgs/default/hosts", e2eAdmin, fmt.Sprintf(
+		`{"ip":"127.0.0.1","port":%d,"model_name":"tiny","recipe":{"vllm":{"model":"tiny","source":{"kind":"url","url":%q},"vram_gb":1,"disk_gb":0.001}}}`,
+		freePort(t), dl.URL+"/tiny.gguf"))
+	if code != 201 || fk.Secret == "" {
+		t.Fatalf("setup: %d %s", code, body)
+	}
+	var created struct{ ID int64 }
+	_ = json.Unmarshal([]byte(body), &created)
+	cfg := e.config("http://" + g.addr)
+	cfg.FleetKey = secret.New(fk.Secret)
+	e.start(cfg)
+
+	files.gate <- struct{}{}
+	type view struct {
+		LastConfigFetch *time.Time         `json:"last_config_fetch"`
+		Download        *fleetapi.Download `json:"download"`
+		ReportError     string             `json:"report_error"`
+	}
+	get := func() view {
+		_, body := g.call("GET", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d", created.ID), e2eAdmin, "")
+		var v view
+		_ = json.Unmarshal([]byte(body), &v)
+		return v
+	}
+	var first view
+	testkit.Eventually(t, "the host view with the download's progress", func() bool {
+		first = get()
+		d := first.Download
+		return d != nil && d.BytesDone == 16<<10 && d.BytesTotal == 64<<10 && first.LastConfigFetch != nil &&
+			strings.Contains(first.ReportError, "downloading weights")
+	})
+	testkit.Eventually(t, "liveness refreshed during the download", func() bool {
+		v := get()
+		return v.LastConfigFetch != nil && v.LastConfigFetch.After(*first.LastConfigFetch) && v.Download != nil
+	})
 }

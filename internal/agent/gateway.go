@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/rolter/rolter/internal/fleetapi"
@@ -72,47 +73,63 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 		if e := a.errs[as.HostID]; e != "" {
 			errs = append(errs, e)
 		}
+		if j := a.waiting[as.HostID]; j != nil && !j.finished() {
+			ap.Download = j.prog.wire()
+			msg := j.prog.String()
+			if ap.Revision != "" && ap.Revision != revisionOf(as) {
+				msg = "revision " + revisionOf(as) + " not applied yet (still running " + ap.Revision + "): " + msg
+			}
+			errs = append(errs, msg)
+		}
 		ap.Error = strings.Join(errs, "; ")
 		r.Applied = append(r.Applied, ap)
 	}
 	r.Clip() // within the gateway's bounds, or it refuses the whole report
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
 	if a.legacyReports > 0 {
 		a.legacyReports--
 		r = legacyReport(r)
 	}
-	status, unknownField, err := a.post(ctx, r)
-	if err == nil && status == http.StatusBadRequest && unknownField && a.legacyReports == 0 {
-		// A gateway older than these fields refuses them (it parses
-		// strictly): send what it knows, and keep to that for a while.
-		a.log.Warn("the gateway does not know the fit and kv-cache report fields; reporting without them (upgrade the gateway to see them)")
-		a.legacyReports = legacyReportRun
-		status, _, err = a.post(ctx, legacyReport(r))
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			a.log.Warn("report failed", "error", err)
+	status, body := a.postReport(ctx, r)
+	if status == http.StatusBadRequest && hasExtensions(r) && namesUnknownField(body) {
+		// A gateway older than the optional applied[] fields (download,
+		// fit, gpus, kv_cache) refuses them as unknown: send the report
+		// again without them (its error still says "downloading ..."),
+		// and keep to that for a while.
+		if a.legacyReports == 0 {
+			a.log.Info("the gateway does not know the download, fit and kv-cache report fields; reporting without them (upgrade the gateway to see them)")
 		}
-		return
+		a.legacyReports = legacyReportRun
+		status, _ = a.postReport(ctx, legacyReport(r))
 	}
 	switch status {
+	case 0:
 	case http.StatusOK, http.StatusNoContent:
 		a.log.Debug("reported", "applied", len(r.Applied))
 	case http.StatusUnauthorized, http.StatusForbidden:
 		a.log.Error("fleet key refused by the gateway; check ROLTER_FLEET_KEY", "server", a.server)
 	default:
-		a.log.Warn("report failed", "status", status)
+		a.log.Warn("report failed", "status", strconv.Itoa(status)+" "+http.StatusText(status))
 	}
 }
 
-// legacyReportRun is how many reports go without the issue-18 fields
-// after a gateway refused them, before they are tried again (an upgraded
-// gateway sees them within this many intervals).
+// legacyReportRun is how many reports go without the optional applied[]
+// fields after a gateway refused them, before they are tried again (an
+// upgraded gateway sees them within this many intervals).
 const legacyReportRun = 60
 
-// legacyReport is r without the fields a gateway older than issue 18
-// refuses: fit, gpus and kv_cache.
+// hasExtensions reports whether r carries a field an older gateway
+// refuses.
+func hasExtensions(r fleetapi.Report) bool {
+	for _, ap := range r.Applied {
+		if ap.Download != nil || ap.Fit != "" || ap.GPUs != nil || ap.KVCache != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// legacyReport is r without the optional applied[] fields: what a gateway
+// from before them accepts.
 func legacyReport(r fleetapi.Report) fleetapi.Report {
 	out := r
 	out.Applied = make([]fleetapi.Applied, len(r.Applied))
@@ -122,38 +139,50 @@ func legacyReport(r fleetapi.Report) fleetapi.Report {
 	return out
 }
 
-// post sends one report; unknownField says a 400 named an unknown field.
-func (a *Agent) post(ctx context.Context, r fleetapi.Report) (status int, unknownField bool, err error) {
+// namesUnknownField reports whether a 400 answer refuses a field as
+// unknown.
+func namesUnknownField(body string) bool {
+	var e struct {
+		Error struct {
+			Fields map[string]string `json:"fields"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(body), &e) != nil {
+		return false
+	}
+	for _, msg := range e.Error.Fields {
+		if msg == "unknown field" {
+			return true
+		}
+	}
+	return false
+}
+
+// postReport sends r and returns the status and the start of the answer;
+// status 0 when no answer came (logged here).
+func (a *Agent) postReport(ctx context.Context, r fleetapi.Report) (int, string) {
 	body, err := json.Marshal(r)
 	if err != nil {
-		return 0, false, fmt.Errorf("encode report: %w", err)
+		a.log.Error("encode report", "error", err)
+		return 0, ""
 	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.server+fleetapi.ReportPath, bytes.NewReader(body))
 	if err != nil {
-		return 0, false, err
+		return 0, ""
 	}
 	req.Header.Set("Authorization", "Bearer "+a.cfg.FleetKey.Reveal())
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return 0, false, err
+		if ctx.Err() == nil {
+			a.log.Warn("report failed", "error", err)
+		}
+		return 0, ""
 	}
-	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode == http.StatusBadRequest {
-		var e struct {
-			Error struct {
-				Fields map[string]string `json:"fields"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(b, &e) == nil {
-			for _, msg := range e.Error.Fields {
-				if msg == "unknown field" {
-					unknownField = true
-				}
-			}
-		}
-	}
-	return resp.StatusCode, unknownField, nil
+	resp.Body.Close()
+	return resp.StatusCode, string(b)
 }

@@ -158,7 +158,10 @@ type fleetServer struct {
 	fetches int
 	// legacy makes it a gateway from before issue 18: it refuses a report
 	// with a field it does not know, as ParseReport does.
-	legacy  bool
+	legacy bool
+	// old makes it a gateway older than applied[].download: a report
+	// with the field is refused, as the real one refuses unknown fields.
+	old     bool
 	refused int
 }
 
@@ -241,6 +244,11 @@ func (f *fleetServer) serve(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.WriteString(w, `{"error":{"code":"invalid_report","message":"the report is invalid; nothing was recorded","fields":{"applied[0].fit":"unknown field"}}}`)
 				return
 			}
+		}
+		if f.old && bytes.Contains(body, []byte(`"download":`)) {
+			f.refused++
+			http.Error(w, `{"error":{"code":"invalid_report","fields":{"applied[0].download":"unknown field"}}}`, http.StatusBadRequest)
+			return
 		}
 		var rep fleetapi.Report
 		if err := json.Unmarshal(body, &rep); err != nil {

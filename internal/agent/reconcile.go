@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/rolter/rolter/internal/fleetapi"
 )
@@ -63,6 +61,7 @@ func (a *Agent) reconcile(ctx context.Context, desired []fleetapi.Assignment) ha
 		}
 	}
 
+	a.waiting = map[int64]*downloadJob{}
 	ports := map[int]int64{}
 	seen := map[int64]bool{}
 	for _, as := range desired {
@@ -82,6 +81,7 @@ func (a *Agent) reconcile(ctx context.Context, desired []fleetapi.Assignment) ha
 		ports[as.Port] = as.HostID
 		a.reconcileOne(ctx, as, hw)
 	}
+	a.settleDownloads()
 	a.keepCalibrations(want)
 	a.saveState()
 	return hw
@@ -133,12 +133,25 @@ func (a *Agent) reconcileOne(ctx context.Context, as fleetapi.Assignment, hw har
 				a.log.Info("new revision waits for "+wait+"; vLLM keeps running the applied one",
 					"host_id", id, "running", c.a.Revision, "new", as.Revision)
 			}
+			if wait == "drain" {
+				// The restart is coming: fetch its weights meanwhile, so
+				// the host is not out of routing for the download. What
+				// else prepare finds is reported once the drain is over.
+				_, _ = a.prepare(ctx, as, hw)
+			}
 			return
 		}
 	}
 	delete(a.pending, id)
 
 	l, err := a.prepare(ctx, as, hw)
+	var dl *errDownloading
+	if errors.As(err, &dl) {
+		// Not a refusal: the report shows the progress, and what runs
+		// keeps running until the weights are complete.
+		delete(a.logged, id)
+		return
+	}
 	if err != nil {
 		if pid != 0 {
 			err = fmt.Errorf("revision %s not applied (still running %s): %w", as.Revision, c.a.Revision, err)
@@ -238,16 +251,10 @@ func (a *Agent) prepare(ctx context.Context, as fleetapi.Assignment, hw hardware
 	}
 	model := w.Model
 	if w.download != nil {
-		u, _ := url.Parse(v.Source.URL)
-		a.log.Info("downloading weights", "host_id", as.HostID, "url", redactURL(u), "models_dir", a.cfg.ModelsDir)
-		start := time.Now()
-		dctx, cancel := context.WithTimeout(ctx, downloadTimeout)
-		model, err = w.download(dctx)
-		cancel()
-		if err != nil {
+		// Beside the loop: *errDownloading until the job has ended.
+		if model, err = a.awaitDownload(ctx, as, w); err != nil {
 			return launch{}, err
 		}
-		a.log.Info("weights downloaded", "host_id", as.HostID, "path", model, "took", time.Since(start).Round(time.Millisecond))
 	}
 
 	// The API key goes to vLLM as VLLM_API_KEY, which it reads like

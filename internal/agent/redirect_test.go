@@ -132,7 +132,7 @@ func TestScenario27_AgentDownloadRedirects(t *testing.T) {
 		}
 		defer a.shutdown()
 		dir := filepath.Join(t.TempDir(), "w")
-		if err := downloadURL(context.Background(), a.download, rawURL, dir); err != nil {
+		if err := downloadURL(context.Background(), a.download, rawURL, dir, 0, &progress{}); err != nil {
 			return "", err
 		}
 		b, err := os.ReadFile(loadPath(dir))

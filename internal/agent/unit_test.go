@@ -213,7 +213,7 @@ func TestDownloadURL(t *testing.T) {
 	if err != nil || w.Present || w.download == nil {
 		t.Fatalf("%+v, %v", w, err)
 	}
-	_, err = w.download(context.Background())
+	_, err = w.download(context.Background(), &progress{})
 	if err == nil || !strings.Contains(err.Error(), "404") || strings.Contains(err.Error(), "s3cr3t") {
 		t.Errorf("download error %v", err)
 	}
@@ -223,7 +223,7 @@ func TestDownloadURL(t *testing.T) {
 
 	v.Source.URL = srv.URL + "/"
 	w, _ = locateWeights(v, models, srv.Client())
-	p, err := w.download(context.Background())
+	p, err := w.download(context.Background(), &progress{})
 	if err != nil || filepath.Base(p) != "model" {
 		t.Fatalf("download = %q, %v", p, err)
 	}

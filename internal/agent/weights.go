@@ -6,11 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -31,9 +29,11 @@ type weights struct {
 	Env []string
 	// Revision is passed as --revision (hf sources pinned to a revision).
 	Revision string
-	// download fetches absent url weights into the models directory and
-	// returns the path to load; nil when there is nothing to download.
-	download func(ctx context.Context) (string, error)
+	// download fetches absent url weights into the models directory (at
+	// downloadDir), counting its progress in p, and returns the path to
+	// load; nil when there is nothing to download.
+	download    func(ctx context.Context, p *progress) (string, error)
+	downloadDir string
 }
 
 // locateWeights looks for v's weights on the box, by source kind:
@@ -91,8 +91,9 @@ func locateWeights(v *fleetapi.VLLM, modelsDir string, client *http.Client) (wei
 		if isDir(dir) {
 			return weights{Model: loadPath(dir), Present: true}, nil
 		}
-		return weights{download: func(ctx context.Context) (string, error) {
-			if err := downloadURL(ctx, client, src.URL, dir); err != nil {
+		limit := int64(v.DiskGB * gib)
+		return weights{downloadDir: dir, download: func(ctx context.Context, p *progress) (string, error) {
+			if err := downloadURL(ctx, client, src.URL, dir, limit, p); err != nil {
 				return "", err
 			}
 			return loadPath(dir), nil
@@ -124,12 +125,18 @@ func urlDirName(rawURL string) string {
 }
 
 // loadPath is what vLLM loads from dir: the file itself when dir holds
-// exactly one regular file (a downloaded single file, e.g. a GGUF), else
-// the directory (a model unpacked there).
+// exactly one regular file (a downloaded single file, e.g. a GGUF), the
+// subdirectory when it holds exactly one directory (an archive whose
+// files sit in a top folder), else the directory (a model unpacked there).
 func loadPath(dir string) string {
 	entries, err := os.ReadDir(dir)
-	if err == nil && len(entries) == 1 && entries[0].Type().IsRegular() {
-		return filepath.Join(dir, entries[0].Name())
+	if err == nil && len(entries) == 1 {
+		switch {
+		case entries[0].Type().IsRegular():
+			return filepath.Join(dir, entries[0].Name())
+		case entries[0].IsDir():
+			return filepath.Join(dir, entries[0].Name())
+		}
 	}
 	return dir
 }
@@ -178,68 +185,6 @@ func hfCached(hubDir, repo, revision string) bool {
 	snap := filepath.Join(dir, "snapshots", revision)
 	entries, err := os.ReadDir(snap)
 	return err == nil && len(entries) > 0
-}
-
-// downloadURL fetches rawURL as a single file into dir (which must not
-// exist): into a temporary directory next to it first, renamed into place
-// when complete, so a partial download is never taken for weights.
-// Archives are not unpacked.
-func downloadURL(ctx context.Context, client *http.Client, rawURL, dir string) error {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return err
-	}
-	name := path.Base(u.Path)
-	if name == "" || name == "." || name == "/" || !filepath.IsLocal(name) {
-		name = "model"
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".tmp-")
-	if err != nil {
-		return fmt.Errorf("download: %w", err)
-	}
-	defer os.RemoveAll(tmp) // a no-op once renamed
-
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // its message quotes the whole URL
-		}
-		return fmt.Errorf("download %s: %w", redactURL(u), err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("download %s: %s", redactURL(u), resp.Status)
-	}
-	f, err := os.OpenFile(filepath.Join(tmp, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644) //nolint:gosec // G302: weights vLLM must read
-	if err != nil {
-		return fmt.Errorf("download: %w", err)
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		_ = f.Close() // the write error is the one to report
-		return fmt.Errorf("download %s: %w", redactURL(u), err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close() // the write error is the one to report
-		return fmt.Errorf("download: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("download: %w", err)
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil { //nolint:gosec // G302: a weights directory vLLM must read
-		return fmt.Errorf("download: %w", err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if isDir(dir) { // someone else put it there meanwhile
-			return nil
-		}
-		return fmt.Errorf("download: %w", err)
-	}
-	return nil
 }
 
 // maxDownloadRedirects bounds the hops of one download.

@@ -17,8 +17,9 @@ import (
 	"github.com/rolter/rolter/internal/config"
 )
 
-// maxConfigFile bounds a config file apply reads: the API takes 16 MiB.
-const maxConfigFile = 16 << 20
+// maxConfigFile bounds a config file apply reads: the API takes 2 MiB of
+// JSON.
+const maxConfigFile = 2 << 20
 
 // applyCmd is `rolter apply -f FILE`: the file is sent, secrets resolved
 // from the environment, to POST /apply, where the gateway plans and applies

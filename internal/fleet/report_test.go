@@ -117,6 +117,7 @@ func TestScenario32_FleetReport(t *testing.T) {
 			{"unknown field", `{` + applied(f.h1.ID) + `,"discovered":{"gpu_count":1,"owned":true}}`, "discovered.owned"},
 			{"unknown top field", `{` + applied(f.h1.ID) + `,"state":"serving"}`, "state"},
 			{"oversized error", `{"applied":[{"host_id":` + strconv.FormatInt(f.h1.ID, 10) + `,"error":"` + strings.Repeat("e", 4096) + `"}]}`, "applied[0].error"},
+			{"unknown download field", `{"applied":[{"host_id":` + strconv.FormatInt(f.h1.ID, 10) + `,"download":{"state":"downloading","eta":3}}]}`, "applied[0].download.eta"},
 			{"huge vram", `{` + applied(f.h1.ID) + `,"discovered":{"vram_gb":1e15}}`, "discovered.vram_gb"},
 			{"not json", `applied=1`, ""},
 		} {
@@ -145,7 +146,7 @@ func TestScenario32_FleetReport(t *testing.T) {
 		// another address is ignored, as before.
 		cur := Revision(f.h1)
 		good := `{"applied":[{"host_id":` + strconv.FormatInt(f.h1.ID, 10) + `,"revision":"` + cur + `"},` +
-			`{"host_id":` + strconv.FormatInt(f.h2.ID, 10) + `,"revision":"","error":"model needs 80 GB VRAM"},` +
+			`{"host_id":` + strconv.FormatInt(f.h2.ID, 10) + `,"revision":"","error":"model needs 80 GB VRAM","download":{"state":"downloading","bytes_done":512,"bytes_total":2048}},` +
 			`{"host_id":` + strconv.FormatInt(f.h3.ID, 10) + `,"revision":"x"}],` +
 			`"discovered":{"gpu":"1x NVIDIA L4","gpu_count":1,"vram_gb":22.5,"disk_free_gb":300,"vllm_version":"0.11.0"}}`
 		code, body, _ := f.do(t, "POST", fleetapi.ReportPath, f.key, good)
@@ -158,6 +159,9 @@ func TestScenario32_FleetReport(t *testing.T) {
 		x1, x2, x3 := f.host(t, f.h1.ID), f.host(t, f.h2.ID), f.host(t, f.h3.ID)
 		if x1.AppliedRevision != cur || x1.Applied == nil || x1.Report.Discovered.GPU != "1x NVIDIA L4" {
 			t.Errorf("host 1 after report: %+v", x1)
+		}
+		if d := x2.Report.Download; d == nil || d.BytesDone != 512 || d.BytesTotal != 2048 || x1.Report.Download != nil {
+			t.Errorf("download progress after report: %+v, %+v", x2.Report.Download, x1.Report.Download)
 		}
 		if x2.ReportedAt == nil || x2.Report.Error != "model needs 80 GB VRAM" || x2.Applied != nil {
 			t.Errorf("host 2 after report: %+v", x2)

@@ -139,7 +139,8 @@ type Applied struct {
 	// started from; empty when nothing runs.
 	Revision string `json:"revision"`
 	// Error says why the box does not run the assignment (a fit check
-	// failed, the launch failed); empty when it runs.
+	// failed, the launch failed, its weights are still downloading);
+	// empty when it runs.
 	Error string `json:"error,omitempty"`
 	// Fit is FitChecked when the box checked VRAM and placed the vLLM on
 	// GPUs, FitUnchecked when it could not (no nvidia-smi). Absent from an
@@ -150,6 +151,11 @@ type Applied struct {
 	GPUs []int `json:"gpus,omitempty"`
 	// KVCache is the kv-cache calibration of a recipe with kv_cache: auto.
 	KVCache *KVCache `json:"kv_cache,omitempty"`
+	// Download is the progress of the weights the assignment waits for;
+	// absent when it waits for none. A gateway older than this field
+	// refuses it as unknown: the agent then sends the report again
+	// without it (Error still says "downloading").
+	Download *Download `json:"download,omitempty"`
 }
 
 // Fit values of Applied.Fit.
@@ -178,6 +184,25 @@ const (
 	KVCalibrating = "calibrating"
 	KVCalibrated  = "calibrated"
 	KVFailed      = "failed"
+)
+
+// Download is the progress of one weights download on the box.
+type Download struct {
+	// State is DownloadFetching (bytes come over the network) or
+	// DownloadUnpacking (an archive is being unpacked).
+	State string `json:"state"`
+	// BytesDone counts the bytes fetched (or, unpacking, written) so far,
+	// a resumed download's earlier bytes included.
+	BytesDone int64 `json:"bytes_done"`
+	// BytesTotal is the size the server announced; 0 when unknown (and
+	// while unpacking, whose total is known only at the end).
+	BytesTotal int64 `json:"bytes_total"`
+}
+
+// Download states.
+const (
+	DownloadFetching  = "downloading"
+	DownloadUnpacking = "unpacking"
 )
 
 // Discovered is what the box sees of itself.

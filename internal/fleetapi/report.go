@@ -36,11 +36,15 @@ const (
 	MaxDiskFreeGB = 1 << 24
 	// MaxKVCacheBytes bounds applied[].kv_cache byte counts: 1 PiB.
 	MaxKVCacheBytes = 1 << 50
+	// MaxDownloadBytes bounds applied[].download.bytes_done and
+	// bytes_total: 1 PiB.
+	MaxDownloadBytes = 1 << 50
 )
 
 var (
 	reportFields     = []string{"applied", "discovered"}
-	appliedFields    = []string{"host_id", "revision", "error", "fit", "gpus", "kv_cache"}
+	appliedFields    = []string{"host_id", "revision", "error", "download", "fit", "gpus", "kv_cache"}
+	downloadFields   = []string{"state", "bytes_done", "bytes_total"}
 	kvCacheFields    = []string{"state", "initial_bytes", "bytes", "error"}
 	discoveredFields = []string{"gpu", "gpu_count", "vram_gb", "disk_free_gb", "vllm_version"}
 )
@@ -73,7 +77,8 @@ func ParseReport(body []byte) (r Report, fe map[string]string) {
 		for i, e := range entries {
 			path := "applied[" + strconv.Itoa(i) + "]"
 			var a Applied
-			if decodeObject(fe, path, e, appliedFields, &a) {
+			okEntry := decodeObject(fe, path, e, appliedFields, &a)
+			if decodeDownload(fe, path, e, &a) && okEntry {
 				r.Applied = append(r.Applied, a)
 				var m map[string]json.RawMessage
 				if json.Unmarshal(e, &m) == nil && m["kv_cache"] != nil && !isNull(m["kv_cache"]) {
@@ -109,8 +114,12 @@ func decodeOne(body []byte, v any) error {
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
+// nested names the fields decoded on their own (decodeDownload), strictly.
+var nested = map[string]bool{"download": true}
+
 // decodeObject decodes the object raw at path into v, recording unknown
-// fields and type errors in fe; it reports whether v was decoded.
+// fields and type errors in fe; it reports whether v was decoded. Fields
+// in nested are left to their own decoder.
 func decodeObject(fe map[string]string, path string, raw json.RawMessage, known []string, v any) bool {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) != nil || m == nil {
@@ -121,7 +130,7 @@ func decodeObject(fe map[string]string, path string, raw json.RawMessage, known 
 	unknown(fe, path+".", m, known)
 	for _, k := range known {
 		f, ok := m[k]
-		if !ok {
+		if !ok || nested[k] {
 			continue
 		}
 		// One field at a time, so a type error names its field.
@@ -131,6 +140,27 @@ func decodeObject(fe map[string]string, path string, raw json.RawMessage, known 
 		}
 	}
 	return len(fe) == n
+}
+
+// decodeDownload decodes an entry's download object strictly (the
+// entry's own decoding ignores its unknown fields); it reports whether
+// the object, if any, was decoded.
+func decodeDownload(fe map[string]string, path string, entry json.RawMessage, a *Applied) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(entry, &m) != nil || m == nil {
+		return false
+	}
+	raw, ok := m["download"]
+	if !ok || isNull(raw) {
+		a.Download = nil
+		return true
+	}
+	var d Download
+	if !decodeObject(fe, path+".download", raw, downloadFields, &d) {
+		return false
+	}
+	a.Download = &d
+	return true
 }
 
 func unknown(fe map[string]string, prefix string, m map[string]json.RawMessage, known []string) {
@@ -198,6 +228,17 @@ func (r Report) Validate() map[string]string {
 			}
 			if why := checkText(kv.Error, MaxErrorLen); why != "" {
 				fe[p+".kv_cache.error"] = why
+			}
+		}
+		if d := a.Download; d != nil {
+			if d.State != DownloadFetching && d.State != DownloadUnpacking {
+				fe[p+".download.state"] = "must be " + DownloadFetching + " or " + DownloadUnpacking
+			}
+			if d.BytesDone < 0 || d.BytesDone > MaxDownloadBytes {
+				fe[p+".download.bytes_done"] = fmt.Sprintf("must be 0 to %d", int64(MaxDownloadBytes))
+			}
+			if d.BytesTotal < 0 || d.BytesTotal > MaxDownloadBytes {
+				fe[p+".download.bytes_total"] = fmt.Sprintf("must be 0 to %d", int64(MaxDownloadBytes))
 			}
 		}
 	}
@@ -303,6 +344,15 @@ func (r *Report) Clip() {
 			c.InitialBytes = min(max(c.InitialBytes, 0), MaxKVCacheBytes)
 			c.Bytes = min(max(c.Bytes, 0), MaxKVCacheBytes)
 			a.KVCache = &c
+		}
+		if d := a.Download; d != nil {
+			c := *d
+			c.BytesDone = min(max(c.BytesDone, 0), MaxDownloadBytes)
+			c.BytesTotal = min(max(c.BytesTotal, 0), MaxDownloadBytes)
+			a.Download = &c
+			if c.State != DownloadFetching && c.State != DownloadUnpacking {
+				a.Download = nil
+			}
 		}
 		out = append(out, a)
 	}

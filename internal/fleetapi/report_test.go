@@ -49,6 +49,12 @@ func TestParseReport(t *testing.T) {
 		{`{"applied":[{"host_id":1,"revision":"` + strings.Repeat("a", MaxRevisionLen+1) + `"}]}`, "applied[0].revision"},
 		{`{"applied":[{"host_id":1,"error":"` + strings.Repeat("x", MaxErrorLen+1) + `"}]}`, "applied[0].error"},
 		{`{"applied":[{"host_id":1,"error":"bell\u0007"}]}`, "applied[0].error"},
+		{`{"applied":[{"host_id":1,"download":{"state":"downloading","bytes_done":1,"extra":2}}]}`, "applied[0].download.extra"},
+		{`{"applied":[{"host_id":1,"download":[]}]}`, "applied[0].download"},
+		{`{"applied":[{"host_id":1,"download":{"state":"done"}}]}`, "applied[0].download.state"},
+		{`{"applied":[{"host_id":1,"download":{"state":"downloading","bytes_done":-1}}]}`, "applied[0].download.bytes_done"},
+		{`{"applied":[{"host_id":1,"download":{"state":"downloading","bytes_total":1e18}}]}`, "applied[0].download.bytes_total"},
+		{`{"applied":[{"host_id":1,"download":{"state":"downloading","bytes_done":"5"}}]}`, "applied[0].download.bytes_done"},
 		{`{"bogus":1}`, "bogus"},
 		{`{"discovered":{"gpu_cuont":1}}`, "discovered.gpu_cuont"},
 		{`{"discovered":[]}`, "discovered"},
@@ -83,6 +89,25 @@ func TestParseReport(t *testing.T) {
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
+// A download's progress travels in applied[].download; an entry without
+// one (an older agent's) parses as before.
+func TestParseReportDownload(t *testing.T) {
+	body := `{"applied":[{"host_id":1,"revision":"","error":"downloading","download":{"state":"downloading","bytes_done":1048576,"bytes_total":4194304}},
+		{"host_id":2,"revision":"r","download":null}]}`
+	r, fe := ParseReport([]byte(body))
+	if fe != nil {
+		t.Fatalf("refused: %v", fe)
+	}
+	want := &Download{State: DownloadFetching, BytesDone: 1 << 20, BytesTotal: 4 << 20}
+	if !reflect.DeepEqual(r.Applied[0].Download, want) || r.Applied[1].Download != nil {
+		t.Errorf("downloads: %+v, %+v", r.Applied[0].Download, r.Applied[1].Download)
+	}
+	b, _ := json.Marshal(Applied{HostID: 3})
+	if strings.Contains(string(b), "download") {
+		t.Errorf("an entry without a download marshals %s", b)
+	}
+}
+
 // TestClip: whatever the box measured, a clipped report passes the
 // gateway's checks and keeps what was within bounds.
 func TestClip(t *testing.T) {
@@ -90,7 +115,8 @@ func TestClip(t *testing.T) {
 		Applied: []Applied{
 			{HostID: 1, Revision: "abc", Error: strings.Repeat("é", MaxErrorLen) + "\x00\x1b[31m"},
 			{HostID: 1, Revision: "abc"},
-			{HostID: 2, Error: "fine\n\tindented"},
+			{HostID: 2, Error: "fine\n\tindented", Download: &Download{State: DownloadFetching, BytesDone: -4, BytesTotal: 1 << 62}},
+			{HostID: 3, Download: &Download{State: "bogus"}},
 		},
 		Discovered: Discovered{GPU: "1x <NVIDIA> \"L4\"\x7f", GPUCount: 100, VRAMGB: -1, DiskFreeGB: 1e30, VLLMVersion: "0.11\xff"},
 	}
@@ -98,7 +124,10 @@ func TestClip(t *testing.T) {
 	if fe := r.Validate(); fe != nil {
 		t.Fatalf("a clipped report is refused: %v", fe)
 	}
-	if len(r.Applied) != 2 || r.Applied[1].Error != "fine\n\tindented" || r.Discovered.GPUCount != MaxGPUCount ||
+	if d := r.Applied[1].Download; d == nil || d.BytesDone != 0 || d.BytesTotal != MaxDownloadBytes || r.Applied[2].Download != nil {
+		t.Errorf("clipped downloads: %+v, %+v", r.Applied[1].Download, r.Applied[2].Download)
+	}
+	if len(r.Applied) != 3 || r.Applied[1].Error != "fine\n\tindented" || r.Discovered.GPUCount != MaxGPUCount ||
 		r.Discovered.VRAMGB != 0 || r.Discovered.DiskFreeGB != MaxDiskFreeGB || !strings.HasPrefix(r.Discovered.GPU, "1x  NVIDIA") {
 		t.Fatalf("clipped: %+v", r)
 	}

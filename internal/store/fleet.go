@@ -92,6 +92,8 @@ type HostReport struct {
 	Fit     string            `json:"fit,omitempty"`
 	GPUs    []int             `json:"gpus,omitempty"`
 	KVCache *fleetapi.KVCache `json:"kv_cache,omitempty"`
+	// Download is the progress of the weights the assignment waits for.
+	Download *fleetapi.Download `json:"download,omitempty"`
 }
 
 // HostReportEntry is one host's part of a box's report.

@@ -253,3 +253,13 @@ type Store interface {
 	FleetKeyByLookup(ctx context.Context, lookup string) (*FleetKey, error)
 	RevokeFleetKey(ctx context.Context, orgID, id int64, at time.Time) error
 }
+
+// TxLocker is what the Store a transaction hands fn (Store.Tx) may also
+// be. LockTx waits for the lock named name, then holds it until the
+// transaction ends: transactions that take the same lock run one after
+// another, on every replica sharing the store. It fails when ctx ends
+// first, and outside a transaction. A store whose writers already wait
+// for each other (SQLite: one process, one writer) takes it at once.
+type TxLocker interface {
+	LockTx(ctx context.Context, name string) error
+}

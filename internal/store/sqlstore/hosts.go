@@ -194,17 +194,27 @@ func (s *DB) StartDrain(ctx context.Context, orgID, id int64, check store.PoolCh
 // setProviderDrain writes a fleet provider's DrainDeadline (nil clears it)
 // and touches the provider, so every replica's snapshot sees it.
 func (s *DB) setProviderDrain(ctx context.Context, tx querier, providerID int64, deadline *time.Time) error {
+	settings, err := s.providerSettings(ctx, tx, providerID)
+	if err != nil {
+		return err
+	}
+	settings.DrainDeadline = deadline
+	_, err = tx.ExecContext(ctx, s.q(`UPDATE providers SET settings = ?, updated_at = ? WHERE id = ?`), jsonText(settings), now(), providerID)
+	return s.classify(err, "")
+}
+
+// providerSettings reads a provider's settings column, for a change that
+// keeps what else is in it.
+func (s *DB) providerSettings(ctx context.Context, tx querier, providerID int64) (store.ProviderSettings, error) {
 	var raw string
 	if err := tx.QueryRowContext(ctx, s.q(`SELECT settings FROM providers WHERE id = ?`), providerID).Scan(&raw); err != nil {
-		return s.classify(err, "")
+		return store.ProviderSettings{}, s.classify(err, "")
 	}
 	var settings store.ProviderSettings
 	if err := json.Unmarshal([]byte(raw), &settings); err != nil {
-		return fmt.Errorf("store: provider %d: settings column: %w", providerID, err)
+		return store.ProviderSettings{}, fmt.Errorf("store: provider %d: settings column: %w", providerID, err)
 	}
-	settings.DrainDeadline = deadline
-	_, err := tx.ExecContext(ctx, s.q(`UPDATE providers SET settings = ?, updated_at = ? WHERE id = ?`), jsonText(settings), now(), providerID)
-	return s.classify(err, "")
+	return settings, nil
 }
 
 // MarkDrained implements store.Store.
@@ -326,13 +336,9 @@ func (s *DB) RegisterHost(ctx context.Context, id int64, reg store.HostRegistrat
 		} else {
 			// The host inherits its fleet route's policy; settings an
 			// operator gave the host's provider stay.
-			var raw string
-			if err := tx.QueryRowContext(ctx, s.q(`SELECT settings FROM providers WHERE id = ?`), providerID).Scan(&raw); err != nil {
-				return s.classify(err, "")
-			}
-			var settings store.ProviderSettings
-			if err := json.Unmarshal([]byte(raw), &settings); err != nil {
-				return fmt.Errorf("store: provider %d: settings column: %w", providerID, err)
+			settings, err := s.providerSettings(ctx, tx, providerID)
+			if err != nil {
+				return err
 			}
 			settings.PolicyRoute = routeID
 			settings.DrainDeadline = nil // registered again: the drain is over

@@ -90,3 +90,19 @@ func (s *DB) savepoint(ctx context.Context, fn func(in *DB) error) error {
 	}
 	return nil
 }
+
+var _ store.TxLocker = (*DB)(nil)
+
+// LockTx implements store.TxLocker: on PostgreSQL a transaction-scoped
+// advisory lock, scoped by the store's schema as Lease is (in a key space
+// of its own: a lease named name is another lock).
+func (s *DB) LockTx(ctx context.Context, name string) error {
+	if s.txn == nil {
+		return errors.New("store: LockTx outside a transaction")
+	}
+	if s.dialect != dialectPostgres {
+		return nil
+	}
+	_, err := s.txn.tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('rolter-tx:' || $1 || ':' || current_schema()))`, name)
+	return s.classify(err, "")
+}
