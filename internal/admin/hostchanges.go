@@ -57,6 +57,7 @@ func hostChanges(h *store.Host, rev string) []HostChange {
 	add("recipe.vllm.vram_gb", num(was.VRAMGB), num(now.VRAMGB))
 	add("recipe.vllm.disk_gb", num(was.DiskGB), num(now.DiskGB))
 	add("recipe.vllm.args", argsText(was.Args), argsText(now.Args))
+	add("recipe.vllm.kv_cache", orNone(was.KVCache), orNone(now.KVCache))
 	return out
 }
 

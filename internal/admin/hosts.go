@@ -119,11 +119,19 @@ type HostView struct {
 	ReportError     string               `json:"report_error,omitempty"`
 	// Download is the progress of the weights the box is fetching for
 	// the host, as of its last report.
-	Download   *fleetapi.Download `json:"download,omitempty"`
-	ReportedAt *time.Time         `json:"reported_at,omitempty"`
-	CreatedAt  time.Time          `json:"created_at"`
-	UpdatedAt  time.Time          `json:"updated_at"`
-	RetiredAt  *time.Time         `json:"retired_at,omitempty"`
+	Download *fleetapi.Download `json:"download,omitempty"`
+	// Fit is "checked" when the box placed the host's vLLM against its
+	// GPUs and other assignments, "unchecked" when it could not (no
+	// nvidia-smi); GPUs are the GPU indexes it was given. KVCache is the
+	// calibration of a kv_cache: auto recipe: the conservative launch's
+	// figure and the --kv-cache-memory it was relaunched with.
+	Fit        string            `json:"fit,omitempty"`
+	GPUs       []int             `json:"gpus,omitempty"`
+	KVCache    *fleetapi.KVCache `json:"kv_cache,omitempty"`
+	ReportedAt *time.Time        `json:"reported_at,omitempty"`
+	CreatedAt  time.Time         `json:"created_at"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+	RetiredAt  *time.Time        `json:"retired_at,omitempty"`
 }
 
 // HostDrain is a restart drain under way: the host is out of routing
@@ -181,6 +189,7 @@ func (s *Service) hostView(h *store.Host, project string) HostView {
 		Notes: h.Notes, State: h.State, AutoApply: h.AutoApply, Provider: h.ProviderSlug, Revision: rev, AppliedRevision: h.AppliedRevision,
 		Skew: skew, RestartPending: skew, ApplyRequested: h.ApplyRequested, LastConfigFetch: h.LastConfigFetch,
 		Liveness: liveness(h.LastConfigFetch, s.now()), ReportError: h.Report.Error, ReportedAt: h.ReportedAt,
+		Fit: h.Report.Fit, GPUs: h.Report.GPUs, KVCache: h.Report.KVCache,
 		CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt, RetiredAt: h.RetiredAt, PendingChanges: hostChanges(h, rev)}
 	if h.ReportedAt != nil {
 		d := h.Report.Discovered

@@ -90,6 +90,7 @@ type Agent struct {
 
 	// Tunables, shortened by tests.
 	retryMin, restartMin, restartMax time.Duration
+	kvTick                           time.Duration // how often a calibrating vLLM's log is read
 
 	started atomic.Bool
 
@@ -100,9 +101,13 @@ type Agent struct {
 	errs       map[int64]string              // why a host's assignment does not run
 	logged     map[int64]string              // the refusal last logged per host
 	pending    map[int64]string              // revision waiting for apply, logged once
+	kvRecords  map[int64]kvRecord            // kv-cache calibrations, kept in the state file
 	state      stateWriter
 	smiWarned  bool
 	lastGPUErr string
+	// legacyReports counts down the reports sent without the fields an
+	// older gateway refuses.
+	legacyReports int
 
 	// Downloads (download.go): jobs by target directory, the job each
 	// host waits on (rebuilt every reconcile), a lock per directory held
@@ -155,6 +160,8 @@ func New(cfg Config) (*Agent, error) {
 		retryMin:   min(time.Second, cfg.Interval),
 		restartMin: time.Second,
 		restartMax: time.Minute,
+		kvTick:     250 * time.Millisecond,
+		kvRecords:  map[int64]kvRecord{},
 		children:   map[int64]*child{},
 		applied:    map[int64]fleetapi.Assignment{},
 		errs:       map[int64]string{},
@@ -231,6 +238,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	for id, as := range st.Applied {
 		a.applied[id] = as
+	}
+	for id, r := range st.KVCache {
+		a.kvRecords[id] = r
 	}
 	if st.Config != nil {
 		a.config = st.Config
@@ -328,7 +338,7 @@ func (a *Agent) shutdown() {
 }
 
 func (a *Agent) saveState() {
-	if err := a.state.write(state{Config: a.config, Applied: a.applied}); err != nil {
+	if err := a.state.write(state{Config: a.config, Applied: a.applied, KVCache: a.kvRecords}); err != nil {
 		a.log.Error("cannot write the state file", "error", err)
 	}
 }

@@ -102,17 +102,8 @@ func TestAgentRunsReportsAndStops(t *testing.T) {
 // on the same box runs.
 func TestAgentFitRefusal(t *testing.T) {
 	e := newEnv(t)
-	bin := t.TempDir()
-	script := `#!/bin/sh
-if [ "$1" != "--query-gpu=name,memory.total" ] || [ "$2" != "--format=csv,noheader,nounits" ]; then
-  echo "unexpected arguments: $*" >&2; exit 2
-fi
-echo "NVIDIA H100 80GB HBM3, 81559"
-`
-	if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	smi := e.fakeSMI("0, NVIDIA H100 80GB HBM3, 81559, 81000")
+	t.Setenv("PATH", filepath.Dir(smi)+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 	fs := newFleetServer(t)
 	bigPort, smallPort := freePort(t), freePort(t)

@@ -26,6 +26,9 @@ type child struct {
 	a       fleetapi.Assignment // what it was started from
 	argv    []string            // holds the vLLM API key: never log it, use redactArgs
 	env     []string
+	place   placement // its GPUs, counted against the box's other assignments
+	kv      *kvCalib  // kv_cache: auto; nil otherwise
+	kvTick  time.Duration
 	logPath string
 	grace   time.Duration
 	log     *slog.Logger
@@ -65,6 +68,13 @@ func (c *child) spawn() (*exec.Cmd, error) {
 	defer f.Close() //nolint:errcheck // the child has its own descriptor once started
 	fmt.Fprintf(f, "\n--- rolter agent %s: starting vLLM for host %d, revision %s: %s\n",
 		time.Now().UTC().Format(time.RFC3339), c.a.HostID, c.a.Revision, redactArgs(c.argv))
+	if c.kv.calibrating() {
+		// The figures are read from what this launch writes.
+		c.kv.off, c.kv.partial = 0, nil
+		if fi, err := f.Stat(); err == nil {
+			c.kv.off = fi.Size()
+		}
+	}
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Env = c.env
 	cmd.Stdout = f
@@ -87,10 +97,15 @@ func (c *child) supervise(cmd *exec.Cmd) {
 	backoff := c.restartMin
 	for {
 		if cmd != nil {
+			waited := make(chan error, 1)
+			proc := cmd // calibrate may replace cmd
+			go func() { waited <- proc.Wait() }()
+			var stopped bool
+			if cmd, stopped = c.calibrate(cmd, waited); stopped {
+				return
+			}
 			pid := cmd.Process.Pid
 			started := time.Now()
-			waited := make(chan error, 1)
-			go func() { waited <- cmd.Wait() }()
 			select {
 			case err := <-waited:
 				why := exitString(err)
@@ -131,6 +146,60 @@ func (c *child) supervise(cmd *exec.Cmd) {
 			c.mu.Unlock()
 		}
 	}
+}
+
+// calibrate watches the log of a calibrating launch until vLLM has logged
+// its --kv-cache-memory figure, then relaunches it with that figure. It
+// returns the process now running (waited will carry its status) and
+// stopped when it was asked to stop meanwhile (the process is then
+// stopped). It returns once nothing is left to calibrate or the process
+// exited.
+func (c *child) calibrate(cmd *exec.Cmd, waited chan error) (_ *exec.Cmd, stopped bool) {
+	if !c.kv.calibrating() {
+		return cmd, false
+	}
+	t := time.NewTicker(c.kvTick)
+	defer t.Stop()
+	for c.kv.calibrating() {
+		select {
+		case err := <-waited:
+			waited <- err // for the caller's select
+			return cmd, false
+		case <-c.stopCh:
+			c.terminate(cmd.Process.Pid, waited)
+			c.mu.Lock()
+			c.pid = 0
+			c.mu.Unlock()
+			return cmd, true
+		case <-t.C:
+		}
+		argv := c.kv.scan(c.logPath)
+		if argv == nil {
+			if st := c.kv.snapshot(); st.State == fleetapi.KVFailed {
+				c.log.Warn("kv-cache calibration failed; vLLM keeps running at the conservative setting", "reason", st.Error)
+			}
+			continue
+		}
+		st := c.kv.snapshot()
+		c.log.Info("kv-cache calibrated: relaunching vLLM with vLLM's --kv-cache-memory figure",
+			"kv_cache_memory", st.Bytes, "first_launch_kv_cache", st.InitialBytes)
+		c.terminate(cmd.Process.Pid, waited)
+		c.mu.Lock()
+		c.argv, c.env = argv, c.kv.env
+		c.mu.Unlock()
+		next, err := c.spawn()
+		if err != nil {
+			c.log.Error("vLLM relaunch failed", "error", err)
+			c.mu.Lock()
+			c.pid, c.lastExit = 0, err.Error()
+			c.mu.Unlock()
+			waited <- err // the supervisor's usual restart path
+			return cmd, false
+		}
+		cmd = next
+		go func() { waited <- next.Wait() }()
+	}
+	return cmd, false
 }
 
 // terminate stops the process group led by pid: SIGTERM, then SIGKILL for

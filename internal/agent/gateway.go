@@ -55,8 +55,12 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 	r := fleetapi.Report{Applied: make([]fleetapi.Applied, 0, len(desired)), Discovered: hw.discovered()}
 	for _, as := range desired {
 		ap := fleetapi.Applied{HostID: as.HostID}
+		if !hw.SMIFound {
+			ap.Fit = fleetapi.FitUnchecked
+		}
 		var errs []string
 		if c := a.children[as.HostID]; c != nil {
+			ap.Fit, ap.GPUs, ap.KVCache = c.place.Fit, c.place.GPUs, c.kv.snapshot()
 			if pid, why := c.running(); pid != 0 {
 				ap.Revision = c.a.Revision
 				if r.Discovered.VLLMVersion == "" {
@@ -81,16 +85,21 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 		r.Applied = append(r.Applied, ap)
 	}
 	r.Clip() // within the gateway's bounds, or it refuses the whole report
+	if a.legacyReports > 0 {
+		a.legacyReports--
+		r = legacyReport(r)
+	}
 	status, body := a.postReport(ctx, r)
-	if status == http.StatusBadRequest && hasDownloads(r) && strings.Contains(body, ".download") {
-		// A gateway older than applied[].download refuses it as unknown:
-		// send the report again without it (its error still says
-		// "downloading ...").
-		for i := range r.Applied {
-			r.Applied[i].Download = nil
+	if status == http.StatusBadRequest && hasExtensions(r) && namesUnknownField(body) {
+		// A gateway older than the optional applied[] fields (download,
+		// fit, gpus, kv_cache) refuses them as unknown: send the report
+		// again without them (its error still says "downloading ..."),
+		// and keep to that for a while.
+		if a.legacyReports == 0 {
+			a.log.Info("the gateway does not know the download, fit and kv-cache report fields; reporting without them (upgrade the gateway to see them)")
 		}
-		a.log.Debug("the gateway does not know download progress; reporting without it")
-		status, _ = a.postReport(ctx, r)
+		a.legacyReports = legacyReportRun
+		status, _ = a.postReport(ctx, legacyReport(r))
 	}
 	switch status {
 	case 0:
@@ -103,9 +112,46 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 	}
 }
 
-func hasDownloads(r fleetapi.Report) bool {
+// legacyReportRun is how many reports go without the optional applied[]
+// fields after a gateway refused them, before they are tried again (an
+// upgraded gateway sees them within this many intervals).
+const legacyReportRun = 60
+
+// hasExtensions reports whether r carries a field an older gateway
+// refuses.
+func hasExtensions(r fleetapi.Report) bool {
 	for _, ap := range r.Applied {
-		if ap.Download != nil {
+		if ap.Download != nil || ap.Fit != "" || ap.GPUs != nil || ap.KVCache != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// legacyReport is r without the optional applied[] fields: what a gateway
+// from before them accepts.
+func legacyReport(r fleetapi.Report) fleetapi.Report {
+	out := r
+	out.Applied = make([]fleetapi.Applied, len(r.Applied))
+	for i, ap := range r.Applied {
+		out.Applied[i] = fleetapi.Applied{HostID: ap.HostID, Revision: ap.Revision, Error: ap.Error}
+	}
+	return out
+}
+
+// namesUnknownField reports whether a 400 answer refuses a field as
+// unknown.
+func namesUnknownField(body string) bool {
+	var e struct {
+		Error struct {
+			Fields map[string]string `json:"fields"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(body), &e) != nil {
+		return false
+	}
+	for _, msg := range e.Error.Fields {
+		if msg == "unknown field" {
 			return true
 		}
 	}

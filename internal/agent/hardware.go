@@ -15,8 +15,14 @@ import (
 
 // gpu is one GPU as nvidia-smi lists it.
 type gpu struct {
+	// Index is nvidia-smi's index, in PCI bus order: the number
+	// CUDA_VISIBLE_DEVICES takes under CUDA_DEVICE_ORDER=PCI_BUS_ID.
+	Index     int
 	Name      string
 	MemoryMiB float64
+	// FreeMiB is what nvidia-smi shows free now, whoever holds the rest;
+	// MemoryMiB when the driver does not say ([N/A]).
+	FreeMiB float64
 }
 
 // hardware is what the box sees of itself at one moment. Fit checks use it
@@ -79,10 +85,11 @@ func (h hardware) discovered() fleetapi.Discovered {
 func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
 // smiArgs is the query the agent runs; its output is parsed by parseSMI.
-var smiArgs = []string{"--query-gpu=name,memory.total", "--format=csv,noheader,nounits"}
+var smiArgs = []string{"--query-gpu=index,name,memory.total,memory.free", "--format=csv,noheader,nounits"}
 
-// parseSMI reads `nvidia-smi --query-gpu=name,memory.total
-// --format=csv,noheader,nounits`: one "name, MiB" line per GPU.
+// parseSMI reads `nvidia-smi --query-gpu=index,name,memory.total,memory.free
+// --format=csv,noheader,nounits`: one "index, name, MiB, MiB" line per GPU.
+// The name may hold commas; the numbers are the first and last two fields.
 func parseSMI(out string) ([]gpu, error) {
 	var gpus []gpu
 	for line := range strings.Lines(out) {
@@ -90,16 +97,33 @@ func parseSMI(out string) ([]gpu, error) {
 		if line == "" {
 			continue
 		}
-		i := strings.LastIndexByte(line, ',')
-		if i < 0 {
-			return nil, fmt.Errorf("nvidia-smi: unexpected line %q", line)
+		bad := fmt.Errorf("nvidia-smi: unexpected line %q", line)
+		first := strings.IndexByte(line, ',')
+		last := strings.LastIndexByte(line, ',')
+		if first < 0 || last <= first {
+			return nil, bad
 		}
-		name := strings.TrimSpace(line[:i])
-		mib, err := strconv.ParseFloat(strings.TrimSpace(line[i+1:]), 64)
-		if err != nil || mib < 0 || name == "" {
-			return nil, fmt.Errorf("nvidia-smi: unexpected line %q", line)
+		mid := strings.LastIndexByte(line[:last], ',')
+		if mid <= first {
+			return nil, bad
 		}
-		gpus = append(gpus, gpu{Name: name, MemoryMiB: mib})
+		idx, err := strconv.Atoi(strings.TrimSpace(line[:first]))
+		if err != nil || idx < 0 {
+			return nil, bad
+		}
+		name := strings.TrimSpace(line[first+1 : mid])
+		total, err := strconv.ParseFloat(strings.TrimSpace(line[mid+1:last]), 64)
+		if err != nil || total < 0 || name == "" {
+			return nil, bad
+		}
+		free, err := strconv.ParseFloat(strings.TrimSpace(line[last+1:]), 64)
+		if err != nil {
+			free = total // [N/A]: the driver does not say; the recipes' accounting still applies
+		}
+		if free < 0 || free > total {
+			return nil, bad
+		}
+		gpus = append(gpus, gpu{Index: idx, Name: name, MemoryMiB: total, FreeMiB: free})
 	}
 	return gpus, nil
 }

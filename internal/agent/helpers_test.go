@@ -77,6 +77,7 @@ func fakeVLLM(args []string) int {
 	} else {
 		signal.Notify(term, syscall.SIGTERM)
 	}
+	fakeKVLines(rest)
 	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake vllm:", err)
@@ -109,9 +110,37 @@ func fakeVLLM(args []string) int {
 		return 1
 	}
 	fmt.Println("fake vllm serving", served, "on", port)
+	fmt.Println("INFO:     Application startup complete.")
 	<-term
 	_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("exit-%d", os.Getpid())), []byte("SIGTERM"), 0o600)
 	return 0
+}
+
+// fakeKVLines prints vLLM's kv-cache lines (vllm/v1/worker/gpu_worker.py)
+// when ROLTER_FAKE_KV_WANT holds the byte count it "wants": the available
+// memory always, and, launched without --kv-cache-memory and at debug
+// level, the suggestion. ROLTER_FAKE_KV_SILENT=1 leaves the suggestion
+// out, as a vLLM that does not log it.
+func fakeKVLines(args []string) {
+	want, err := strconv.ParseInt(os.Getenv("ROLTER_FAKE_KV_WANT"), 10, 64)
+	if err != nil {
+		return
+	}
+	const gib = 1 << 30
+	if v, ok := fleetapi.FlagValue(args, "--kv-cache-memory"); ok {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		fmt.Printf("(EngineCore_DP0 pid=%d) INFO 09-25 02:25:49 [gpu_worker.py:625] Available KV cache memory: %.2f GiB\n", os.Getpid(), float64(n)/gib)
+		return
+	}
+	fmt.Printf("(EngineCore_DP0 pid=%d) INFO 09-25 02:25:49 [gpu_worker.py:625] Available KV cache memory: 1.5 GiB\n", os.Getpid())
+	if os.Getenv("VLLM_LOGGING_LEVEL") != "DEBUG" || os.Getenv("ROLTER_FAKE_KV_SILENT") == "1" {
+		return
+	}
+	fmt.Printf("(EngineCore_DP0 pid=%d) DEBUG 09-25 02:25:51 [gpu_worker.py:860] Free memory on device (4.95/6.0 GiB) on startup. "+
+		"Desired GPU memory utilization is (0.79, 4.74 GiB). Actual usage is 2.1 GiB for weight, 0.22 GiB for peak activation, "+
+		"0.01 GiB for non-torch memory, and 0.07 GiB for CUDAGraph memory. Replace gpu_memory_utilization config with "+
+		"`--kv-cache-memory=%d` (%.2f GiB) to fit into requested memory, or `--kv-cache-memory=%d` (%.2f GiB) to fully "+
+		"utilize gpu memory. Current kv cache memory in use is 1.5 GiB.\n", os.Getpid(), want, float64(want)/gib, want+1<<28, float64(want+1<<28)/gib)
 }
 
 // fleetServer is the gateway's side of the contract: it serves a config,
@@ -127,6 +156,9 @@ type fleetServer struct {
 	cfg     fleetapi.Config
 	reports []fleetapi.Report
 	fetches int
+	// legacy makes it a gateway from before issue 18: it refuses a report
+	// with a field it does not know, as ParseReport does.
+	legacy bool
 	// old makes it a gateway older than applied[].download: a report
 	// with the field is refused, as the real one refuses unknown fields.
 	old     bool
@@ -194,6 +226,25 @@ func (f *fleetServer) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(f.cfg)
 	case r.Method == http.MethodPost && r.URL.Path == fleetapi.ReportPath:
 		body, _ := io.ReadAll(r.Body)
+		if f.legacy {
+			var old struct {
+				Applied []struct {
+					HostID   int64  `json:"host_id"`
+					Revision string `json:"revision"`
+					Error    string `json:"error"`
+				} `json:"applied"`
+				Discovered fleetapi.Discovered `json:"discovered"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.DisallowUnknownFields()
+			if dec.Decode(&old) != nil {
+				f.refused++
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"error":{"code":"invalid_report","message":"the report is invalid; nothing was recorded","fields":{"applied[0].fit":"unknown field"}}}`)
+				return
+			}
+		}
 		if f.old && bytes.Contains(body, []byte(`"download":`)) {
 			f.refused++
 			http.Error(w, `{"error":{"code":"invalid_report","fields":{"applied[0].download":"unknown field"}}}`, http.StatusBadRequest)
@@ -267,6 +318,7 @@ type env struct {
 	models  string
 	hfHome  string
 	noSMI   string
+	smiData string // the fake nvidia-smi's output (fakeSMI)
 	logs    *syncBuffer
 	logger  *slog.Logger
 	command []string
@@ -308,6 +360,39 @@ func (e *env) config(server string) Config {
 		NvidiaSMI: e.noSMI,
 		StopGrace: 5 * time.Second,
 		Log:       e.logger,
+	}
+}
+
+// fakeSMI installs a fake nvidia-smi named nvidia-smi in a directory of
+// its own and returns its path. It answers the agent's query (and fails
+// on any other) with the lines of gpus ("index, name, total MiB, free
+// MiB"); setGPUs changes them while the agent runs, e.g. to take memory
+// away as another process would.
+func (e *env) fakeSMI(gpus string) string {
+	e.t.Helper()
+	bin := e.t.TempDir()
+	e.smiData = filepath.Join(bin, "gpus.csv")
+	script := `#!/bin/sh
+if [ "$1" != "--query-gpu=index,name,memory.total,memory.free" ] || [ "$2" != "--format=csv,noheader,nounits" ]; then
+  echo "unexpected arguments: $*" >&2; exit 2
+fi
+cat "` + e.smiData + `"
+`
+	if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(script), 0o755); err != nil { //nolint:gosec // G306: an executable
+		e.t.Fatal(err)
+	}
+	e.setGPUs(gpus)
+	return filepath.Join(bin, "nvidia-smi")
+}
+
+func (e *env) setGPUs(gpus string) {
+	e.t.Helper()
+	tmp := e.smiData + ".tmp"
+	if err := os.WriteFile(tmp, []byte(gpus+"\n"), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, e.smiData); err != nil {
+		e.t.Fatal(err)
 	}
 }
 

@@ -82,8 +82,24 @@ func (a *Agent) reconcile(ctx context.Context, desired []fleetapi.Assignment) ha
 		a.reconcileOne(ctx, as, hw)
 	}
 	a.settleDownloads()
+	a.keepCalibrations(want)
 	a.saveState()
 	return hw
+}
+
+// keepCalibrations records the calibrations the children finished (for
+// the state file) and forgets those of hosts no longer assigned.
+func (a *Agent) keepCalibrations(want map[int64]bool) {
+	for id := range a.kvRecords {
+		if !want[id] {
+			delete(a.kvRecords, id)
+		}
+	}
+	for id, c := range a.children {
+		if st := c.kv.snapshot(); st != nil && st.State == fleetapi.KVCalibrated {
+			a.kvRecords[id] = kvRecord{Revision: c.a.Revision, GPUs: c.place.GPUs, InitialBytes: st.InitialBytes, Bytes: st.Bytes}
+		}
+	}
 }
 
 func errString(err error) string {
@@ -143,6 +159,11 @@ func (a *Agent) reconcileOne(ctx context.Context, as fleetapi.Assignment, hw har
 		a.refuse(as, err)
 		return
 	}
+	var rec *kvRecord
+	if r, ok := a.kvRecords[id]; ok {
+		rec = &r
+	}
+	l, kv := kvLaunch(l, as, hw, rec)
 	if c != nil {
 		a.log.Info("applying new revision: restarting vLLM", "host_id", id, "from", c.a.Revision, "to", as.Revision)
 		c.stop()
@@ -153,6 +174,9 @@ func (a *Agent) reconcileOne(ctx context.Context, as fleetapi.Assignment, hw har
 		a:          as,
 		argv:       l.argv,
 		env:        l.env,
+		place:      l.place,
+		kv:         kv,
+		kvTick:     a.kvTick,
 		logPath:    filepath.Join(a.cfg.StateDir, fmt.Sprintf("vllm-%d.log", id)),
 		grace:      a.cfg.StopGrace,
 		log:        a.log.With("host_id", id, "route", as.ModelName, "port", as.Port, "revision", as.Revision),
@@ -185,8 +209,9 @@ func (a *Agent) refuse(as fleetapi.Assignment, err error) {
 
 // launch is a prepared vLLM command line.
 type launch struct {
-	argv []string // holds the API key
-	env  []string
+	argv  []string // holds the API key
+	env   []string
+	place placement
 }
 
 // prepare validates as, locates its weights, checks the fit, downloads
@@ -215,6 +240,15 @@ func (a *Agent) prepare(ctx context.Context, as fleetapi.Assignment, hw hardware
 	if err := checkFit(v, hw, w.Present); err != nil {
 		return launch{}, err
 	}
+	n, tp, err := gpuCount(v.Args)
+	if err != nil {
+		return launch{}, err
+	}
+	others, self := a.holdings(as.HostID)
+	pl, err := place(hw, v.VRAMGB, n, tp, others, self)
+	if err != nil {
+		return launch{}, err
+	}
 	model := w.Model
 	if w.download != nil {
 		// Beside the loop: *errDownloading until the job has ended.
@@ -237,7 +271,10 @@ func (a *Agent) prepare(ctx context.Context, as fleetapi.Assignment, hw hardware
 			argv = append(argv, "--revision", w.Revision)
 		}
 	}
-	return launch{argv: argv, env: a.childEnv(append(slices.Clone(w.Env), "VLLM_API_KEY="+as.APIKey))}, nil
+	// Appended last, the placement overrides an inherited
+	// CUDA_VISIBLE_DEVICES (exec keeps the last value of a key).
+	extra := append(slices.Clone(w.Env), pl.gpuEnv()...)
+	return launch{argv: argv, env: a.childEnv(append(extra, "VLLM_API_KEY="+as.APIKey)), place: pl}, nil
 }
 
 // childEnv is the agent's environment for vLLM, without the fleet key,

@@ -25,6 +25,9 @@ type state struct {
 	// from (its Revision is the applied revision). It can lag Config when a
 	// new revision waits for apply.
 	Applied map[int64]fleetapi.Assignment `json:"applied,omitempty"`
+	// KVCache is, per host id, the kv-cache calibration of its kv_cache:
+	// auto recipe, for the revision and GPUs it was made on.
+	KVCache map[int64]kvRecord `json:"kv_cache,omitempty"`
 }
 
 func loadState(dir string) (state, error) {

@@ -14,8 +14,9 @@ import (
 )
 
 func TestParseSMI(t *testing.T) {
-	gpus, err := parseSMI("NVIDIA H100 80GB HBM3, 81559\nNVIDIA H100 80GB HBM3, 81559\n\n")
-	if err != nil || len(gpus) != 2 || gpus[1].Name != "NVIDIA H100 80GB HBM3" || gpus[1].MemoryMiB != 81559 {
+	gpus, err := parseSMI("0, NVIDIA H100 80GB HBM3, 81559, 81000\n1, NVIDIA H100 80GB HBM3, 81559, [N/A]\n\n")
+	if err != nil || len(gpus) != 2 || gpus[1].Name != "NVIDIA H100 80GB HBM3" || gpus[1].MemoryMiB != 81559 ||
+		gpus[0].FreeMiB != 81000 || gpus[1].FreeMiB != 81559 || gpus[1].Index != 1 {
 		t.Fatalf("parseSMI = %+v, %v", gpus, err)
 	}
 	h := hardware{SMIFound: true, GPUs: gpus}
@@ -25,14 +26,15 @@ func TestParseSMI(t *testing.T) {
 	if got := round1(h.vramGB()); got != 159.3 {
 		t.Errorf("vram %v", got)
 	}
-	mixed, _ := parseSMI("NVIDIA L4, 23034\nNVIDIA A10, 23028\nNVIDIA L4, 23034")
+	mixed, _ := parseSMI("0, NVIDIA L4, 23034, 23034\n1, NVIDIA A10, 23028, 0\n2, NVIDIA L4, 23034, 1")
 	if got := (hardware{GPUs: mixed}).gpuSummary(); got != "2x NVIDIA L4, 1x NVIDIA A10" {
 		t.Errorf("mixed summary %q", got)
 	}
 	if gpus, err := parseSMI(""); err != nil || len(gpus) != 0 {
 		t.Errorf("empty output: %v, %v", gpus, err)
 	}
-	for _, bad := range []string{"no comma here", "NVIDIA L4, [N/A]", ", 1024", "NVIDIA L4, -1"} {
+	for _, bad := range []string{"no comma here", "0, NVIDIA L4, [N/A], 1", "0, , 1024, 1", "0, NVIDIA L4, -1, 0",
+		"NVIDIA L4, 1024, 1024", "x, NVIDIA L4, 1024, 1024", "0, NVIDIA L4, 1024, 2048", "0, 1024, 1024"} {
 		if _, err := parseSMI(bad); err == nil {
 			t.Errorf("parseSMI(%q) accepted", bad)
 		}
@@ -40,7 +42,7 @@ func TestParseSMI(t *testing.T) {
 }
 
 func TestCheckFit(t *testing.T) {
-	l4 := []gpu{{"NVIDIA L4", 24576}}
+	l4 := []gpu{{Name: "NVIDIA L4", MemoryMiB: 24576, FreeMiB: 24576}}
 	const free100 = 100 * gib
 	cases := []struct {
 		name    string
@@ -79,7 +81,7 @@ func TestCheckFit(t *testing.T) {
 func TestDiscoverHardware(t *testing.T) {
 	bin := t.TempDir()
 	smi := filepath.Join(bin, "fake-smi")
-	if err := os.WriteFile(smi, []byte("#!/bin/sh\necho 'NVIDIA L4, 23034'\necho 'NVIDIA L4, 23034'\n"), 0o755); err != nil {
+	if err := os.WriteFile(smi, []byte("#!/bin/sh\necho '0, NVIDIA L4, 23034, 23034'\necho '1, NVIDIA L4, 23034, 23034'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	h := discoverHardware(context.Background(), smi, bin)

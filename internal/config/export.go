@@ -62,7 +62,7 @@ func FromDesired(d admin.Desired) (f *File, placeholders []string) {
 			fh.DrainTimeout = h.DrainTimeout
 			if v := h.Recipe.VLLM; v != nil {
 				s := v.Source
-				fh.Recipe.VLLM = &VLLM{Model: v.Model, VRAMGB: v.VRAMGB, DiskGB: v.DiskGB, Args: v.Args,
+				fh.Recipe.VLLM = &VLLM{Model: v.Model, VRAMGB: v.VRAMGB, DiskGB: v.DiskGB, Args: v.Args, KVCache: v.KVCache,
 					Source: Source{Kind: s.Kind, Repo: s.Repo, Revision: s.Revision, URL: s.URL, Ref: s.Ref, Path: s.Path}}
 			}
 			o.Hosts = append(o.Hosts, fh)

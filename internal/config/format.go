@@ -171,6 +171,8 @@ type VLLM struct {
 	VRAMGB float64  `yaml:"vram_gb,omitempty"`
 	DiskGB float64  `yaml:"disk_gb,omitempty"`
 	Args   []string `yaml:"args,omitempty"`
+	// KVCache is "auto" to have the box calibrate --kv-cache-memory.
+	KVCache string `yaml:"kv_cache,omitempty"`
 }
 
 // Source says where a recipe's weights come from.
@@ -296,7 +298,7 @@ func (r Recipe) input() fleetapi.Recipe {
 		return fleetapi.Recipe{}
 	}
 	v := r.VLLM
-	return fleetapi.Recipe{VLLM: &fleetapi.VLLM{Model: v.Model, VRAMGB: v.VRAMGB, DiskGB: v.DiskGB, Args: v.Args,
+	return fleetapi.Recipe{VLLM: &fleetapi.VLLM{Model: v.Model, VRAMGB: v.VRAMGB, DiskGB: v.DiskGB, Args: v.Args, KVCache: v.KVCache,
 		Source: fleetapi.Source{Kind: v.Source.Kind, Repo: v.Source.Repo, Revision: v.Source.Revision, URL: v.Source.URL,
 			Ref: v.Source.Ref, Path: v.Source.Path}}}
 }

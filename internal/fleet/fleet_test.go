@@ -121,6 +121,13 @@ func TestValidateRecipe(t *testing.T) {
 		"recipe.vllm.vram_gb":              {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: -1, DiskGB: 1}},
 		"recipe.vllm.source.revision":      {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "local", Path: "/m", Revision: "x"}, VRAMGB: 1, DiskGB: 1}},
 		"recipe.vllm.args[0] (control)":    {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, Args: []string{"--x\n"}}},
+		"recipe.vllm.kv_cache":             {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, KVCache: "big"}},
+		"recipe.vllm.kv_cache (both)":      {VLLM: &fleetapi.VLLM{Model: "m", Source: fleetapi.Source{Kind: "hf"}, VRAMGB: 1, DiskGB: 1, KVCache: "auto", Args: []string{"--kv-cache-memory=1"}}},
+	}
+	auto := fleetapi.Recipe{VLLM: vllm("--max-model-len", "32768")}
+	auto.VLLM.KVCache = fleetapi.KVCacheAuto
+	if fe := ValidateRecipe(auto); fe != nil {
+		t.Errorf("kv_cache: auto refused: %v", fe)
 	}
 	for field, r := range bad {
 		field, _, _ = strings.Cut(field, " ")

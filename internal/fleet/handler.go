@@ -260,7 +260,7 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		}
 		current := Revision(host)
 		e := store.HostReportEntry{HostID: host.ID, Applied: a.Revision,
-			Report: store.HostReport{Discovered: rep.Discovered, Error: a.Error, Download: a.Download}}
+			Report: store.HostReport{Discovered: rep.Discovered, Error: a.Error, Download: a.Download, Fit: a.Fit, GPUs: a.GPUs, KVCache: a.KVCache}}
 		if a.Revision == current {
 			e.Current = &store.AppliedAssignment{Revision: current, Port: host.Port, Recipe: host.Recipe}
 		}

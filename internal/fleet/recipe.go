@@ -105,6 +105,15 @@ func ValidateRecipe(rc fleetapi.Recipe) map[string]string {
 		add("recipe.vllm.disk_gb", "is required: the weights' disk need in GB, above 0")
 	}
 	validateArgs(r.Args, add)
+	switch r.KVCache {
+	case "":
+	case fleetapi.KVCacheAuto:
+		if _, ok := fleetapi.FlagValue(r.Args, "--kv-cache-memory"); ok {
+			add("recipe.vllm.kv_cache", "auto calibrates --kv-cache-memory: remove that flag from args, or kv_cache")
+		}
+	default:
+		add("recipe.vllm.kv_cache", "must be auto or absent")
+	}
 	if len(fe) == 0 {
 		return nil
 	}

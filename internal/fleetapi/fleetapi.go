@@ -38,7 +38,15 @@ type VLLM struct {
 	VRAMGB float64  `json:"vram_gb"`
 	DiskGB float64  `json:"disk_gb"`
 	Args   []string `json:"args,omitempty"`
+	// KVCache is "" (vLLM sizes its KV cache from the args) or KVCacheAuto:
+	// the box calibrates it, a first conservative launch, then a relaunch
+	// with the exact --kv-cache-memory vLLM reported wanting (issue 18).
+	// Empty is omitted, so recipes without it keep their revision.
+	KVCache string `json:"kv_cache,omitempty"`
 }
+
+// KVCacheAuto is the recipe's kv_cache value that asks for calibration.
+const KVCacheAuto = "auto"
 
 // Source says where the weights come from.
 type Source struct {
@@ -134,12 +142,49 @@ type Applied struct {
 	// failed, the launch failed, its weights are still downloading);
 	// empty when it runs.
 	Error string `json:"error,omitempty"`
+	// Fit is FitChecked when the box checked VRAM and placed the vLLM on
+	// GPUs, FitUnchecked when it could not (no nvidia-smi). Absent from an
+	// agent older than issue 18.
+	Fit string `json:"fit,omitempty"`
+	// GPUs are the GPU indexes (nvidia-smi's, PCI bus order) the vLLM was
+	// given through CUDA_VISIBLE_DEVICES.
+	GPUs []int `json:"gpus,omitempty"`
+	// KVCache is the kv-cache calibration of a recipe with kv_cache: auto.
+	KVCache *KVCache `json:"kv_cache,omitempty"`
 	// Download is the progress of the weights the assignment waits for;
 	// absent when it waits for none. A gateway older than this field
 	// refuses it as unknown: the agent then sends the report again
 	// without it (Error still says "downloading").
 	Download *Download `json:"download,omitempty"`
 }
+
+// Fit values of Applied.Fit.
+const (
+	FitChecked   = "checked"
+	FitUnchecked = "unchecked"
+)
+
+// KVCache is how far the calibration of a kv_cache: auto recipe went.
+type KVCache struct {
+	// State is KVCalibrating (the conservative first launch runs),
+	// KVCalibrated (relaunched with Bytes) or KVFailed (Error says why; the
+	// conservative launch keeps serving).
+	State string `json:"state"`
+	// InitialBytes is the KV cache the conservative launch got, from
+	// vLLM's "Available KV cache memory" line; 0 until it is logged.
+	InitialBytes int64 `json:"initial_bytes,omitempty"`
+	// Bytes is the --kv-cache-memory vLLM asked for and was relaunched
+	// with; 0 until then.
+	Bytes int64  `json:"bytes,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// KVCache states.
+const (
+	KVCalibrating = "calibrating"
+	KVCalibrated  = "calibrated"
+	KVFailed      = "failed"
+)
 
 // Download is the progress of one weights download on the box.
 type Download struct {

@@ -34,6 +34,8 @@ const (
 	MaxVRAMGB = 1 << 17
 	// MaxDiskFreeGB bounds discovered.disk_free_gb: 16 PB.
 	MaxDiskFreeGB = 1 << 24
+	// MaxKVCacheBytes bounds applied[].kv_cache byte counts: 1 PiB.
+	MaxKVCacheBytes = 1 << 50
 	// MaxDownloadBytes bounds applied[].download.bytes_done and
 	// bytes_total: 1 PiB.
 	MaxDownloadBytes = 1 << 50
@@ -41,8 +43,9 @@ const (
 
 var (
 	reportFields     = []string{"applied", "discovered"}
-	appliedFields    = []string{"host_id", "revision", "error", "download"}
+	appliedFields    = []string{"host_id", "revision", "error", "download", "fit", "gpus", "kv_cache"}
 	downloadFields   = []string{"state", "bytes_done", "bytes_total"}
+	kvCacheFields    = []string{"state", "initial_bytes", "bytes", "error"}
 	discoveredFields = []string{"gpu", "gpu_count", "vram_gb", "disk_free_gb", "vllm_version"}
 )
 
@@ -77,6 +80,11 @@ func ParseReport(body []byte) (r Report, fe map[string]string) {
 			okEntry := decodeObject(fe, path, e, appliedFields, &a)
 			if decodeDownload(fe, path, e, &a) && okEntry {
 				r.Applied = append(r.Applied, a)
+				var m map[string]json.RawMessage
+				if json.Unmarshal(e, &m) == nil && m["kv_cache"] != nil && !isNull(m["kv_cache"]) {
+					var kv KVCache
+					decodeObject(fe, path+".kv_cache", m["kv_cache"], kvCacheFields, &kv)
+				}
 			}
 		}
 	}
@@ -195,6 +203,33 @@ func (r Report) Validate() map[string]string {
 		if why := checkText(a.Error, MaxErrorLen); why != "" {
 			fe[p+".error"] = why
 		}
+		if a.Fit != "" && a.Fit != FitChecked && a.Fit != FitUnchecked {
+			fe[p+".fit"] = "must be checked or unchecked"
+		}
+		if len(a.GPUs) > MaxGPUCount {
+			fe[p+".gpus"] = fmt.Sprintf("has more than %d entries", MaxGPUCount)
+		}
+		for _, g := range a.GPUs {
+			if g < 0 || g >= MaxGPUCount {
+				fe[p+".gpus"] = fmt.Sprintf("holds GPU indexes 0 to %d", MaxGPUCount-1)
+			}
+		}
+		if kv := a.KVCache; kv != nil {
+			switch kv.State {
+			case KVCalibrating, KVCalibrated, KVFailed:
+			default:
+				fe[p+".kv_cache.state"] = "must be calibrating, calibrated or failed"
+			}
+			if kv.InitialBytes < 0 || kv.InitialBytes > MaxKVCacheBytes {
+				fe[p+".kv_cache.initial_bytes"] = fmt.Sprintf("must be 0 to %d", int64(MaxKVCacheBytes))
+			}
+			if kv.Bytes < 0 || kv.Bytes > MaxKVCacheBytes {
+				fe[p+".kv_cache.bytes"] = fmt.Sprintf("must be 0 to %d", int64(MaxKVCacheBytes))
+			}
+			if why := checkText(kv.Error, MaxErrorLen); why != "" {
+				fe[p+".kv_cache.error"] = why
+			}
+		}
 		if d := a.Download; d != nil {
 			if d.State != DownloadFetching && d.State != DownloadUnpacking {
 				fe[p+".download.state"] = "must be " + DownloadFetching + " or " + DownloadUnpacking
@@ -300,6 +335,16 @@ func (r *Report) Clip() {
 		}
 		seen[a.HostID] = true
 		a.Error = clipText(cleanText(a.Error), MaxErrorLen)
+		if len(a.GPUs) > MaxGPUCount {
+			a.GPUs = a.GPUs[:MaxGPUCount]
+		}
+		if kv := a.KVCache; kv != nil {
+			c := *kv
+			c.Error = clipText(cleanText(c.Error), MaxErrorLen)
+			c.InitialBytes = min(max(c.InitialBytes, 0), MaxKVCacheBytes)
+			c.Bytes = min(max(c.Bytes, 0), MaxKVCacheBytes)
+			a.KVCache = &c
+		}
 		if d := a.Download; d != nil {
 			c := *d
 			c.BytesDone = min(max(c.BytesDone, 0), MaxDownloadBytes)

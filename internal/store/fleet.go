@@ -87,6 +87,11 @@ type AppliedAssignment struct {
 type HostReport struct {
 	Discovered fleetapi.Discovered `json:"discovered"`
 	Error      string              `json:"error,omitempty"`
+	// Fit, GPUs and KVCache are the assignment's fit check, placement and
+	// kv-cache calibration (issue 18); absent from older agents.
+	Fit     string            `json:"fit,omitempty"`
+	GPUs    []int             `json:"gpus,omitempty"`
+	KVCache *fleetapi.KVCache `json:"kv_cache,omitempty"`
 	// Download is the progress of the weights the assignment waits for.
 	Download *fleetapi.Download `json:"download,omitempty"`
 }

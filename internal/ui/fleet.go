@@ -144,7 +144,7 @@ func (h hostRow) Contract() []fleet.Param {
 type hostForm struct {
 	IP, Port, Project, ModelName, Notes                     string
 	Model, Kind, Repo, Revision, URL, Ref, Path, VRAM, Disk string
-	Args                                                    string
+	Args, KVCache                                           string
 	AutoApply                                               bool
 }
 
@@ -155,7 +155,7 @@ func readHostForm(r *request) hostForm {
 		Model: f("recipe.vllm.model"), Kind: f("recipe.vllm.source.kind"), Repo: f("recipe.vllm.source.repo"),
 		Revision: f("recipe.vllm.source.revision"), URL: f("recipe.vllm.source.url"), Ref: f("recipe.vllm.source.ref"),
 		Path: f("recipe.vllm.source.path"), VRAM: f("recipe.vllm.vram_gb"), Disk: f("recipe.vllm.disk_gb"),
-		Args: r.PostForm.Get("recipe.vllm.args"), AutoApply: r.PostForm.Get("auto_apply") == "on"}
+		Args: r.PostForm.Get("recipe.vllm.args"), KVCache: f("recipe.vllm.kv_cache"), AutoApply: r.PostForm.Get("auto_apply") == "on"}
 }
 
 // hostFormOf fills the form from a stored host.
@@ -166,6 +166,7 @@ func hostFormOf(h admin.HostView) hostForm {
 		f.Model, f.Kind, f.Repo, f.Revision = v.Model, v.Source.Kind, v.Source.Repo, v.Source.Revision
 		f.URL, f.Ref, f.Path, f.VRAM, f.Disk = v.Source.URL, v.Source.Ref, v.Source.Path, num(v.VRAMGB), num(v.DiskGB)
 		f.Args = strings.Join(v.Args, "\n")
+		f.KVCache = v.KVCache
 	}
 	return f
 }
@@ -186,7 +187,7 @@ func (f hostForm) recipe(fe map[string]string) (rc fleetapi.Recipe, port int, ar
 		return x
 	}
 	v := &fleetapi.VLLM{Model: f.Model, Source: fleetapi.Source{Kind: f.Kind, Repo: f.Repo, Revision: f.Revision, URL: f.URL,
-		Ref: f.Ref, Path: f.Path}, VRAMGB: gb("recipe.vllm.vram_gb", f.VRAM), DiskGB: gb("recipe.vllm.disk_gb", f.Disk)}
+		Ref: f.Ref, Path: f.Path}, VRAMGB: gb("recipe.vllm.vram_gb", f.VRAM), DiskGB: gb("recipe.vllm.disk_gb", f.Disk), KVCache: f.KVCache}
 	v.Args, argLines = listLines(f.Args)
 	return fleetapi.Recipe{VLLM: v}, port, argLines
 }
