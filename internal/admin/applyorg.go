@@ -289,7 +289,7 @@ func (a *applier) host(ctx context.Context, o *orgRun, i int, h *HostInput) erro
 	curProject := a.ix.projectName(cur.ProjectID)
 	before := a.s.hostView(cur, curProject)
 	return a.update(ctx, c, func(s *Service, _ *Change) ([]FieldChange, error) {
-		p := HostPatch{Recipe: &h.Recipe, Notes: &h.Notes, AutoApply: &h.AutoApply, DrainTimeout: h.DrainTimeout}
+		p := HostPatch{Recipe: &h.Recipe, Notes: &h.Notes, AutoApply: &h.AutoApply, DrainTimeout: h.DrainTimeout, HFToken: h.HFToken}
 		// A host's project and model are its identity: the Service
 		// refuses to change them, with its own error.
 		if project != curProject {

@@ -48,6 +48,10 @@ type HostInput struct {
 	AutoApply bool            `json:"auto_apply,omitempty"`
 	// DrainTimeout bounds the drain before a restart (default 120s).
 	DrainTimeout *store.Duration `json:"drain_timeout,omitempty"`
+	// HFToken is the credential of an hf source, write-only: stored
+	// sealed, sent only in the host's /vllm/config; views show
+	// hf_token_set.
+	HFToken *secret.Secret `json:"hf_token,omitempty"`
 }
 
 // HostPatch changes a host. ip, project and model_name are its identity:
@@ -62,6 +66,8 @@ type HostPatch struct {
 	AutoApply *bool            `json:"auto_apply,omitempty"`
 	// DrainTimeout bounds the drain before a restart.
 	DrainTimeout *store.Duration `json:"drain_timeout,omitempty"`
+	// HFToken sets (or, "", clears) the hf source's credential.
+	HFToken *secret.Secret `json:"hf_token,omitempty"`
 }
 
 // Liveness is the age of a host's last config fetch with its colour class
@@ -89,6 +95,9 @@ type HostView struct {
 	DrainTimeout store.Duration `json:"drain_timeout"`
 	Drain        *HostDrain     `json:"drain,omitempty"`
 	APIKey       string         `json:"api_key,omitempty"`
+	// HFTokenSet says the host holds an hf token; the token itself is
+	// never shown.
+	HFTokenSet bool `json:"hf_token_set"`
 	// Provider is the slug of the vllm provider the fleet registered for
 	// the host (addressable as "host-N/model" while it serves); empty
 	// until its first healthy probe.
@@ -197,6 +206,7 @@ func (s *Service) hostView(h *store.Host, project string) HostView {
 		v.Download = h.Report.Download
 	}
 	v.DrainTimeout = store.Duration(h.DrainTimeout)
+	v.HFTokenSet = !h.HFToken.IsZero()
 	if d := h.Drain; d != nil && h.State != store.HostRetired {
 		v.State = store.HostDraining
 		v.Drain = &HostDrain{StartedAt: d.StartedAt, Deadline: d.Deadline, DrainedAt: d.DrainedAt}
@@ -251,6 +261,29 @@ func (s *Service) checkHostAddress(fe fieldErrors, ip string, port int) string {
 	return addr.Unmap().String()
 }
 
+// checkHFToken checks an hf token against the recipe it goes with: it
+// applies to hf sources only and is one printable token.
+func checkHFToken(fe fieldErrors, tok secret.Secret, r fleetapi.Recipe) {
+	if tok.IsZero() {
+		return
+	}
+	if r.VLLM == nil || r.VLLM.Source.Kind != fleetapi.SourceHF {
+		fe.add("hf_token", "applies only to a recipe whose source kind is hf; send \"\" to clear it")
+		return
+	}
+	v := tok.Reveal()
+	if len(v) > 1024 {
+		fe.add("hf_token", "must be at most 1024 characters")
+		return
+	}
+	for _, c := range v {
+		if c <= ' ' || c == 0x7f {
+			fe.add("hf_token", "must not contain spaces or control characters")
+			return
+		}
+	}
+}
+
 func checkRecipe(fe fieldErrors, r fleetapi.Recipe) {
 	for f, msg := range fleet.ValidateRecipe(r) {
 		fe.add(f, "%s", msg)
@@ -289,6 +322,11 @@ func (s *Service) CreateHost(ctx context.Context, org string, in HostInput) (Hos
 	ip := s.checkHostAddress(fe, in.IP, in.Port)
 	checkModelName(fe, "model_name", in.ModelName)
 	checkRecipe(fe, in.Recipe)
+	var hfTok secret.Secret
+	if in.HFToken != nil {
+		hfTok = *in.HFToken
+	}
+	checkHFToken(fe, hfTok, in.Recipe)
 	if len(in.Notes) > 4096 {
 		fe.add("notes", "must be at most 4096 characters")
 	}
@@ -306,7 +344,7 @@ func (s *Service) CreateHost(ctx context.Context, org string, in HostInput) (Hos
 	}
 	key, _ := secret.Mint(secret.PrefixHostKey)
 	h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: ip, Port: in.Port, ModelName: in.ModelName, APIKey: key,
-		Recipe: in.Recipe, Notes: in.Notes, AutoApply: in.AutoApply, State: store.HostPending, DrainTimeout: drain}
+		Recipe: in.Recipe, Notes: in.Notes, AutoApply: in.AutoApply, State: store.HostPending, DrainTimeout: drain, HFToken: hfTok}
 	if err := s.st.CreateHost(ctx, h, poolCheck(h)); err != nil {
 		return HostView{}, fromStore(err, "host")
 	}
@@ -373,6 +411,12 @@ func (s *Service) PatchHost(ctx context.Context, org, id string, in HostPatch) (
 		h.AutoApply = *in.AutoApply
 	}
 	h.DrainTimeout = checkDrainTimeout(fe, in.DrainTimeout, h.DrainTimeout)
+	if in.HFToken != nil {
+		h.HFToken = *in.HFToken
+	}
+	if in.HFToken != nil || in.Recipe != nil {
+		checkHFToken(fe, h.HFToken, h.Recipe)
+	}
 	if err := fe.err(); err != nil {
 		return HostView{}, err
 	}

@@ -78,6 +78,12 @@ func fakeVLLM(args []string) int {
 		signal.Notify(term, syscall.SIGTERM)
 	}
 	fakeKVLines(rest)
+	// Whether HF_TOKEN is set, never its value, goes to vLLM's log.
+	if os.Getenv("HF_TOKEN") != "" {
+		fmt.Fprintln(os.Stderr, "fake vllm: HF_TOKEN is set")
+	} else {
+		fmt.Fprintln(os.Stderr, "fake vllm: HF_TOKEN is not set")
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake vllm:", err)

@@ -274,6 +274,12 @@ func (a *Agent) prepare(ctx context.Context, as fleetapi.Assignment, hw hardware
 	// Appended last, the placement overrides an inherited
 	// CUDA_VISIBLE_DEVICES (exec keeps the last value of a key).
 	extra := append(slices.Clone(w.Env), pl.gpuEnv()...)
+	// The hf source's token, like the API key, goes only in the
+	// environment, as HF_TOKEN (which vLLM's Hugging Face downloads read);
+	// it overrides one the agent inherited.
+	if as.HFToken != "" && (v.Source.Kind == fleetapi.SourceHF || v.Source.Kind == "") {
+		extra = append(extra, "HF_TOKEN="+as.HFToken)
+	}
 	return launch{argv: argv, env: a.childEnv(append(extra, "VLLM_API_KEY="+as.APIKey)), place: pl}, nil
 }
 

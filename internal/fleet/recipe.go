@@ -202,7 +202,7 @@ func validateArgs(args []string, add func(field, format string, args ...any)) {
 // not know the drain field cannot restart early either.
 func AssignmentOf(h *store.Host) fleetapi.Assignment {
 	a := fleetapi.Assignment{
-		HostID: h.ID, ModelName: h.ModelName, Port: h.Port, APIKey: h.APIKey.Reveal(), Recipe: h.Recipe,
+		HostID: h.ID, ModelName: h.ModelName, Port: h.Port, APIKey: h.APIKey.Reveal(), HFToken: hfToken(h), Recipe: h.Recipe,
 	}
 	a.Revision = fleetapi.Revision(a)
 	held := restartHeld(h, a.Revision)
@@ -219,7 +219,17 @@ func AssignmentOf(h *store.Host) fleetapi.Assignment {
 
 // Revision is the current revision of h's assignment.
 func Revision(h *store.Host) string {
-	return fleetapi.Revision(fleetapi.Assignment{HostID: h.ID, ModelName: h.ModelName, Port: h.Port, APIKey: h.APIKey.Reveal(), Recipe: h.Recipe})
+	return fleetapi.Revision(fleetapi.Assignment{HostID: h.ID, ModelName: h.ModelName, Port: h.Port, APIKey: h.APIKey.Reveal(),
+		HFToken: hfToken(h), Recipe: h.Recipe})
+}
+
+// hfToken is the token h's box receives: h's hf token when its recipe's
+// source is hf, else none.
+func hfToken(h *store.Host) string {
+	if h.Recipe.VLLM == nil || (h.Recipe.VLLM.Source.Kind != fleetapi.SourceHF && h.Recipe.VLLM.Source.Kind != "") {
+		return ""
+	}
+	return h.HFToken.Reveal()
 }
 
 // RestartHeld reports whether a restart of h's box onto the current

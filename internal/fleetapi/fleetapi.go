@@ -80,7 +80,12 @@ type Assignment struct {
 	// APIKey is what vLLM must require (the agent passes it as
 	// VLLM_API_KEY, vLLM's --api-key); the gateway sends it.
 	APIKey string `json:"api_key"`
-	Recipe Recipe `json:"recipe"`
+	// HFToken is the credential for an hf source (issue 18); absent when
+	// the host has none. Only this host's box receives it; the agent
+	// passes it to vLLM as HF_TOKEN in its environment. It is part of the
+	// revision, so a rotated token reaches the box like any other change.
+	HFToken string `json:"hf_token,omitempty"`
+	Recipe  Recipe `json:"recipe"`
 	// Revision is Revision(assignment): equal payloads, equal revisions.
 	Revision string `json:"revision"`
 	// Apply is set by an operator (POST .../hosts/{id}/apply) and cleared
@@ -215,7 +220,8 @@ type Discovered struct {
 }
 
 // Revision hashes the parts of a the box acts on: host, route, port, API
-// key and recipe. Apply, AutoApply and Revision itself are not part of it,
+// key, hf token (only when set, so hosts without one keep their revision)
+// and recipe. Apply, AutoApply and Revision itself are not part of it,
 // so pressing "apply" does not make a new revision.
 func Revision(a Assignment) string {
 	payload := struct {
@@ -223,8 +229,9 @@ func Revision(a Assignment) string {
 		ModelName string `json:"model_name"`
 		Port      int    `json:"port"`
 		APIKey    string `json:"api_key"`
+		HFToken   string `json:"hf_token,omitempty"`
 		Recipe    Recipe `json:"recipe"`
-	}{a.HostID, a.ModelName, a.Port, a.APIKey, a.Recipe}
+	}{a.HostID, a.ModelName, a.Port, a.APIKey, a.HFToken, a.Recipe}
 	// Struct fields marshal in declaration order and args keep their order,
 	// so the encoding of equal payloads is byte-identical.
 	b, err := json.Marshal(payload) //nolint:gosec // G117: only hashed into the revision, never sent or logged

@@ -35,6 +35,9 @@ type Host struct {
 	Port      int
 	ModelName string
 	APIKey    secret.Secret // sealed at rest like provider keys
+	// HFToken is the credential of an hf source (issue 18), zero when
+	// none: sealed at rest, sent only in the host's /vllm/config.
+	HFToken   secret.Secret
 	Recipe    fleetapi.Recipe
 	Notes     string
 	State     string

@@ -212,8 +212,8 @@ type Store interface {
 	ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]Host, error)
 	// ListLiveHosts returns every non-retired host of every org.
 	ListLiveHosts(ctx context.Context) ([]Host, error)
-	// UpdateHost writes port, model name, recipe, notes, auto-apply and the
-	// drain timeout (not
+	// UpdateHost writes port, model name, recipe, notes, auto-apply, the
+	// hf token and the drain timeout (not
 	// the apply request: see RequestApply); check as for CreateHost.
 	UpdateHost(ctx context.Context, h *Host, check PoolCheck) error
 	// RequestApply sets the apply request of a live host.

@@ -17,7 +17,7 @@ import (
 const hostCols = `id, org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, apply_requested,
 	applied_revision, report, reported_at, last_config_fetch, provider_id, created_at, updated_at, retired_at,
 	COALESCE((SELECT p.slug FROM providers p WHERE p.id = hosts.provider_id), ''), applied_assignment,
-	drain_timeout_s, drain_started_at, drain_deadline, drained_at`
+	drain_timeout_s, drain_started_at, drain_deadline, drained_at, hf_token`
 
 // scanHost reads a host row; the API key is opened with the store's
 // sealer.
@@ -25,6 +25,7 @@ func (s *DB) scanHost(sc interface{ Scan(...any) error }) (store.Host, error) {
 	var (
 		h                         store.Host
 		key, recipe, report       string
+		hfToken                   string
 		applied                   string
 		reported, fetched, retire sql.NullTime
 		provider                  sql.NullInt64
@@ -35,7 +36,7 @@ func (s *DB) scanHost(sc interface{ Scan(...any) error }) (store.Host, error) {
 	if err := sc.Scan(&h.ID, &h.OrgID, &h.ProjectID, &h.IP, &h.Port, &h.ModelName, &key, &recipe, &h.Notes, &h.State,
 		&h.AutoApply, &h.ApplyRequested, &h.AppliedRevision, &report, &reported, &fetched, &provider,
 		&h.CreatedAt, &h.UpdatedAt, &retire, &h.ProviderSlug, &applied,
-		&drainSecs, &drainStart, &drainDeadline, &drained); err != nil {
+		&drainSecs, &drainStart, &drainDeadline, &drained, &hfToken); err != nil {
 		return h, err
 	}
 	h.DrainTimeout = time.Duration(drainSecs) * time.Second
@@ -48,6 +49,11 @@ func (s *DB) scanHost(sc interface{ Scan(...any) error }) (store.Host, error) {
 	var err error
 	if h.APIKey, err = s.sealer.Open(key); err != nil {
 		return h, fmt.Errorf("store: host %d: api key: %w", h.ID, err)
+	}
+	if hfToken != "" {
+		if h.HFToken, err = s.sealer.Open(hfToken); err != nil {
+			return h, fmt.Errorf("store: host %d: hf token: %w", h.ID, err)
+		}
 	}
 	if err := json.Unmarshal([]byte(recipe), &h.Recipe); err != nil {
 		return h, fmt.Errorf("store: host %d: recipe column: %w", h.ID, err)
@@ -78,10 +84,10 @@ func (s *DB) CreateHost(ctx context.Context, h *store.Host, check store.PoolChec
 			return err
 		}
 		id, err := s.insert(ctx, tx, "host address",
-			`INSERT INTO hosts (org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, drain_timeout_s, created_at, updated_at)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			`INSERT INTO hosts (org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, drain_timeout_s, hf_token, created_at, updated_at)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			h.OrgID, h.ProjectID, h.IP, h.Port, h.ModelName, s.sealer.Seal(h.APIKey), jsonText(h.Recipe), h.Notes, h.State,
-			h.AutoApply, drainSeconds(h.DrainTimeout), t, t)
+			h.AutoApply, drainSeconds(h.DrainTimeout), s.sealOptional(h.HFToken), t, t)
 		if err != nil {
 			return err
 		}
@@ -147,9 +153,9 @@ func (s *DB) UpdateHost(ctx context.Context, h *store.Host, check store.PoolChec
 			return err
 		}
 		if err := s.exec(ctx, tx, "host address",
-			`UPDATE hosts SET port = ?, model_name = ?, recipe = ?, notes = ?, auto_apply = ?, drain_timeout_s = ?, updated_at = ?
+			`UPDATE hosts SET port = ?, model_name = ?, recipe = ?, notes = ?, auto_apply = ?, drain_timeout_s = ?, hf_token = ?, updated_at = ?
 			 WHERE id = ? AND org_id = ?`,
-			h.Port, h.ModelName, jsonText(h.Recipe), h.Notes, h.AutoApply, drainSeconds(h.DrainTimeout), t, h.ID, h.OrgID); err != nil {
+			h.Port, h.ModelName, jsonText(h.Recipe), h.Notes, h.AutoApply, drainSeconds(h.DrainTimeout), s.sealOptional(h.HFToken), t, h.ID, h.OrgID); err != nil {
 			return err
 		}
 		h.UpdatedAt = t
@@ -160,6 +166,15 @@ func (s *DB) UpdateHost(ctx context.Context, h *store.Host, check store.PoolChec
 // RequestApply implements store.Store.
 func (s *DB) RequestApply(ctx context.Context, orgID, id int64) error {
 	return s.exec(ctx, s.qr, "", `UPDATE hosts SET apply_requested = TRUE, updated_at = ? WHERE id = ? AND org_id = ? AND state <> 'retired'`, now(), id, orgID)
+}
+
+// sealOptional is the storage form of an optional secret: ” when v is
+// unset, else v sealed with the master key.
+func (s *DB) sealOptional(v secret.Secret) string {
+	if v.IsZero() {
+		return ""
+	}
+	return s.sealer.Seal(v)
 }
 
 // drainSeconds is d in whole seconds, at least 1.

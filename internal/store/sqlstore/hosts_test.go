@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -399,6 +400,61 @@ func TestRecordHostReports(t *testing.T) {
 		}
 		if err := s.RecordHostReports(ctx, nil, at); err != nil {
 			t.Errorf("an empty report: %v", err)
+		}
+	})
+}
+
+// An hf source's token is sealed at rest, opens on read, and UpdateHost
+// rotates and clears it; a host without one stores ”.
+func TestHostHFTokenSealed(t *testing.T) {
+	sealer, err := secret.NewSealer(secret.New("host test master key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, sealer)
+		o := mustOrg(t, s, "acme")
+		pj := mustProject(t, s, o.ID, "fleet")
+		h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: "10.0.0.5", Port: 8000, ModelName: "qwen3",
+			APIKey: secret.New("rh-abc_secret"), Recipe: testRecipe("Qwen/Qwen3-8B"), HFToken: secret.New("hf_plainTokenValue1")}
+		if err := s.CreateHost(ctx, h, nil); err != nil {
+			t.Fatal(err)
+		}
+		raw := func() string {
+			t.Helper()
+			var v string
+			if err := s.SQL().QueryRow(`SELECT hf_token FROM hosts WHERE id = ` + strconv.FormatInt(h.ID, 10)).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		if r := raw(); r == "" || strings.Contains(r, "hf_plainTokenValue1") {
+			t.Fatalf("hf token stored as %q", r)
+		}
+		got, err := s.GetHost(ctx, o.ID, h.ID)
+		if err != nil || got.HFToken.Reveal() != "hf_plainTokenValue1" {
+			t.Fatalf("get: %v %v", got, err)
+		}
+		got.HFToken = secret.New("hf_rotatedValue2")
+		if err := s.UpdateHost(ctx, got, nil); err != nil {
+			t.Fatal(err)
+		}
+		if r := raw(); strings.Contains(r, "hf_rotatedValue2") {
+			t.Fatalf("rotated hf token stored as %q", r)
+		}
+		if got, err = s.GetHost(ctx, o.ID, h.ID); err != nil || got.HFToken.Reveal() != "hf_rotatedValue2" {
+			t.Fatalf("after rotation: %v %v", got, err)
+		}
+		got.HFToken = secret.Secret{}
+		if err := s.UpdateHost(ctx, got, nil); err != nil {
+			t.Fatal(err)
+		}
+		if r := raw(); r != "" {
+			t.Fatalf("cleared hf token stored as %q", r)
+		}
+		if got, err = s.GetHost(ctx, o.ID, h.ID); err != nil || !got.HFToken.IsZero() {
+			t.Fatalf("after clearing: %v %v", got, err)
 		}
 	})
 }
