@@ -126,6 +126,29 @@ func ParseWith(b []byte, opt ParseOptions) (*File, []Unset, error) {
 			}
 		}
 	}
+	for oi := range f.Orgs {
+		for hi := range f.Orgs[oi].Hosts {
+			h := &f.Orgs[oi].Hosts[hi]
+			where := fmt.Sprintf("orgs[%d].hosts[%d].hf_token", oi, hi)
+			name, isRef, err := envRef(h.HFToken.Reveal())
+			switch {
+			case err != nil:
+				return nil, nil, fmt.Errorf("%s: %w", where, err)
+			case !isRef:
+				continue
+			}
+			v, ok := opt.Lookup(name)
+			switch {
+			case ok && v != "":
+				h.HFToken = secret.New(v)
+			case opt.AllowUnset:
+				h.HFToken = secret.Secret{}
+				unset = append(unset, Unset{Entry: where, Name: name})
+			default:
+				return nil, nil, fmt.Errorf("%s: environment variable %s is not set", where, name)
+			}
+		}
+	}
 	return &f, unset, nil
 }
 

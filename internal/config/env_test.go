@@ -127,3 +127,36 @@ func revealKeys(d admin.Desired) []any {
 }
 
 func durp(d time.Duration) *store.Duration { v := store.Duration(d); return &v }
+
+// A host's hf_token is read from the environment like a pool key, never
+// kept as the reference text, and an unset one is named.
+func TestHostHFTokenFromEnvironment(t *testing.T) {
+	doc := []byte(`orgs:
+  - name: acme
+    hosts:
+      - ip: 10.0.1.1
+        port: 8000
+        model_name: qwen3
+        hf_token: os.environ/HF_T
+        recipe: {vllm: {model: Qwen/Qwen3-8B, source: {kind: hf}}}
+`)
+	lookup := func(env map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	}
+	f, _, err := config.ParseWith(doc, config.ParseOptions{Lookup: lookup(map[string]string{"HF_T": "hf_FAKE_123"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := f.Desired().Orgs[0].Hosts[0]
+	if in.HFToken == nil || in.HFToken.Reveal() != "hf_FAKE_123" {
+		t.Fatalf("hf_token = %v, want the variable's value", in.HFToken)
+	}
+	_, unset, err := config.ParseWith(doc, config.ParseOptions{Lookup: lookup(nil), AllowUnset: true})
+	if err != nil || len(unset) != 1 || unset[0].Name != "HF_T" || unset[0].Entry != "orgs[0].hosts[0].hf_token" {
+		t.Fatalf("unset with AllowUnset: %+v, %v", unset, err)
+	}
+	if _, _, err := config.ParseWith(doc, config.ParseOptions{Lookup: lookup(nil)}); err == nil ||
+		err.Error() != "orgs[0].hosts[0].hf_token: environment variable HF_T is not set" {
+		t.Fatalf("unset: %v", err)
+	}
+}

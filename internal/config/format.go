@@ -157,6 +157,10 @@ type Host struct {
 	AutoApply bool   `yaml:"auto_apply,omitempty"`
 	// DrainTimeout bounds the drain before a restart (absent: 120s).
 	DrainTimeout *store.Duration `yaml:"drain_timeout,omitempty"`
+	// HFToken is the hf source's credential, best written as an
+	// environment reference ("os.environ/HF_TOKEN" or "${HF_TOKEN}");
+	// absent: the stored one stays. Export never writes it.
+	HFToken secret.Secret `yaml:"hf_token,omitempty"`
 }
 
 // Recipe is what a host runs (design 002).
@@ -290,7 +294,14 @@ func (o Org) desired() admin.DesiredOrg {
 
 func (h Host) input() admin.HostInput {
 	return admin.HostInput{IP: h.IP, Port: h.Port, Project: h.Project, ModelName: h.ModelName, Recipe: h.Recipe.input(),
-		Notes: h.Notes, AutoApply: h.AutoApply, DrainTimeout: h.DrainTimeout}
+		Notes: h.Notes, AutoApply: h.AutoApply, DrainTimeout: h.DrainTimeout, HFToken: optionalSecret(h.HFToken)}
+}
+
+func optionalSecret(s secret.Secret) *secret.Secret {
+	if s.IsZero() {
+		return nil
+	}
+	return &s
 }
 
 func (r Recipe) input() fleetapi.Recipe {
