@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +116,42 @@ func (g *gateway) waitHost(id int64, what string, ok func(hostStatus) bool) host
 	}
 }
 
+// newGateway starts a real gateway for t, stopped at its end; its log is
+// shown when t fails.
+func newGateway(t *testing.T) *gateway {
+	t.Helper()
+	g := &gateway{t: t, dir: t.TempDir(), logs: &syncBuffer{}}
+	g.start()
+	t.Cleanup(func() {
+		g.stop()
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", g.logs.String())
+		}
+	})
+	return g
+}
+
+// enroll creates a fleet key and a host on 127.0.0.1:port serving model
+// with recipe (JSON) through the admin API, and returns the host's id and
+// an agent config for e that fetches from the gateway with that key.
+func (g *gateway) enroll(e *env, port int, model, recipe string) (int64, Config) {
+	g.t.Helper()
+	code, body := g.call("POST", "/admin/v1/orgs/default/fleet-keys", e2eAdmin, `{"name":"box"}`)
+	var fk struct{ Secret string }
+	if code != 201 || json.Unmarshal([]byte(body), &fk) != nil || fk.Secret == "" {
+		g.t.Fatalf("create fleet key: %d %s", code, body)
+	}
+	code, body = g.call("POST", "/admin/v1/orgs/default/hosts", e2eAdmin, fmt.Sprintf(
+		`{"ip":"127.0.0.1","port":%d,"model_name":%q,"recipe":%s}`, port, model, recipe))
+	var created struct{ ID int64 }
+	if code != 201 || json.Unmarshal([]byte(body), &created) != nil || created.ID == 0 {
+		g.t.Fatalf("create host: %d %s", code, body)
+	}
+	cfg := e.config("http://" + g.addr)
+	cfg.FleetKey = secret.New(fk.Secret)
+	return created.ID, cfg
+}
+
 // TestAgentWithGateway runs the whole loop against a real `rolter serve`:
 // the agent fetches its assignment, launches the fake vLLM, the gateway
 // registers it and client requests reach it; the gateway stops, the box
@@ -206,22 +244,9 @@ func TestAgentDownloadProgressAtGateway(t *testing.T) {
 	dl := httptest.NewServer(files)
 	defer dl.Close()
 	defer close(files.gate)
-	g := &gateway{t: t, dir: t.TempDir(), logs: &syncBuffer{}}
-	g.start()
-	defer g.stop()
-	_, body := g.call("POST", "/admin/v1/orgs/default/fleet-keys", e2eAdmin, `{"name":"box"}`)
-	var fk struct{ Secret string }
-	_ = json.Unmarshal([]byte(body), &fk)
-	code, body := g.call("POST", "/admin/v1/orgs/default/hosts", e2eAdmin, fmt.Sprintf(
-		`{"ip":"127.0.0.1","port":%d,"model_name":"tiny","recipe":{"vllm":{"model":"tiny","source":{"kind":"url","url":%q},"vram_gb":1,"disk_gb":0.001}}}`,
-		freePort(t), dl.URL+"/tiny.gguf"))
-	if code != 201 || fk.Secret == "" {
-		t.Fatalf("setup: %d %s", code, body)
-	}
-	var created struct{ ID int64 }
-	_ = json.Unmarshal([]byte(body), &created)
-	cfg := e.config("http://" + g.addr)
-	cfg.FleetKey = secret.New(fk.Secret)
+	g := newGateway(t)
+	created, cfg := g.enroll(e, freePort(t), "tiny",
+		fmt.Sprintf(`{"vllm":{"model":"tiny","source":{"kind":"url","url":%q},"vram_gb":1,"disk_gb":0.001}}`, dl.URL+"/tiny.gguf"))
 	e.start(cfg)
 
 	files.gate <- struct{}{}
@@ -231,7 +256,7 @@ func TestAgentDownloadProgressAtGateway(t *testing.T) {
 		ReportError     string             `json:"report_error"`
 	}
 	get := func() view {
-		_, body := g.call("GET", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d", created.ID), e2eAdmin, "")
+		_, body := g.call("GET", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d", created), e2eAdmin, "")
 		var v view
 		_ = json.Unmarshal([]byte(body), &v)
 		return v
@@ -246,5 +271,72 @@ func TestAgentDownloadProgressAtGateway(t *testing.T) {
 	testkit.Eventually(t, "liveness refreshed during the download", func() bool {
 		v := get()
 		return v.LastConfigFetch != nil && v.LastConfigFetch.After(*first.LastConfigFetch) && v.Download != nil
+	})
+}
+
+// Issue 18 §3 and §4 at a real gateway: an agent on a box with one L4
+// (fake nvidia-smi) places a kv_cache: auto recipe, calibrates it against
+// the fake vLLM's kv-cache lines and relaunches it; the gateway's host view
+// shows the fit, the GPU and both kv-cache figures, the relaunch figure
+// being exactly the one vLLM asked for.
+func TestAgentFitAndKVCacheAtGateway(t *testing.T) {
+	e := newEnv(t)
+	const want = 2358995846 // what the fake vLLM asks for
+	t.Setenv("ROLTER_FAKE_KV_WANT", strconv.Itoa(want))
+	smi := e.fakeSMI("0, NVIDIA L4, 24576, 24576")
+	g := newGateway(t)
+	port := freePort(t)
+	id, cfg := g.enroll(e, port, "chat",
+		`{"vllm":{"model":"acme/tiny-chat","source":{"kind":"hf"},"vram_gb":12,"disk_gb":0.001,"kv_cache":"auto","args":["--max-model-len","4096"]}}`)
+	cfg.NvidiaSMI = smi
+	e.start(cfg)
+
+	// The conservative launch, then the calibrated one.
+	first := e.waitRun(port)
+	second := e.waitRun(port, first.PID)
+	if v, _ := fleetapi.FlagValue(second.Argv, "--kv-cache-memory"); v != strconv.Itoa(want) {
+		t.Errorf("relaunch --kv-cache-memory = %q, want %d (argv %q)", v, want, second.Argv)
+	}
+
+	type view struct {
+		State           string            `json:"state"`
+		Revision        string            `json:"revision"`
+		AppliedRevision string            `json:"applied_revision"`
+		Fit             string            `json:"fit"`
+		GPUs            []int             `json:"gpus"`
+		KVCache         *fleetapi.KVCache `json:"kv_cache"`
+		ReportError     string            `json:"report_error"`
+		Recipe          struct {
+			VLLM struct {
+				KVCache string `json:"kv_cache"`
+			} `json:"vllm"`
+		} `json:"recipe"`
+	}
+	var v view
+	testkit.Eventually(t, "the host view with fit, GPUs and both kv-cache figures", func() bool {
+		code, body := g.call("GET", fmt.Sprintf("/admin/v1/orgs/default/hosts/%d", id), e2eAdmin, "")
+		v = view{}
+		if code != 200 || json.Unmarshal([]byte(body), &v) != nil {
+			return false
+		}
+		kv := v.KVCache
+		return v.AppliedRevision != "" && v.AppliedRevision == v.Revision &&
+			kv != nil && kv.State == fleetapi.KVCalibrated && kv.Bytes == want
+	})
+	if v.Fit != fleetapi.FitChecked || !slices.Equal(v.GPUs, []int{0}) {
+		t.Errorf("host view fit %q on GPUs %v, want checked on [0]", v.Fit, v.GPUs)
+	}
+	if v.KVCache.InitialBytes != 3<<29 { // the fake's "Available KV cache memory: 1.5 GiB"
+		t.Errorf("host view kv_cache.initial_bytes = %d, want %d", v.KVCache.InitialBytes, int64(3<<29))
+	}
+	if v.KVCache.Error != "" || v.ReportError != "" {
+		t.Errorf("host view reports errors: kv_cache %q, report %q", v.KVCache.Error, v.ReportError)
+	}
+	if v.Recipe.VLLM.KVCache != fleetapi.KVCacheAuto {
+		t.Errorf("host view recipe kv_cache = %q, want auto", v.Recipe.VLLM.KVCache)
+	}
+	// The controller sees the calibrated vLLM serving.
+	g.waitHost(id, "serving with the current revision applied", func(h hostStatus) bool {
+		return h.State == "serving" && h.AppliedRevision == h.Revision
 	})
 }
