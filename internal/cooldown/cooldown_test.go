@@ -243,22 +243,28 @@ func TestSingleProbe(t *testing.T) {
 // TestConcurrentInvariant drives the breaker from many goroutines with random
 // verdicts while the clock moves, and checks that no two probes are ever out
 // at once. Run it under -race.
+//
+// The breaker takes the first verdict reported while a probe is out as the
+// probe's, whoever reports it (see the package doc). So a caller that was
+// admitted while the breaker was closed may end the probe between the
+// holder's Allow and the holder's count, and the next probe is then
+// legitimately out beside a count not yet taken. Verdicts therefore wait
+// (a write lock) while any caller is between Allow and its count (read
+// locks, which do not exclude each other: two probes handed out at once
+// would still be seen).
 func TestConcurrentInvariant(t *testing.T) {
 	c := clock.NewManual(t0)
 	b := cooldown.New(cooldown.Config{Threshold: 2, Base: time.Millisecond, Max: 8 * time.Millisecond}, c)
 	var out atomic.Int64 // probes currently held
+	var window sync.RWMutex
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(g), 1))
 			for range 2000 {
 				c.Advance(time.Duration(r.IntN(200)) * time.Microsecond)
+				window.RLock()
 				ok, probe := b.Allow()
-				if !ok {
-					_ = b.State()
-					_ = b.Until()
-					continue
-				}
 				if probe {
 					if n := out.Add(1); n != 1 {
 						t.Errorf("%d probes out at once", n)
@@ -267,6 +273,13 @@ func TestConcurrentInvariant(t *testing.T) {
 					// another probe may legitimately be handed out.
 					out.Add(-1)
 				}
+				window.RUnlock()
+				if !ok {
+					_ = b.State()
+					_ = b.Until()
+					continue
+				}
+				window.Lock()
 				switch v := r.IntN(10); {
 				case v < 4:
 					b.Success()
@@ -277,6 +290,7 @@ func TestConcurrentInvariant(t *testing.T) {
 				case probe:
 					b.Abandon()
 				}
+				window.Unlock()
 			}
 		})
 	}
