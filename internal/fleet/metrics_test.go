@@ -17,6 +17,7 @@ import (
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/storetest"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 // TestFleetMetrics: hosts by state, liveness age and revision skew per
@@ -147,28 +148,11 @@ func (c *Controller) collectorForTest() prometheus.Collector { return collector{
 // the test when there is none.
 func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	must(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue next
-				}
-			}
-			return m.GetGauge().GetValue()
-		}
+	m, ok := testkit.Series(t, reg, name, labels)
+	if !ok {
+		t.Fatalf("no series %s%v", name, labels)
 	}
-	t.Fatalf("no series %s%v", name, labels)
-	return 0
+	return m.GetGauge().GetValue()
 }
 
 func histCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {

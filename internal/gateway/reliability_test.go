@@ -21,33 +21,18 @@ import (
 
 	"github.com/rolter/rolter/internal/cooldown"
 	"github.com/rolter/rolter/internal/store"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 // counterValue reads one counter of reg by name and exact labels (0 when
 // absent).
 func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	must(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue next
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
+	m, ok := testkit.Series(t, reg, name, labels)
+	if !ok {
+		return 0
 	}
-	return 0
+	return m.GetCounter().GetValue()
 }
 
 // TestScenario01_UpstreamResetMidStream: the stream part (chunks, error
