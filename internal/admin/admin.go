@@ -100,3 +100,14 @@ func (s *Service) changed(ctx context.Context) {
 		s.publish(ctx)
 	}
 }
+
+// committed ends a write: err is the store write's outcome, already a
+// domain error (fromStore), and goes back as it is; a write that went in
+// is announced (changed) first. The writes end here, so that none can
+// answer its caller before the request path has heard of it.
+func (s *Service) committed(ctx context.Context, err error) error {
+	if err == nil {
+		s.changed(ctx)
+	}
+	return err
+}

@@ -179,10 +179,9 @@ func (s *Service) CreateGroup(ctx context.Context, org string, in GroupInput) (G
 	if g.Members, err = s.resolveMembers(ctx, o.ID, fe, in.Members); err != nil {
 		return GroupView{}, err
 	}
-	if err := s.st.CreateGroup(ctx, g); err != nil {
-		return GroupView{}, s.fromSlugWrite(ctx, o.ID, g.Slug, err, "group")
+	if err := s.committed(ctx, s.fromSlugWrite(ctx, o.ID, g.Slug, s.st.CreateGroup(ctx, g), "group")); err != nil {
+		return GroupView{}, err
 	}
-	s.changed(ctx)
 	return groupView(*g), nil
 }
 
@@ -221,10 +220,9 @@ func (s *Service) UpdateGroup(ctx context.Context, org, slug string, in GroupPat
 	} else if err := fe.err(); err != nil {
 		return GroupView{}, err
 	}
-	if err := s.st.UpdateGroup(ctx, g); err != nil {
-		return GroupView{}, s.fromSlugWrite(ctx, o.ID, g.Slug, err, "group")
+	if err := s.committed(ctx, s.fromSlugWrite(ctx, o.ID, g.Slug, s.st.UpdateGroup(ctx, g), "group")); err != nil {
+		return GroupView{}, err
 	}
-	s.changed(ctx)
 	v := groupView(*g)
 	v.Warnings = warnings
 	return v, nil
@@ -237,9 +235,5 @@ func (s *Service) DeleteGroup(ctx context.Context, org, slug string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.st.DeleteGroup(ctx, g.ID); err != nil {
-		return fromStore(err, "group "+quote(slug))
-	}
-	s.changed(ctx)
-	return nil
+	return s.committed(ctx, fromStore(s.st.DeleteGroup(ctx, g.ID), "group "+quote(slug)))
 }

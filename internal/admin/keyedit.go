@@ -93,13 +93,13 @@ func (s *Service) PatchVirtualKey(ctx context.Context, org, project, id string, 
 		return VirtualKeyView{}, err
 	}
 	k.Name, k.Models, k.ExpiresAt, k.RPMLimit, k.TPMLimit, k.Budget = in.Name, in.Models, in.ExpiresAt, in.RPMLimit, in.TPMLimit, budget
-	if err := s.st.UpdateVirtualKey(ctx, k); err != nil {
-		if errors.Is(err, store.ErrRevoked) {
-			return VirtualKeyView{}, errKeyRevoked
-		}
-		return VirtualKeyView{}, fromStore(err, "virtual key")
+	err = s.st.UpdateVirtualKey(ctx, k)
+	if errors.Is(err, store.ErrRevoked) {
+		return VirtualKeyView{}, errKeyRevoked
 	}
-	s.changed(ctx)
+	if err = s.committed(ctx, fromStore(err, "virtual key")); err != nil {
+		return VirtualKeyView{}, err
+	}
 	return s.freshKeyView(ctx, k)
 }
 

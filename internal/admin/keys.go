@@ -64,10 +64,9 @@ func (s *Service) CreateVirtualKey(ctx context.Context, org, project string, in 
 	tok, lookup := secret.Mint(secret.PrefixVirtualKey)
 	k := &store.VirtualKey{ProjectID: pj.ID, Name: in.Name, Lookup: lookup, Hash: secret.HashOf(tok.Reveal()),
 		Models: in.Models, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit, Budget: budget, ExpiresAt: in.ExpiresAt}
-	if err := s.st.CreateVirtualKey(ctx, k); err != nil {
-		return VirtualKeyView{}, fromStore(err, "virtual key")
+	if err := s.committed(ctx, fromStore(s.st.CreateVirtualKey(ctx, k), "virtual key")); err != nil {
+		return VirtualKeyView{}, err
 	}
-	s.changed(ctx)
 	v := keyView(*k)
 	v.Secret = tok.Reveal()
 	return v, nil
@@ -113,10 +112,9 @@ func (s *Service) RevokeVirtualKey(ctx context.Context, org, project, id string)
 	if err != nil {
 		return VirtualKeyView{}, err
 	}
-	if err := s.st.RevokeVirtualKey(ctx, k.ID, s.now()); err != nil {
-		return VirtualKeyView{}, fromStore(err, "virtual key")
+	if err := s.committed(ctx, fromStore(s.st.RevokeVirtualKey(ctx, k.ID, s.now()), "virtual key")); err != nil {
+		return VirtualKeyView{}, err
 	}
-	s.changed(ctx)
 	return s.freshKeyView(ctx, k)
 }
 
@@ -142,11 +140,7 @@ func (s *Service) PurgeVirtualKey(ctx context.Context, org, project, id string) 
 		return &Error{Kind: ErrConflict, Code: CodeKeyNotRevoked,
 			Message: "only a revoked key can be purged: DELETE it without ?purge=true first"}
 	}
-	if err != nil {
-		return fromStore(err, "virtual key")
-	}
-	s.changed(ctx)
-	return nil
+	return s.committed(ctx, fromStore(err, "virtual key"))
 }
 
 // HasLiveVirtualKey reports whether the project has a key with this name

@@ -77,10 +77,9 @@ func (s *Service) CreateOrg(ctx context.Context, in OrgInput) (OrgView, error) {
 		return OrgView{}, err
 	}
 	o := &store.Org{Name: in.Name, Description: in.Description}
-	if err := s.st.CreateOrg(ctx, o); err != nil {
-		return OrgView{}, fromStore(err, "org")
+	if err := s.committed(ctx, fromStore(s.st.CreateOrg(ctx, o), "org")); err != nil {
+		return OrgView{}, err
 	}
-	s.changed(ctx)
 	return orgView(*o), nil
 }
 
@@ -125,10 +124,9 @@ func (s *Service) CreateProject(ctx context.Context, org string, in ProjectInput
 		return ProjectView{}, err
 	}
 	p := &store.Project{OrgID: o.ID, Name: in.Name, Description: in.Description, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit, Budget: budget}
-	if err := s.st.CreateProject(ctx, p); err != nil {
-		return ProjectView{}, fromStore(err, "project")
+	if err := s.committed(ctx, fromStore(s.st.CreateProject(ctx, p), "project")); err != nil {
+		return ProjectView{}, err
 	}
-	s.changed(ctx)
 	return projectView(*o, *p), nil
 }
 
@@ -149,10 +147,9 @@ func (s *Service) PatchOrg(ctx context.Context, org string, in OrgPatch) (OrgVie
 	if err := fe.err(); err != nil {
 		return OrgView{}, err
 	}
-	if err := s.st.UpdateOrg(ctx, o); err != nil {
-		return OrgView{}, fromStore(err, "org")
+	if err := s.committed(ctx, fromStore(s.st.UpdateOrg(ctx, o), "org")); err != nil {
+		return OrgView{}, err
 	}
-	s.changed(ctx)
 	return orgView(*o), nil
 }
 
@@ -162,11 +159,7 @@ func (s *Service) DeleteOrg(ctx context.Context, org string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.st.DeleteOrg(ctx, o.ID); err != nil {
-		return fromStore(err, "org "+quote(o.Name))
-	}
-	s.changed(ctx)
-	return nil
+	return s.committed(ctx, fromStore(s.st.DeleteOrg(ctx, o.ID), "org "+quote(o.Name)))
 }
 
 // PatchProject changes a project; absent fields stay, a null budget
@@ -198,10 +191,9 @@ func (s *Service) PatchProject(ctx context.Context, org, project string, in Proj
 	if err := fe.err(); err != nil {
 		return ProjectView{}, err
 	}
-	if err := s.st.UpdateProject(ctx, p); err != nil {
-		return ProjectView{}, fromStore(err, "project")
+	if err := s.committed(ctx, fromStore(s.st.UpdateProject(ctx, p), "project")); err != nil {
+		return ProjectView{}, err
 	}
-	s.changed(ctx)
 	return projectView(*o, *p), nil
 }
 
@@ -211,11 +203,7 @@ func (s *Service) DeleteProject(ctx context.Context, org, project string) error 
 	if err != nil {
 		return err
 	}
-	if err := s.st.DeleteProject(ctx, p.ID); err != nil {
-		return fromStore(err, "project "+quote(p.Name))
-	}
-	s.changed(ctx)
-	return nil
+	return s.committed(ctx, fromStore(s.st.DeleteProject(ctx, p.ID), "project "+quote(p.Name)))
 }
 
 // ProjectView is a project as the API shows it.

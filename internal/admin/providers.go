@@ -323,10 +323,9 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 	if err := fe.err(); err != nil {
 		return ProviderView{}, err
 	}
-	if err := s.st.CreateProvider(ctx, p); err != nil {
-		return ProviderView{}, s.fromSlugWrite(ctx, o.ID, p.Slug, err, "provider")
+	if err := s.committed(ctx, s.fromSlugWrite(ctx, o.ID, p.Slug, s.st.CreateProvider(ctx, p), "provider")); err != nil {
+		return ProviderView{}, err
 	}
-	s.changed(ctx)
 	return providerView(*p), nil
 }
 
@@ -394,10 +393,9 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 	if err := fe.err(); err != nil {
 		return ProviderView{}, err
 	}
-	if err := s.st.UpdateProvider(ctx, p); err != nil {
-		return ProviderView{}, s.fromSlugWrite(ctx, o.ID, p.Slug, err, "provider")
+	if err := s.committed(ctx, s.fromSlugWrite(ctx, o.ID, p.Slug, s.st.UpdateProvider(ctx, p), "provider")); err != nil {
+		return ProviderView{}, err
 	}
-	s.changed(ctx)
 	fresh, err := s.st.GetProvider(ctx, o.ID, p.Slug)
 	if err != nil {
 		return ProviderView{}, fromStore(err, "provider")
@@ -423,11 +421,7 @@ func (s *Service) DeleteProvider(ctx context.Context, org, slug string, purge bo
 	default:
 		err = s.st.SoftDeleteProvider(ctx, p.ID, s.now())
 	}
-	if err != nil {
-		return fromStore(err, "provider "+quote(p.Slug))
-	}
-	s.changed(ctx)
-	return nil
+	return s.committed(ctx, fromStore(err, "provider "+quote(p.Slug)))
 }
 
 // AddProviderKey adds an upstream credential to a live provider.
@@ -448,10 +442,9 @@ func (s *Service) AddProviderKey(ctx context.Context, org, slug string, in KeyIn
 	if err := fe.err(); err != nil {
 		return KeyView{}, err
 	}
-	if err := s.st.AddProviderKey(ctx, k); err != nil {
-		return KeyView{}, fromStore(err, "provider key")
+	if err := s.committed(ctx, fromStore(s.st.AddProviderKey(ctx, k), "provider key")); err != nil {
+		return KeyView{}, err
 	}
-	s.changed(ctx)
 	return KeyView{ID: k.ID, Weight: k.Weight, Ref: k.Ref, CreatedAt: k.CreatedAt}, nil
 }
 
@@ -479,10 +472,9 @@ func (s *Service) SetProviderKeyWeight(ctx context.Context, org, slug, id string
 	if err := fe.err(); err != nil {
 		return KeyView{}, err
 	}
-	if err := s.st.SetProviderKeyWeight(ctx, p.ID, n, w); err != nil {
-		return KeyView{}, fromStore(err, "provider key "+quote(id))
+	if err := s.committed(ctx, fromStore(s.st.SetProviderKeyWeight(ctx, p.ID, n, w), "provider key "+quote(id))); err != nil {
+		return KeyView{}, err
 	}
-	s.changed(ctx)
 	for _, k := range p.Keys {
 		if k.ID == n {
 			return KeyView{ID: k.ID, Weight: w, Ref: k.Ref, CreatedAt: k.CreatedAt}, nil
@@ -503,11 +495,7 @@ func (s *Service) setProviderKeyRef(ctx context.Context, org, slug string, id in
 	if err := fe.err(); err != nil {
 		return err
 	}
-	if err := s.st.SetProviderKeyRef(ctx, p.ID, id, ref); err != nil {
-		return fromStore(err, "provider key "+quote(strconv.FormatInt(id, 10)))
-	}
-	s.changed(ctx)
-	return nil
+	return s.committed(ctx, fromStore(s.st.SetProviderKeyRef(ctx, p.ID, id, ref), "provider key "+quote(strconv.FormatInt(id, 10))))
 }
 
 // DeleteProviderKey removes one of a provider's upstream credentials.
@@ -520,9 +508,5 @@ func (s *Service) DeleteProviderKey(ctx context.Context, org, slug, id string) e
 	if err != nil {
 		return notFound("provider key %s not found", quote(id))
 	}
-	if err := s.st.DeleteProviderKey(ctx, p.ID, n); err != nil {
-		return fromStore(err, "provider key")
-	}
-	s.changed(ctx)
-	return nil
+	return s.committed(ctx, fromStore(s.st.DeleteProviderKey(ctx, p.ID, n), "provider key"))
 }

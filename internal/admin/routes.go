@@ -240,10 +240,9 @@ func (s *Service) CreateRoute(ctx context.Context, org, project string, in Route
 	if err := s.resolveRoute(ctx, o.ID, r, in.Targets); err != nil {
 		return RouteView{}, err
 	}
-	if err := s.st.CreateRoute(ctx, r); err != nil {
-		return RouteView{}, fromStore(err, "route")
+	if err := s.committed(ctx, fromStore(s.st.CreateRoute(ctx, r), "route")); err != nil {
+		return RouteView{}, err
 	}
-	s.changed(ctx)
 	return routeView(*r), nil
 }
 
@@ -293,10 +292,9 @@ func (s *Service) PatchRoute(ctx context.Context, org, project, model string, in
 	if err := s.resolveRoute(ctx, o.ID, rt, targets); err != nil {
 		return RouteView{}, err
 	}
-	if err := s.st.UpdateRoute(ctx, rt); err != nil {
-		return RouteView{}, fromStore(err, "route")
+	if err := s.committed(ctx, fromStore(s.st.UpdateRoute(ctx, rt), "route")); err != nil {
+		return RouteView{}, err
 	}
-	s.changed(ctx)
 	return routeView(*rt), nil
 }
 
@@ -306,9 +304,5 @@ func (s *Service) DeleteRoute(ctx context.Context, org, project, model string) e
 	if err != nil {
 		return err
 	}
-	if err := s.st.DeleteRoute(ctx, rt.ID); err != nil {
-		return fromStore(err, "route")
-	}
-	s.changed(ctx)
-	return nil
+	return s.committed(ctx, fromStore(s.st.DeleteRoute(ctx, rt.ID), "route"))
 }

@@ -133,10 +133,9 @@ func (s *Service) CreateAdminToken(ctx context.Context, in AdminTokenInput) (Adm
 	if !global {
 		a.OrgID, a.OrgName = org.ID, org.Name
 	}
-	if err := s.st.CreateAdminToken(ctx, a); err != nil {
-		return AdminTokenView{}, fromStore(err, "admin token")
+	if err := s.committed(ctx, fromStore(s.st.CreateAdminToken(ctx, a), "admin token")); err != nil {
+		return AdminTokenView{}, err
 	}
-	s.changed(ctx)
 	v := tokenView(*a)
 	v.Secret = tok.Reveal()
 	return v, nil
@@ -172,14 +171,13 @@ func (s *Service) RevokeAdminToken(ctx context.Context, id string) (AdminTokenVi
 			Message: "this token is ROLTER_ADMIN_TOKEN: change or unset the variable and restart to invalidate it"}
 	}
 	err = s.st.RevokeAdminToken(ctx, a.ID, s.now())
-	switch {
-	case errors.Is(err, store.ErrLastAdminToken):
+	if errors.Is(err, store.ErrLastAdminToken) {
 		return AdminTokenView{}, &Error{Kind: ErrConflict, Code: CodeLastAdminToken,
 			Message: "this is the last live global admin token; create another global token first"}
-	case err != nil:
-		return AdminTokenView{}, fromStore(err, "admin token")
 	}
-	s.changed(ctx)
+	if err = s.committed(ctx, fromStore(err, "admin token")); err != nil {
+		return AdminTokenView{}, err
+	}
 	fresh, err := s.st.GetAdminToken(ctx, a.ID)
 	if err != nil {
 		return AdminTokenView{}, fromStore(err, "admin token")
@@ -208,11 +206,11 @@ func (s *Service) MintFirstStartToken(ctx context.Context) (secret.Secret, error
 		return secret.Secret{}, err
 	}
 	tok, lookup := secret.Mint(secret.PrefixAdminToken)
-	if err := s.st.CreateAdminToken(ctx, &store.AdminToken{Name: "first start", Hash: secret.HashOf(tok.Reveal()),
-		Lookup: lookup, Source: store.AdminTokenFirstStart}); err != nil {
-		return secret.Secret{}, fromStore(err, "admin token")
+	err := s.st.CreateAdminToken(ctx, &store.AdminToken{Name: "first start", Hash: secret.HashOf(tok.Reveal()),
+		Lookup: lookup, Source: store.AdminTokenFirstStart})
+	if err = s.committed(ctx, fromStore(err, "admin token")); err != nil {
+		return secret.Secret{}, err
 	}
-	s.changed(ctx)
 	return tok, nil
 }
 
@@ -239,9 +237,5 @@ func (s *Service) SetEnvAdminToken(ctx context.Context, tok secret.Secret) error
 		return &Error{Kind: ErrConflict, Code: CodeEnvTokenClash,
 			Message: "ROLTER_ADMIN_TOKEN has the value of a token created through the API; set a fresh value"}
 	}
-	if err != nil {
-		return fromStore(err, "ROLTER_ADMIN_TOKEN")
-	}
-	s.changed(ctx)
-	return nil
+	return s.committed(ctx, fromStore(err, "ROLTER_ADMIN_TOKEN"))
 }

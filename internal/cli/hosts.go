@@ -45,6 +45,8 @@ restarts when its requests in flight finish (at most --drain-timeout).`,
 		examples: map[string]string{
 			"create": "  rolter hosts create --ip 10.0.0.5 --port 8000 --model-name qwen3 --recipe recipe.yaml",
 			"update": "  rolter hosts update 1 --recipe recipe.yaml --auto-apply",
+			"retire": "  rolter hosts retire 1",
+			"apply":  "  rolter hosts apply 1\n  rolter hosts apply 2 --all-at-once",
 		},
 	}
 }
@@ -55,13 +57,7 @@ func recipeFile(a *app, v any) (any, error) {
 
 // hostActionCmd is `hosts retire|apply ID`: POST .../hosts/{id}/ACTION.
 func (a *app) hostActionCmd(r *resource, action, verb, short string) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:               action + " " + r.id,
-		Short:             short,
-		Args:              exactArgs(r.id),
-		ValidArgsFunction: a.completeIDs(r),
-		Example:           "  rolter hosts " + action + " 1",
-	}
+	cmd := a.verbCmd(r, action, short, true)
 	cmd.RunE = a.run(false, func(ctx context.Context, c *Client, _ *cobra.Command, args []string) error {
 		var raw json.RawMessage
 		if err := c.Do(ctx, http.MethodPost, HostPath(a.org, args[0])+"/"+action, nil, nil, &raw); err != nil {
@@ -80,7 +76,6 @@ func (a *app) hostApplyCmd(r *resource) *cobra.Command {
 	var force bool
 	cmd.Flags().BoolVar(&force, "all-at-once", false, "restart even if no other host of the pool serves (callers get 503 until it serves again)")
 	cmd.Flags().BoolVar(&force, "force", false, "the same as --all-at-once")
-	cmd.Example = "  rolter hosts apply 1\n  rolter hosts apply 2 --all-at-once"
 	cmd.RunE = a.run(false, func(ctx context.Context, c *Client, _ *cobra.Command, args []string) error {
 		path := HostPath(a.org, args[0]) + "/apply"
 		if force {

@@ -47,6 +47,7 @@ hashed and no command can show it again.
 			"create": "  rolter keys create --name alice --models qwen3\n  rolter keys create --name ci --models qwen3 --rpm-limit 60 --budget 20/month -o json",
 			"update": "  rolter keys update 2 --models qwen3,my-vllm/*\n  rolter keys update 2 --no-expiry",
 			"delete": "  rolter keys delete 2\n  rolter keys delete 2 --purge",
+			"revoke": "  rolter keys revoke 2",
 		},
 	}
 }
@@ -63,13 +64,7 @@ func emptyList(*app, any) (any, error) { return []string{}, nil }
 
 // revokeCmd is `keys revoke ID`, the API's DELETE.
 func (a *app) revokeCmd(r *resource) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:               "revoke " + r.id,
-		Short:             "stop a " + r.singular + " at once; its record stays",
-		Args:              exactArgs(r.id),
-		ValidArgsFunction: a.completeIDs(r),
-		Example:           "  rolter " + r.name + " revoke 2",
-	}
+	cmd := a.verbCmd(r, "revoke", "stop a "+r.singular+" at once; its record stays", true)
 	cmd.RunE = a.run(false, func(ctx context.Context, c *Client, _ *cobra.Command, args []string) error {
 		return a.delete(ctx, c, r, args[0], false)
 	})
@@ -101,6 +96,7 @@ revoke them. A new token's secret is printed once, by "create".`,
 		examples: map[string]string{
 			"create": "  rolter tokens create --name ci --scope global\n  rolter tokens create --name team-a --scope org:team-a",
 			"delete": "  rolter tokens delete 3",
+			"revoke": "  rolter tokens revoke 2",
 		},
 	}
 }
@@ -144,6 +140,7 @@ of the list, and there is no "update".`,
 		examples: map[string]string{
 			"create": "  rolter fleet-keys create --name gpu-template-2026-11",
 			"delete": "  rolter fleet-keys delete 1",
+			"revoke": "  rolter fleet-keys revoke 2",
 		},
 	}
 }

@@ -63,6 +63,7 @@ variable's value is sent) or --key-stdin, never as a flag value.
   rolter providers create -f provider.yaml`,
 			"update": "  rolter providers update my-vllm --base-url http://10.0.0.6:8000/v1\n  rolter providers update my-vllm --slug vllm-msk --allow-slug-change",
 			"delete": "  rolter providers delete my-vllm\n  rolter providers delete my-vllm --purge",
+			"purge":  "  rolter providers purge my-vllm",
 		},
 	}
 }
@@ -127,13 +128,7 @@ func keysFromStdin(a *app, cmd *cobra.Command, body map[string]any) error {
 
 // purgeCmd is `providers purge SLUG`: delete --purge.
 func (a *app) purgeCmd(r *resource) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:               "purge " + r.id,
-		Short:             "remove a provider for good and free its slug",
-		Args:              exactArgs(r.id),
-		ValidArgsFunction: a.completeIDs(r),
-		Example:           "  rolter providers purge my-vllm",
-	}
+	cmd := a.verbCmd(r, "purge", "remove a provider for good and free its slug", true)
 	cmd.RunE = a.run(false, func(ctx context.Context, c *Client, _ *cobra.Command, args []string) error {
 		return a.delete(ctx, c, r, args[0], true)
 	})

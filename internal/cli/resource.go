@@ -81,13 +81,21 @@ func (a *app) resourceCmd(r *resource) *cobra.Command {
 	return cmd
 }
 
-func (a *app) listCmd(r *resource) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "list",
-		Short:   "list the " + r.name + ", every page",
-		Args:    noArgs,
-		Example: r.examples["list"],
+// verbCmd is the command for one verb on r, with its example: on the
+// collection, or, with onItem, on one item named by the id argument,
+// which the shell completes from the list.
+func (a *app) verbCmd(r *resource, verb, short string, onItem bool) *cobra.Command {
+	cmd := &cobra.Command{Use: verb, Short: short, Args: noArgs, Example: r.examples[verb]}
+	if onItem {
+		cmd.Use += " " + r.id
+		cmd.Args = exactArgs(r.id)
+		cmd.ValidArgsFunction = a.completeIDs(r)
 	}
+	return cmd
+}
+
+func (a *app) listCmd(r *resource) *cobra.Command {
+	cmd := a.verbCmd(r, "list", "list the "+r.name+", every page", false)
 	cmd.Flags().IntVar(&a.limit, "limit", 1000, "print at most this many; a note on stderr says when more exist")
 	cmd.RunE = a.run(false, func(ctx context.Context, c *Client, cmd *cobra.Command, _ []string) error {
 		return a.printList(ctx, c, cmd, r.coll(a), nil, r.cols)
@@ -114,13 +122,7 @@ func (a *app) printList(ctx context.Context, c *Client, cmd *cobra.Command, path
 }
 
 func (a *app) getCmd(r *resource) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:               "get " + r.id,
-		Short:             "show one " + r.singular,
-		Args:              exactArgs(r.id),
-		Example:           r.examples["get"],
-		ValidArgsFunction: a.completeIDs(r),
-	}
+	cmd := a.verbCmd(r, "get", "show one "+r.singular, true)
 	cmd.RunE = a.run(false, func(ctx context.Context, c *Client, _ *cobra.Command, args []string) error {
 		var (
 			raw json.RawMessage
@@ -140,12 +142,7 @@ func (a *app) getCmd(r *resource) *cobra.Command {
 }
 
 func (a *app) createCmd(r *resource) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "create",
-		Short:   "create a " + r.singular + " from flags or -f FILE",
-		Args:    noArgs,
-		Example: r.examples["create"],
-	}
+	cmd := a.verbCmd(r, "create", "create a "+r.singular+" from flags or -f FILE", false)
 	registerBody(cmd, r.create)
 	cmd.RunE = a.run(false, func(ctx context.Context, c *Client, cmd *cobra.Command, _ []string) error {
 		body, query, err := a.body(cmd, r.create)
@@ -167,13 +164,7 @@ func (a *app) createCmd(r *resource) *cobra.Command {
 }
 
 func (a *app) updateCmd(r *resource) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:               "update " + r.id,
-		Short:             "change a " + r.singular + ": only the fields given change",
-		Args:              exactArgs(r.id),
-		Example:           r.examples["update"],
-		ValidArgsFunction: a.completeIDs(r),
-	}
+	cmd := a.verbCmd(r, "update", "change a "+r.singular+": only the fields given change", true)
 	registerBody(cmd, r.update)
 	cmd.RunE = a.run(false, func(ctx context.Context, c *Client, cmd *cobra.Command, args []string) error {
 		body, query, err := a.body(cmd, r.update)
@@ -201,13 +192,7 @@ func (a *app) deleteCmd(r *resource) *cobra.Command {
 	if short == "" {
 		short = "delete a " + r.singular
 	}
-	cmd := &cobra.Command{
-		Use:               "delete " + r.id,
-		Short:             short,
-		Args:              exactArgs(r.id),
-		Example:           r.examples["delete"],
-		ValidArgsFunction: a.completeIDs(r),
-	}
+	cmd := a.verbCmd(r, "delete", short, true)
 	if r.del.purge {
 		cmd.Flags().Bool("purge", false, r.del.purgeUsage)
 	}

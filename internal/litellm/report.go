@@ -37,20 +37,20 @@ func (plan *Plan) Print(w io.Writer, dryRun bool) {
 	if plan.NewProject {
 		fmt.Fprintf(w, "%s project %s/%s\n", verb, plan.Org, plan.Project)
 	}
-	var n struct{ newP, updP, oldP, newG, oldG, newR, oldR int }
+	var providers, groups, routes tally
 	for _, p := range plan.Providers {
 		switch {
 		case !p.Exists:
-			n.newP++
+			providers.created++
 			fmt.Fprintf(w, "%s provider %s: kind %s, base_url %s, %s\n", verb, p.Slug, p.Kind, p.base(), p.keys())
 		case !p.Imported:
-			n.oldP++
+			providers.present++
 			fmt.Fprintf(w, "provider %s exists (same kind, base_url and key): reused\n", p.Slug)
 		case len(p.Changes) > 0:
-			n.updP++
+			providers.updated++
 			fmt.Fprintf(w, "%s provider %s: %s\n", update, p.Slug, strings.Join(p.Changes, "; "))
 		default:
-			n.oldP++
+			providers.present++
 			fmt.Fprintf(w, "provider %s exists (imported before): unchanged\n", p.Slug)
 		}
 		for _, k := range p.Kept {
@@ -58,30 +58,14 @@ func (plan *Plan) Print(w io.Writer, dryRun bool) {
 		}
 	}
 	for _, g := range plan.Groups {
-		if g.Exists {
-			n.oldG++
-			fmt.Fprintf(w, "group %s exists: left unchanged\n", g.Slug)
-			continue
+		if groups.add(w, g.Exists, "group", g.Slug) {
+			fmt.Fprintf(w, "%s group %s for %s: %s (clients ask for %s/<model>)\n", verb, g.Slug, g.Pattern, weights(g.Members), g.Slug)
 		}
-		n.newG++
-		ms := make([]string, len(g.Members))
-		for i, m := range g.Members {
-			ms[i] = fmt.Sprintf("%s weight %d", m.Provider.Slug, m.Weight)
-		}
-		fmt.Fprintf(w, "%s group %s for %s: %s (clients ask for %s/<model>)\n", verb, g.Slug, g.Pattern, strings.Join(ms, ", "), g.Slug)
 	}
 	for _, r := range plan.Routes {
-		if r.Exists {
-			n.oldR++
-			fmt.Fprintf(w, "route %s exists: left unchanged\n", r.Model)
-			continue
+		if routes.add(w, r.Exists, "route", r.Model) {
+			fmt.Fprintf(w, "%s route %s: %s%s\n", verb, r.Model, weights(r.Targets), r.Limits.phrase())
 		}
-		n.newR++
-		ts := make([]string, len(r.Targets))
-		for i, t := range r.Targets {
-			ts[i] = fmt.Sprintf("%s/%s weight %d", t.Provider.Slug, t.UpstreamModel, t.Weight)
-		}
-		fmt.Fprintf(w, "%s route %s: %s%s\n", verb, r.Model, strings.Join(ts, ", "), r.Limits.phrase())
 	}
 	for _, a := range plan.Addresses {
 		fmt.Fprintf(w, "model_list[%d] (model_name %s): %s; its models are reachable as %s/<model>\n", a.Entry, quoted(a.ModelName), a.Why, a.Provider.Slug)
@@ -111,17 +95,17 @@ func (plan *Plan) Print(w io.Writer, dryRun bool) {
 			fmt.Fprintln(w, strings.Join([]string{csvField(plan.Org), id, csvField(a.Name), a.BaseSlug, a.Slug}, ", "))
 		}
 	}
-	created := fmt.Sprintf("%d providers, %d routes", n.newP, n.newR)
-	if n.newG > 0 {
-		created += fmt.Sprintf(", %d groups", n.newG)
+	created := fmt.Sprintf("%d providers, %d routes", providers.created, routes.created)
+	if groups.created > 0 {
+		created += fmt.Sprintf(", %d groups", groups.created)
 	}
-	present := fmt.Sprintf("%d providers, %d routes", n.oldP, n.oldR)
-	if n.oldG > 0 {
-		present += fmt.Sprintf(", %d groups", n.oldG)
+	present := fmt.Sprintf("%d providers, %d routes", providers.present, routes.present)
+	if groups.present > 0 {
+		present += fmt.Sprintf(", %d groups", groups.present)
 	}
 	var updated, notImported string
-	if n.updP > 0 {
-		updated = fmt.Sprintf("%s %d providers; ", update, n.updP)
+	if providers.updated > 0 {
+		updated = fmt.Sprintf("%s %d providers; ", update, providers.updated)
 	}
 	if len(plan.Skipped) > 0 {
 		notImported = fmt.Sprintf("; %d %s not imported", len(plan.Skipped), plural(len(plan.Skipped), "entry", "entries"))
@@ -131,6 +115,36 @@ func (plan *Plan) Print(w io.Writer, dryRun bool) {
 		return
 	}
 	fmt.Fprintf(w, "created %s; %sskipped %s (already present)%s\n", created, updated, present, notImported)
+}
+
+// tally counts what the plan does with one kind of entry.
+type tally struct{ created, updated, present int }
+
+// add counts a group or route and reports whether the plan creates it;
+// one that exists is left unchanged, and says so here.
+func (t *tally) add(w io.Writer, exists bool, kind, name string) bool {
+	if exists {
+		t.present++
+		fmt.Fprintf(w, "%s %s exists: left unchanged\n", kind, name)
+		return false
+	}
+	t.created++
+	return true
+}
+
+// weights is how the report shows a route's targets or a group's members:
+// each provider's address for the model (a member passes the requested
+// model through) with its weight.
+func weights(ts []Target) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		addr := t.Provider.Slug
+		if t.UpstreamModel != "" {
+			addr += "/" + t.UpstreamModel
+		}
+		s[i] = fmt.Sprintf("%s weight %d", addr, t.Weight)
+	}
+	return strings.Join(s, ", ")
 }
 
 // base is how the report shows a provider's base URL.
