@@ -33,6 +33,13 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.KeyRPM, "key-rpm", 0, "rpm_limit of the bench key (0: none), to measure the rate limit check")
 	fs.IntVar(&o.KeyTPM, "key-tpm", 0, "tpm_limit of the bench key (0: none)")
 	fs.StringVar(&scenarios, "scenarios", "default", `comma-separated scenario names, "default" or "all" (see docs/performance.md)`)
+	fs.IntVar(&o.Fleet.Hosts, "hosts", 100, "fake GPU boxes of the fleet scenario")
+	fs.DurationVar(&o.Fleet.AgentInterval, "fleet-agent-interval", 10e9, "fleet scenario: how often each fake agent polls /vllm/config")
+	fs.DurationVar(&o.Fleet.ProbeInterval, "fleet-probe-interval", 2e9, "fleet scenario: the gateway's --fleet-probe-interval and --probe-interval")
+	fs.IntVar(&o.Fleet.FailAfter, "fleet-fail-after", 3, "fleet scenario: the gateway's --fleet-fail-after")
+	fs.DurationVar(&o.Fleet.Steady, "fleet-steady", 0, "fleet scenario: how long the steady state is measured (default two agent intervals)")
+	fs.IntVar(&o.Fleet.Requests, "fleet-requests", 3000, "fleet scenario: chat requests of the kill test")
+	fs.Float64Var(&o.Fleet.Rate, "fleet-rate", 100, "fleet scenario: chat requests per second of the kill test")
 	fs.StringVar(&jsonOut, "json", "", "also write the report as JSON to this file")
 	fs.StringVar(&compare, "compare", "", "a JSON report of an earlier run: print this run's ratios to it")
 	if err := fs.Parse(args); err != nil {

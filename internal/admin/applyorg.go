@@ -109,10 +109,8 @@ func (a *applier) org(ctx context.Context, where string, do *DesiredOrg) error {
 			return err
 		}
 	}
-	for i := range do.Hosts {
-		if err := a.host(ctx, o, i, &do.Hosts[i]); err != nil {
-			return err
-		}
+	if err := a.hosts(ctx, o, do.Hosts); err != nil {
+		return err
 	}
 	if a.opt.Prune && o.id != 0 {
 		return a.prune(ctx, o, do)
@@ -273,8 +271,65 @@ func hostName(org, ip string, port int) string {
 	return org + "/" + net.JoinHostPort(canonicalIP(ip), strconv.Itoa(port))
 }
 
-func (a *applier) host(ctx context.Context, o *orgRun, i int, h *HostInput) error {
-	c := Change{Kind: KindHost, Name: hostName(o.name, h.IP, h.Port), Entry: fmt.Sprintf("%s.hosts[%d]", o.where, i)}
+// hosts applies the org's hosts: the existing ones updated entry by entry,
+// then the new ones created in one batch (Service.createHosts: each pool
+// read and checked once), their changes in the entries' order. A
+// create-only apply creates each on its own, as it creates everything.
+func (a *applier) hosts(ctx context.Context, o *orgRun, hs []HostInput) error {
+	change := func(i int) Change {
+		return Change{Kind: KindHost, Name: hostName(o.name, hs[i].IP, hs[i].Port), Entry: fmt.Sprintf("%s.hosts[%d]", o.where, i)}
+	}
+	var fresh []int // indexes of the entries that create a host
+	isFresh := make([]bool, len(hs))
+	for i := range hs {
+		if o.liveHosts[hostAddr{canonicalIP(hs[i].IP), hs[i].Port}] == nil && !a.opt.CreateOnly {
+			fresh, isFresh[i] = append(fresh, i), true
+		}
+	}
+	mark := len(a.res.Changes)
+	for i := range hs {
+		if !isFresh[i] {
+			if err := a.host(ctx, o, change(i), &hs[i]); err != nil {
+				return err
+			}
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	ins := make([]HostInput, len(fresh))
+	for j, i := range fresh {
+		ins[j] = hs[i]
+	}
+	views, at, err := a.s.createHosts(ctx, o.name, ins)
+	if err != nil {
+		if at < 0 {
+			at = 0
+		}
+		return a.fail(change(fresh[at]), err)
+	}
+	// The changes in the entries' order: the updates made above, with
+	// the creates put in between.
+	updates := slices.Clone(a.res.Changes[mark:])
+	a.res.Changes = a.res.Changes[:mark]
+	for i, j := 0, 0; i < len(hs); i++ {
+		if isFresh[i] {
+			c := change(i)
+			c.Action = ActionCreate
+			if !a.opt.DryRun {
+				c.Secret = views[j].APIKey
+			}
+			a.add(c)
+			j++
+			continue
+		}
+		a.add(updates[0])
+		updates = updates[1:]
+	}
+	return nil
+}
+
+func (a *applier) host(ctx context.Context, o *orgRun, c Change, h *HostInput) error {
 	cur := o.liveHosts[hostAddr{canonicalIP(h.IP), h.Port}]
 	if cur == nil {
 		return a.create(c, func() (string, error) {

@@ -301,57 +301,31 @@ func poolCheck(h *store.Host) store.PoolCheck {
 				continue
 			}
 			if name, theirs, ours, differ := fleet.ContractDiff(o.Recipe.VLLM, h.Recipe.VLLM); differ {
-				return &Error{Kind: ErrConflict, Code: CodePoolContract,
-					Message: fmt.Sprintf("%s differs from host %d serving %s: it has %s, this recipe has %s; hosts sharing a model_name must agree on caller-visible parameters (tuning such as --gpu-memory-utilization may differ)",
-						name, o.ID, quote(h.ModelName), theirs, ours),
-					Fields: map[string]string{"recipe.vllm": name + " differs from host " + strconv.FormatInt(o.ID, 10)}}
+				return contractError(h, name, theirs, ours, "host "+strconv.FormatInt(o.ID, 10))
 			}
 		}
 		return nil
 	}
 }
 
+// contractError is the refusal of h, whose recipe's caller-visible
+// parameter name differs from other's (a host of the pool, or an earlier
+// entry of the same batch).
+func contractError(h *store.Host, name, theirs, ours, other string) *Error {
+	return &Error{Kind: ErrConflict, Code: CodePoolContract,
+		Message: fmt.Sprintf("%s differs from %s serving %s: it has %s, this recipe has %s; hosts sharing a model_name must agree on caller-visible parameters (tuning such as --gpu-memory-utilization may differ)",
+			name, other, quote(h.ModelName), theirs, ours),
+		Fields: map[string]string{"recipe.vllm": name + " differs from " + other}}
+}
+
 // CreateHost records an assignment and mints its upstream API key. No
 // route target exists until the fleet controller sees the box serving.
 func (s *Service) CreateHost(ctx context.Context, org string, in HostInput) (HostView, error) {
-	o, err := s.org(ctx, org)
+	views, _, err := s.createHosts(ctx, org, []HostInput{in})
 	if err != nil {
 		return HostView{}, err
 	}
-	fe := fieldErrors{}
-	ip := s.checkHostAddress(fe, in.IP, in.Port)
-	checkModelName(fe, "model_name", in.ModelName)
-	checkRecipe(fe, in.Recipe)
-	var hfTok secret.Secret
-	if in.HFToken != nil {
-		hfTok = *in.HFToken
-	}
-	checkHFToken(fe, hfTok, in.Recipe)
-	if len(in.Notes) > 4096 {
-		fe.add("notes", "must be at most 4096 characters")
-	}
-	drain := checkDrainTimeout(fe, in.DrainTimeout, store.DefaultDrainTimeout)
-	if err := fe.err(); err != nil {
-		return HostView{}, err
-	}
-	project := in.Project
-	if project == "" {
-		project = "default"
-	}
-	_, pj, err := s.project(ctx, org, project)
-	if err != nil {
-		return HostView{}, err
-	}
-	key, _ := secret.Mint(secret.PrefixHostKey)
-	h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: ip, Port: in.Port, ModelName: in.ModelName, APIKey: key,
-		Recipe: in.Recipe, Notes: in.Notes, AutoApply: in.AutoApply, State: store.HostPending, DrainTimeout: drain, HFToken: hfTok}
-	if err := s.st.CreateHost(ctx, h, poolCheck(h)); err != nil {
-		return HostView{}, fromStore(err, "host")
-	}
-	s.log.Info("fleet host added", "org", org, "host", h.ID, "ip", ip, "port", h.Port, "model_name", h.ModelName)
-	v := s.hostView(h, pj.Name)
-	v.APIKey = key.Reveal()
-	return v, nil
+	return views[0], nil
 }
 
 func (s *Service) host(ctx context.Context, org, id string) (*store.Org, *store.Host, error) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/rolter/rolter/internal/admin"
 )
@@ -16,10 +17,77 @@ func (h *Handler) listHosts(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
+// maxHostsBody bounds the body of POST /orgs/{org}/hosts in its list
+// form: admin.MaxHostsPerCreate hosts of a few hundred bytes each, with
+// room for notes. The one-host form keeps maxBody.
+const maxHostsBody = 4 << 20
+
+// createHost creates one host ({...}, answered with the host) or a batch
+// ({"hosts": [{...}, ...]}, answered {"hosts": [...]}, all or none).
 func (h *Handler) createHost(w http.ResponseWriter, r *http.Request) error {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHostsBody))
+	if err != nil {
+		return decodeError(err, maxHostsBody)
+	}
+	batch, err := hostsBatch(raw)
+	if err != nil {
+		return err
+	}
+	if !batch && len(raw) > maxBody {
+		return decodeError(&http.MaxBytesError{Limit: maxBody}, maxBody)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	if batch {
+		return create(w, r, func(in admin.HostsInput) (any, error) {
+			return h.svc.CreateHosts(r.Context(), r.PathValue("org"), in)
+		})
+	}
 	return create(w, r, func(in admin.HostInput) (any, error) {
 		return h.svc.CreateHost(r.Context(), r.PathValue("org"), in)
 	})
+}
+
+// hostsBatch reports whether raw is the list form of a host create: an
+// object whose first key is "hosts" (matched as the decoder matches keys,
+// ignoring case). A list of more than admin.MaxHostsPerCreate entries is
+// refused (too_many_entries) before anything is decoded, counting the
+// entries token by token and stopping at the first over the cap. JSON it
+// cannot read is left to the decoder to refuse.
+func hostsBatch(raw []byte) (bool, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false, nil
+	}
+	key, err := dec.Token()
+	if k, ok := key.(string); err != nil || !ok || !strings.EqualFold(k, "hosts") {
+		return false, nil
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return true, nil
+	}
+	n, depth := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return true, nil
+		}
+		d, delim := tok.(json.Delim)
+		if delim && (d == ']' || d == '}') {
+			if depth == 0 {
+				return true, nil // the end of the list
+			}
+			depth--
+			continue
+		}
+		if depth == 0 {
+			if n++; n > admin.MaxHostsPerCreate {
+				return true, admin.TooManyHosts("more than " + strconv.Itoa(admin.MaxHostsPerCreate))
+			}
+		}
+		if delim {
+			depth++
+		}
+	}
 }
 
 func (h *Handler) getHost(w http.ResponseWriter, r *http.Request) error {

@@ -41,6 +41,8 @@ type Options struct {
 	// virtual key (0: none), to measure the rate limit check; set them far
 	// above the load so that nothing is refused.
 	KeyRPM, KeyTPM int
+	// Fleet tunes the fleet scenario.
+	Fleet FleetOptions
 }
 
 // keyFields are the bench key's admin API fields.
@@ -86,6 +88,10 @@ func (o *Options) defaults() error {
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	o.Fleet.defaults()
+	if o.Fleet.Hosts > maxFleetHosts {
+		return fmt.Errorf("--hosts %d: at most %d", o.Fleet.Hosts, maxFleetHosts)
 	}
 	return nil
 }
@@ -145,6 +151,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if sel.idle {
 		if err := b.runIdle(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if sel.fleet {
+		if err := b.runFleet(ctx); err != nil {
 			return nil, err
 		}
 	}

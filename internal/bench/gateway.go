@@ -35,8 +35,9 @@ type gatewayProc struct {
 
 // startGateway seeds a store with a catalog of routes routes, starts
 // `rolter serve` on it and registers the mock at mockURL as provider
-// "bench-mock" with route "bench" through the admin API.
-func startGateway(ctx context.Context, exe, mockURL string, routes int, keyFields map[string]any) (*gatewayProc, error) {
+// "bench-mock" with route "bench" through the admin API. extra are more
+// `rolter serve` flags.
+func startGateway(ctx context.Context, exe, mockURL string, routes int, keyFields map[string]any, extra ...string) (*gatewayProc, error) {
 	dir, err := os.MkdirTemp("", "rolter-bench-")
 	if err != nil {
 		return nil, err
@@ -65,8 +66,8 @@ func startGateway(ctx context.Context, exe, mockURL string, routes int, keyField
 	t0 = time.Now()
 	// The first-start banner on stdout holds secrets the bench does not
 	// need (it makes its own key below), so stdout is discarded.
-	g.child, err = startChild(fmt.Sprintf("gateway (%d routes)", routes), exe, []string{"serve",
-		"--listen", addr, "--data-dir", dir, "--log-level", "error", "--shutdown-timeout", "2s"},
+	g.child, err = startChild(fmt.Sprintf("gateway (%d routes)", routes), exe, append([]string{"serve",
+		"--listen", addr, "--data-dir", dir, "--log-level", "error", "--shutdown-timeout", "2s"}, extra...),
 		childEnv("ROLTER_ADMIN_TOKEN="+g.admin), nil)
 	if err != nil {
 		return nil, err

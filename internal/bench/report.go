@@ -16,6 +16,7 @@ type Report struct {
 	Phases   []Phase        `json:"phases"`
 	Routes   []RoutesResult `json:"routes,omitempty"`
 	Idle     *IdleResult    `json:"idle_streams,omitempty"`
+	Fleet    *FleetResult   `json:"fleet,omitempty"`
 	Targets  []TargetResult `json:"targets"`
 	Notes    []string       `json:"notes,omitempty"`
 	TookS    float64        `json:"took_s"`
@@ -217,6 +218,9 @@ func (r *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  first error: %s\n", i.FirstError)
 		}
 		fmt.Fprintln(w)
+	}
+	if f := r.Fleet; f != nil {
+		f.print(w)
 	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

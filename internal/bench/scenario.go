@@ -39,8 +39,8 @@ func coreScenarios(conns int) []scenario {
 
 // selection is what a --scenarios list resolves to.
 type selection struct {
-	core        []scenario
-	scale, idle bool
+	core               []scenario
+	scale, idle, fleet bool
 }
 
 // selectScenarios resolves names: scenario names, "default" (every core
@@ -64,11 +64,13 @@ func selectScenarios(names []string, conns int) (selection, error) {
 			for _, s := range all {
 				add(s)
 			}
-			sel.scale, sel.idle = true, true
+			sel.scale, sel.idle, sel.fleet = true, true, true
 		case scaleScenario:
 			sel.scale = true
 		case idleScenario:
 			sel.idle = true
+		case fleetScenario:
+			sel.fleet = true
 		default:
 			i := slices.IndexFunc(all, func(s scenario) bool { return s.name == n })
 			if i < 0 {
@@ -91,5 +93,5 @@ func scenarioNames(conns int) []string {
 	for _, s := range coreScenarios(conns) {
 		names = append(names, s.name)
 	}
-	return append(names, scaleScenario, idleScenario, "default", "all")
+	return append(names, scaleScenario, idleScenario, fleetScenario, "default", "all")
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/rolter/rolter/internal/fleetapi"
@@ -124,6 +125,21 @@ type HostRegistration struct {
 
 // PoolCheck judges a host against the other live hosts of its pool.
 type PoolCheck func(pool []Host) error
+
+// PoolJoinCheck judges the hosts a batch adds to one pool (joining, in
+// the batch's order) against the live hosts already in it (pool).
+type PoolJoinCheck func(pool []Host, joining []*Host) error
+
+// EntryError is the failure of one host of a batch (Store.CreateHosts):
+// Index is its position in the batch.
+type EntryError struct {
+	Index int
+	Err   error
+}
+
+func (e *EntryError) Error() string { return fmt.Sprintf("store: batch entry %d: %v", e.Index, e.Err) }
+
+func (e *EntryError) Unwrap() error { return e.Err }
 
 // FleetKey authenticates GPU boxes on /vllm/config. Only its hash is
 // stored.

@@ -204,6 +204,13 @@ type Store interface {
 	// model name) inside the transaction, serialised with other writes to
 	// the project's hosts; an error from it aborts the insert.
 	CreateHost(ctx context.Context, h *Host, check PoolCheck) error
+	// CreateHosts inserts hs in one transaction: all of them or none.
+	// check, when set, runs once per pool the batch adds to (same org,
+	// project and model name), with the pool's live hosts and the batch's
+	// hosts joining it, serialised as for CreateHost; an error from it
+	// aborts the batch. A failure of one host's insert (an address already
+	// held) is an *EntryError naming its index in hs.
+	CreateHosts(ctx context.Context, hs []*Host, check PoolJoinCheck) error
 	// GetHost returns the org's host with its API key opened.
 	GetHost(ctx context.Context, orgID, id int64) (*Host, error)
 	// ListHosts pages through the org's hosts, retired ones included.

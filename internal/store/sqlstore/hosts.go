@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,6 +95,81 @@ func (s *DB) CreateHost(ctx context.Context, h *store.Host, check store.PoolChec
 		h.ID, h.CreatedAt, h.UpdatedAt = id, t, t
 		return nil
 	})
+}
+
+// CreateHosts implements store.Store: one transaction, each pool locked
+// and read once for the batch.
+func (s *DB) CreateHosts(ctx context.Context, hs []*store.Host, check store.PoolJoinCheck) error {
+	t := now()
+	for _, h := range hs {
+		if h.State == "" {
+			h.State = store.HostPending
+		}
+		if h.DrainTimeout <= 0 {
+			h.DrainTimeout = store.DefaultDrainTimeout
+		}
+	}
+	return s.tx(ctx, func(tx querier) error {
+		if check != nil {
+			if err := s.checkPools(ctx, tx, hs, check); err != nil {
+				return err
+			}
+		}
+		for i, h := range hs {
+			id, err := s.insert(ctx, tx, "host address",
+				`INSERT INTO hosts (org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, drain_timeout_s, hf_token, created_at, updated_at)
+				 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				h.OrgID, h.ProjectID, h.IP, h.Port, h.ModelName, s.sealer.Seal(h.APIKey), jsonText(h.Recipe), h.Notes, h.State,
+				h.AutoApply, drainSeconds(h.DrainTimeout), s.sealOptional(h.HFToken), t, t)
+			if err != nil {
+				return &store.EntryError{Index: i, Err: err}
+			}
+			h.ID, h.CreatedAt, h.UpdatedAt = id, t, t
+		}
+		return nil
+	})
+}
+
+// checkPools runs check once over each pool hs join, in the order of
+// their first host. The projects' rows are locked first, in id order (so
+// that two batches cannot deadlock), as checkPool does for one host.
+func (s *DB) checkPools(ctx context.Context, tx querier, hs []*store.Host, check store.PoolJoinCheck) error {
+	type poolKey struct {
+		org, project int64
+		model        string
+	}
+	var order []poolKey
+	joining := map[poolKey][]*store.Host{}
+	var projects []int64
+	for _, h := range hs {
+		k := poolKey{h.OrgID, h.ProjectID, h.ModelName}
+		if _, ok := joining[k]; !ok {
+			order = append(order, k)
+			if !slices.Contains(projects, h.ProjectID) {
+				projects = append(projects, h.ProjectID)
+			}
+		}
+		joining[k] = append(joining[k], h)
+	}
+	slices.Sort(projects)
+	for _, id := range projects {
+		var pj int64
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM projects WHERE id = ?`+s.forUpdate()), id).Scan(&pj); err != nil {
+			return s.classify(err, "")
+		}
+	}
+	for _, k := range order {
+		pool, err := list(ctx, s, tx, s.scanHost,
+			`SELECT `+hostCols+` FROM hosts WHERE org_id = ? AND project_id = ? AND model_name = ? AND state <> 'retired' ORDER BY id`,
+			k.org, k.project, k.model)
+		if err != nil {
+			return err
+		}
+		if err := check(pool, joining[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkPool runs check over h's pool. The project row is locked first (on
