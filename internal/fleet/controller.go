@@ -81,6 +81,11 @@ type ControllerConfig struct {
 	// prober per host (readiness.Cache.Feed).
 	Readings Readings
 
+	// LastFetch, when set, is the latest GET /vllm/config of a host this
+	// replica served (Handler.LastFetch): the liveness gauge uses it when
+	// it is newer than the store's, which may lag by the liveness batch.
+	LastFetch func(id int64) (time.Time, bool)
+
 	// Registry, when set, receives the fleet metrics (metrics.go).
 	Registry prometheus.Registerer
 	// OrgName names an org for metric labels; nil or "" labels it by id.
