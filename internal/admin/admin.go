@@ -34,6 +34,9 @@ type Service struct {
 	publish func(context.Context)
 	// fleetHealth, when set, adds probe results to host views.
 	fleetHealth FleetHealth
+	// fleetChanged, when set, tells this replica's fleet endpoints that a
+	// host or fleet key changed (they answer from memory).
+	fleetChanged func()
 	// inTx: the writes are part of a caller's store transaction (Apply),
 	// which announces them once, after its commit; changed does nothing.
 	inTx bool
@@ -57,6 +60,11 @@ func (s *Service) inStore(st store.Store) *Service {
 // sharing the store, after the local snapshot is rebuilt.
 func (s *Service) SetPublisher(fn func(context.Context)) { s.publish = fn }
 
+// SetFleetChanged sets what tells this replica's fleet endpoints that a
+// host or a fleet key changed without a snapshot rebuild; the other
+// replicas hear of it from the publisher.
+func (s *Service) SetFleetChanged(fn func()) { s.fleetChanged = fn }
+
 // SetClock replaces the service's clock (expiry checks, revocation times),
 // for tests.
 func (s *Service) SetClock(now func() time.Time) { s.now = now }
@@ -79,6 +87,23 @@ func NewService(st store.Store, snap *snapshot.Holder, log *slog.Logger) *Servic
 // changedTimeout bounds the snapshot rebuild and the announcement after a
 // committed write.
 const changedTimeout = 30 * time.Second
+
+// hostsChanged announces a committed write to hosts or fleet keys that
+// changes no routing: the fleet endpoints here reload, and the other
+// replicas are told (they rebuild, and their fleet endpoints reload).
+func (s *Service) hostsChanged(ctx context.Context) {
+	if s.inTx {
+		return
+	}
+	if s.fleetChanged != nil {
+		s.fleetChanged()
+	}
+	if s.publish != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), changedTimeout)
+		defer cancel()
+		s.publish(ctx)
+	}
+}
 
 // changed publishes a committed write to the request path. A failed rebuild
 // leaves the previous snapshot serving; the write itself has succeeded and

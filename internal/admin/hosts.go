@@ -401,6 +401,7 @@ func (s *Service) PatchHost(ctx context.Context, org, id string, in HostPatch) (
 	if err := s.st.UpdateHost(ctx, h, check); err != nil {
 		return HostView{}, fromStore(err, "host")
 	}
+	s.hostsChanged(ctx)
 	return s.hostView(h, s.projectName(org, h.ProjectID)), nil
 }
 
@@ -466,6 +467,8 @@ func (s *Service) ApplyHost(ctx context.Context, org, id string, force bool) (Ho
 		s.log.Info("fleet host draining before its restart", "org", org, "host", h.ID, "model_name", h.ModelName, "force", force)
 	} else if err := s.st.RequestApply(ctx, h.OrgID, h.ID); err != nil {
 		return HostView{}, fromStore(err, "host")
+	} else {
+		s.hostsChanged(ctx)
 	}
 	if h, err = s.st.GetHost(ctx, h.OrgID, h.ID); err != nil {
 		return HostView{}, fromStore(err, "host")
@@ -522,8 +525,8 @@ func (s *Service) CreateFleetKey(ctx context.Context, org string, in FleetKeyInp
 }
 
 // RevokeFleetKey revokes a fleet key; the record stays with revoked_at.
-// Fleet keys are read from the store on each registration, not from the
-// snapshot, so there is nothing to rebuild.
+// The fleet endpoints keep the keys they have seen in memory: they are
+// told, here and on the other replicas, and forget them.
 func (s *Service) RevokeFleetKey(ctx context.Context, org, id string) error {
 	o, err := s.org(ctx, org)
 	if err != nil {
@@ -536,6 +539,7 @@ func (s *Service) RevokeFleetKey(ctx context.Context, org, id string) error {
 	if err := s.st.RevokeFleetKey(ctx, o.ID, n, s.now()); err != nil {
 		return fromStore(err, "fleet key "+quote(id))
 	}
+	s.hostsChanged(ctx)
 	s.log.Info("fleet key revoked", "org", o.Name, "fleet_key", n)
 	return nil
 }

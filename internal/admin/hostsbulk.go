@@ -146,6 +146,7 @@ func (s *Service) createHosts(ctx context.Context, org string, ins []HostInput) 
 		}
 		return nil, -1, fromStore(err, "host")
 	}
+	s.hostsChanged(ctx) // once per batch: the fleet endpoints reload their directory
 	views = make([]HostView, len(hs))
 	byProject := map[int64]string{}
 	for name, pj := range projects {

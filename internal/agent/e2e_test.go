@@ -39,6 +39,9 @@ func (g *gateway) start() {
 	cfg.Fleet.Controller.Interval = 50 * time.Millisecond
 	cfg.Fleet.Controller.FailAfter = 2
 	cfg.Metadata.Interval = 50 * time.Millisecond
+	// Liveness is written in batches (fleet.Liveness); the download test
+	// waits for a refreshed last_config_fetch.
+	cfg.Fleet.Handler.Liveness.Flush = 100 * time.Millisecond
 	if g.addr == "" {
 		cfg.Listen = "127.0.0.1:0"
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/netguard"
+	"github.com/rolter/rolter/internal/readiness"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -42,7 +43,10 @@ type ControllerConfig struct {
 	// Client sends the probes; nil uses a client without proxies that
 	// refuses link-local and metadata addresses unless AllowLinkLocal.
 	// Redirects are never followed, whatever the client's CheckRedirect:
-	// a probe carries the host's key, and a 3xx fails the probe.
+	// a probe carries the host's key, and a 3xx fails the probe. With an
+	// Interval over readiness.ProbeIdleTimeout no probe connection is
+	// kept between sweeps: the last request of a probe closes its
+	// connection, and a sweep closes what is left idle.
 	Client         *http.Client
 	AllowLinkLocal bool
 	// Lease, when set, elects the one replica that runs the controller
@@ -72,6 +76,16 @@ type ControllerConfig struct {
 	// time.Now).
 	Now func() time.Time
 
+	// Readings, when set, receives each probe of a registered host, so the
+	// readiness cache records it instead of probing the host again: one
+	// prober per host (readiness.Cache.Feed).
+	Readings Readings
+
+	// LastFetch, when set, is the latest GET /vllm/config of a host this
+	// replica served (Handler.LastFetch): the liveness gauge uses it when
+	// it is newer than the store's, which may lag by the liveness batch.
+	LastFetch func(id int64) (time.Time, bool)
+
 	// Registry, when set, receives the fleet metrics (metrics.go).
 	Registry prometheus.Registerer
 	// OrgName names an org for metric labels; nil or "" labels it by id.
@@ -85,6 +99,12 @@ type Drains interface {
 	// excludes the provider (the drain reached it). A drain completes
 	// only when both say so: out of routing, nothing in flight.
 	InFlight(providerID int64) (n int64, routedOut bool)
+}
+
+// Readings records a probe of a registered host's provider, made by the
+// controller, as the readiness cache's own; it reports whether it did.
+type Readings interface {
+	Feed(providerID int64, r readiness.Reading) bool
 }
 
 // Lease is held by at most one replica at a time.
@@ -117,7 +137,7 @@ func (c *ControllerConfig) defaults() {
 	}
 	if c.Client == nil { // probes carry host keys: never to link-local or metadata addresses
 		c.Client = &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: netguard.Dialer(c.AllowLinkLocal).DialContext,
-			MaxIdleConnsPerHost: 1, IdleConnTimeout: 30 * time.Second}}
+			MaxIdleConnsPerHost: 1, IdleConnTimeout: readiness.ProbeIdleTimeout}}
 	}
 	// A copy, so the caller's client keeps its own policy: Go's client
 	// forwards Authorization on a redirect to the same host name, any
@@ -160,6 +180,10 @@ type Controller struct {
 
 	metrics *metrics
 
+	// closeConns: probe connections are not kept between sweeps (an
+	// Interval over readiness.ProbeIdleTimeout).
+	closeConns bool
+
 	mu     sync.Mutex
 	health map[int64]*hostHealth
 	// samples are the hosts as last listed, for the gauges.
@@ -184,7 +208,8 @@ type hostHealth struct {
 // sweep that wrote a registration change.
 func NewController(st ControllerStore, cfg ControllerConfig, log *slog.Logger, changed func(context.Context)) *Controller {
 	cfg.defaults()
-	c := &Controller{st: st, cfg: cfg, log: log, changed: changed, health: map[int64]*hostHealth{}, metrics: newMetrics()}
+	c := &Controller{st: st, cfg: cfg, log: log, changed: changed, health: map[int64]*hostHealth{}, metrics: newMetrics(),
+		closeConns: cfg.Interval > readiness.ProbeIdleTimeout}
 	if cfg.Registry != nil {
 		cfg.Registry.MustRegister(collector{c})
 	}
@@ -256,9 +281,15 @@ func (c *Controller) Sweep(ctx context.Context) {
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
 			results[i] = c.probe(ctx, &hosts[i])
+			c.feed(ctx, &hosts[i], results[i])
 		}(i)
 	}
 	wg.Wait()
+	if c.closeConns {
+		// A probe that failed before its last request left its
+		// connection idle; nothing is kept until the next sweep.
+		c.cfg.Client.CloseIdleConnections()
+	}
 	if ctx.Err() != nil {
 		return
 	}
@@ -302,6 +333,17 @@ type probeResult struct {
 	served int
 	carded bool
 	skew   []Skew
+	// reading is what the probe saw, for the readiness cache; nil when it
+	// sent no request.
+	reading *readiness.Reading
+}
+
+// feed hands a registered host's probe to the readiness cache.
+func (c *Controller) feed(ctx context.Context, h *store.Host, res probeResult) {
+	if c.cfg.Readings == nil || h.ProviderID == 0 || res.reading == nil || ctx.Err() != nil {
+		return
+	}
+	c.cfg.Readings.Feed(h.ProviderID, *res.reading)
 }
 
 // registration is what RegisterHost writes for h, and its identity: a
@@ -464,6 +506,15 @@ func (c *Controller) CheckDrains(ctx context.Context) {
 	}
 	c.sample(hosts)
 	now := c.cfg.Now()
+	marked := false
+	// The box learns that it may restart from its /vllm/config, which is
+	// served from memory: a finished drain is announced like a
+	// registration, on every replica.
+	defer func() {
+		if marked && c.changed != nil {
+			c.changed(ctx)
+		}
+	}()
 	for i := range hosts {
 		h := &hosts[i]
 		if h.Drain == nil || h.Drain.DrainedAt != nil {
@@ -485,6 +536,7 @@ func (c *Controller) CheckDrains(ctx context.Context) {
 			c.log.Error("fleet controller: cannot mark a drain done; will retry", "host", h.ID, "err", err)
 			continue
 		}
+		marked = true
 		took := now.Sub(h.Drain.StartedAt).Round(time.Millisecond)
 		outcome := "idle"
 		if !idle {
@@ -525,8 +577,10 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 		return probeResult{err: fmt.Errorf("bad host address: %w", err)}
 	}
 	base := "http://" + netip.AddrPortFrom(addr, uint16(port)).String()
-	if err := c.get(ctx, base+"/health", "", nil); err != nil {
-		return probeResult{err: fmt.Errorf("/health: %w", err)}
+	rd := &readiness.Reading{BaseURL: base + "/v1"}
+	if _, err := c.get(ctx, base+"/health", "", false); err != nil {
+		rd.Health = err
+		return probeResult{err: fmt.Errorf("/health: %w", err), reading: rd}
 	}
 	var models struct {
 		Data []struct {
@@ -534,8 +588,17 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 			MaxModelLen json.RawMessage `json:"max_model_len"`
 		} `json:"data"`
 	}
-	if err := c.get(ctx, base+"/v1/models", h.APIKey.Reveal(), &models); err != nil {
-		return probeResult{err: fmt.Errorf("/v1/models: %w", err)}
+	body, err := c.get(ctx, base+"/v1/models", h.APIKey.Reveal(), c.closeConns)
+	if err == nil {
+		rd.Models = body
+		if jerr := json.Unmarshal(body, &models); jerr != nil {
+			err = fmt.Errorf("not JSON: %w", jerr)
+		}
+	} else {
+		rd.ModelsErr = err
+	}
+	if err != nil {
+		return probeResult{err: fmt.Errorf("/v1/models: %w", err), reading: rd}
 	}
 	cards := make([]servedCard, len(models.Data))
 	for i, m := range models.Data {
@@ -548,9 +611,9 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 	}
 	card, skew, found := servedSkew(recipe, cards)
 	if !found {
-		return probeResult{err: fmt.Errorf("/v1/models does not list the recipe's model %q", recipe.ServedName()), carded: true, skew: skew}
+		return probeResult{err: fmt.Errorf("/v1/models does not list the recipe's model %q", recipe.ServedName()), carded: true, skew: skew, reading: rd}
 	}
-	return probeResult{served: card.MaxModelLen, carded: true, skew: skew}
+	return probeResult{served: card.MaxModelLen, carded: true, skew: skew, reading: rd}
 }
 
 // noteSkew records the skew of a probe that read the model list, logging
@@ -571,35 +634,33 @@ func (c *Controller) noteSkew(h *store.Host, hh *hostHealth, res probeResult) {
 	hh.skew = res.skew
 }
 
-func (c *Controller) get(ctx context.Context, url, key string, into any) error {
+// get GETs url and returns the body of a 200 answer (at most 1 MiB);
+// closeConn closes the connection after it (the probe's last request).
+func (c *Controller) get(ctx context.Context, url, key string, closeConn bool) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	req.Close = closeConn
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := c.cfg.Client.Do(req)
 	if err != nil {
 		if errors.Is(err, errRedirect) {
-			return errRedirect // without the url.Error's Location
+			return nil, errRedirect // without the url.Error's Location
 		}
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d", resp.StatusCode)
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
 	}
-	if into != nil {
-		if err := json.Unmarshal(body, into); err != nil {
-			return fmt.Errorf("not JSON: %w", err)
-		}
-	}
-	return nil
+	return body, nil
 }
 
 // Health reports the controller's view of a host: consecutive good and

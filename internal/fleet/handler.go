@@ -26,33 +26,59 @@ type HandlerConfig struct {
 	// by sending the header itself.
 	ProxyHeader    string
 	TrustedProxies []netip.Prefix
+	// Liveness tunes the batching of last_config_fetch writes
+	// (liveness.go).
+	Liveness LivenessConfig
+	// HostsChanged, when set, is called after a report changed what a
+	// box's /vllm/config says (it applied a revision), so that other
+	// replicas reload their directories; this one's is invalidated
+	// already.
+	HostsChanged func(context.Context)
 }
 
 // HandlerStore is the part of store.Store the fleet endpoints use. The
 // methods behave as documented on store.Store: FleetKeyByLookup finds only
-// unrevoked keys, ListHostsByIP only live hosts, and RecordHostReports
-// writes every entry or none.
+// unrevoked keys, ListLiveHosts only live hosts, and RecordHostReports
+// writes every entry or none. None is called per GET /vllm/config in the
+// steady state: the directory and the liveness batcher stand between.
 type HandlerStore interface {
-	FleetKeyByLookup(ctx context.Context, lookup string) (*store.FleetKey, error)
-	ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]store.Host, error)
-	TouchHosts(ctx context.Context, ids []int64, at time.Time) error
+	DirectoryStore
+	LivenessStore
 	RecordHostReports(ctx context.Context, entries []store.HostReportEntry, at time.Time) error
 }
 
 // Handler serves GET /vllm/config and POST /vllm/report. The fleet key
 // is checked before anything else about a request (method, path, proxy
 // header, body), so a caller without one learns nothing but 401.
+//
+// GET /vllm/config is answered from memory (directory.go) and its
+// liveness written in batches (liveness.go); run Run for the batches.
 type Handler struct {
-	st  HandlerStore
-	cfg HandlerConfig
-	log *slog.Logger
-	now func() time.Time
+	st   HandlerStore
+	cfg  HandlerConfig
+	log  *slog.Logger
+	now  func() time.Time
+	dir  *Directory
+	live *Liveness
 }
 
 // NewHandler returns the fleet endpoints over st.
 func NewHandler(st HandlerStore, cfg HandlerConfig, log *slog.Logger) *Handler {
-	return &Handler{st: st, cfg: cfg, log: log, now: time.Now}
+	return &Handler{st: st, cfg: cfg, log: log, now: time.Now, dir: NewDirectory(st, nil),
+		live: NewLiveness(st, cfg.Liveness, log)}
 }
+
+// Invalidate makes the next request reload the hosts and fleet keys: call
+// it after every write to either (the server does on each snapshot swap
+// and after admin writes to hosts and fleet keys).
+func (h *Handler) Invalidate() { h.dir.Invalidate() }
+
+// Run writes the batched liveness until ctx ends (then what is left).
+func (h *Handler) Run(ctx context.Context) { h.live.Run(ctx) }
+
+// LastFetch is the latest GET /vllm/config of host id this replica
+// served, written to the store yet or not.
+func (h *Handler) LastFetch(id int64) (time.Time, bool) { return h.live.Last(id) }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
@@ -174,7 +200,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (orgID in
 	if !okTok {
 		return refuse("malformed or missing")
 	}
-	k, err := h.st.FleetKeyByLookup(r.Context(), lookup)
+	k, err := h.dir.fleetKey(r.Context(), lookup)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return refuse("unknown or revoked")
@@ -198,28 +224,32 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 	writeError(w, http.StatusInternalServerError, codeInternal, "internal error")
 }
 
-// config answers a box with its assignments and records the fetch. An IP
-// with no hosts gets an empty list: the box waits for an operator.
+// config answers a box with its assignments, from the directory, and
+// records the fetch for the liveness batch. An IP with no hosts gets an
+// empty list: the box waits for an operator.
 func (h *Handler) config(w http.ResponseWriter, r *http.Request, orgID int64, ip string) {
-	hosts, err := h.st.ListHostsByIP(r.Context(), orgID, ip)
+	hosts, body, err := h.dir.hostsAt(r.Context(), orgID, ip)
 	if err != nil {
-		h.storeError(w, r, err)
-		return
-	}
-	out := fleetapi.Config{IP: ip, Assignments: []fleetapi.Assignment{}}
-	ids := make([]int64, 0, len(hosts))
-	for i := range hosts {
-		out.Assignments = append(out.Assignments, AssignmentOf(&hosts[i]))
-		ids = append(ids, hosts[i].ID)
-	}
-	if err := h.st.TouchHosts(r.Context(), ids, h.now()); err != nil {
 		h.storeError(w, r, err)
 		return
 	}
 	if len(hosts) == 0 {
 		h.log.Info("fleet config fetched by an address with no hosts", "ip", ip)
+		writeJSON(w, http.StatusOK, fleetapi.Config{IP: ip, Assignments: []fleetapi.Assignment{}})
+		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	now, flush := h.now(), false
+	for i := range hosts {
+		if h.live.Seen(hosts[i].ID, now) {
+			flush = true
+		}
+	}
+	if flush {
+		h.live.Flush(r.Context()) // a failure is logged and retried; the box still gets its answer
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
 }
 
 // report records what a box applied and discovered, for its own hosts
@@ -243,7 +273,7 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		writeFieldErrors(w, codeBadReport, "the report is invalid; nothing was recorded", fe)
 		return
 	}
-	hosts, err := h.st.ListHostsByIP(r.Context(), orgID, ip)
+	hosts, _, err := h.dir.hostsAt(r.Context(), orgID, ip)
 	if err != nil {
 		h.storeError(w, r, err)
 		return
@@ -253,6 +283,7 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		byID[hosts[i].ID] = &hosts[i]
 	}
 	entries := make([]store.HostReportEntry, 0, len(rep.Applied))
+	changed := false // what a /vllm/config says changes: reload the directories
 	for _, a := range rep.Applied {
 		host := byID[a.HostID]
 		if host == nil {
@@ -263,7 +294,9 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 			Report: store.HostReport{Discovered: rep.Discovered, Error: a.Error, Download: a.Download, Fit: a.Fit, GPUs: a.GPUs, KVCache: a.KVCache}}
 		if a.Revision == current {
 			e.Current = &store.AppliedAssignment{Revision: current, Port: host.Port, Recipe: host.Recipe}
+			changed = changed || host.ApplyRequested
 		}
+		changed = changed || a.Revision != host.AppliedRevision
 		entries = append(entries, e)
 		if a.Revision != "" && a.Revision != current {
 			h.log.Info("fleet host runs an older revision", "host", host.ID, "applied", a.Revision, "current", current)
@@ -272,6 +305,12 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 	if err := h.st.RecordHostReports(r.Context(), entries, h.now()); err != nil {
 		h.storeError(w, r, err)
 		return
+	}
+	if changed {
+		h.dir.Invalidate()
+		if h.cfg.HostsChanged != nil {
+			h.cfg.HostsChanged(r.Context())
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"accepted": len(entries)})
 }

@@ -81,6 +81,11 @@ func (c *Controller) sample(hosts []store.Host) {
 		}
 		s[i] = hostSample{id: h.ID, org: h.OrgID, state: state, lastFetch: h.LastConfigFetch,
 			revSkew: h.AppliedRevision != "" && h.AppliedRevision != Revision(h)}
+		if c.cfg.LastFetch != nil {
+			if t, ok := c.cfg.LastFetch(h.ID); ok && (h.LastConfigFetch == nil || t.After(*h.LastConfigFetch)) {
+				s[i].lastFetch = &t
+			}
+		}
 	}
 	c.mu.Lock()
 	c.samples = s

@@ -55,37 +55,52 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 		models = body
 	}
 
+	if p.Kind != store.KindLlamaCpp {
+		return fromModels(models, redact)
+	}
+	// llama.cpp: /props must agree with the card, and its context wins.
 	card, err := parseModels(models)
 	if err != nil {
 		return unusableMetadata(redact(err.Error()))
 	}
 	facts := Facts{ModelID: card.id, Context: card.context}
-
-	if p.Kind == store.KindLlamaCpp {
-		body, err := c.get(ctx, p, root+"/props")
-		if err != nil {
-			return metadataError("GET /props", err, redact)
-		}
-		pr, err := parseProps(body)
-		if err != nil {
-			return unusableMetadata(redact(err.Error()))
-		}
-		if pr.alias != "" && pr.alias != card.id {
-			return unusableMetadata(redact(fmt.Sprintf("/props model_alias %q disagrees with /v1/models id %q", pr.alias, card.id)))
-		}
-		if pr.context > 0 {
-			// The runtime per-slot context, which llama.cpp enforces;
-			// meta.n_ctx_train on the card is only what the model was
-			// trained for.
-			facts.Context = pr.context
-		}
-		facts.Slots, facts.Modalities, facts.Build = pr.slots, pr.modalities, pr.build
+	body, err := c.get(ctx, p, root+"/props")
+	if err != nil {
+		return metadataError("GET /props", err, redact)
 	}
+	pr, err := parseProps(body)
+	if err != nil {
+		return unusableMetadata(redact(err.Error()))
+	}
+	if pr.alias != "" && pr.alias != card.id {
+		return unusableMetadata(redact(fmt.Sprintf("/props model_alias %q disagrees with /v1/models id %q", pr.alias, card.id)))
+	}
+	if pr.context > 0 {
+		// The runtime per-slot context, which llama.cpp enforces;
+		// meta.n_ctx_train on the card is only what the model was
+		// trained for.
+		facts.Context = pr.context
+	}
+	facts.Slots, facts.Modalities, facts.Build = pr.slots, pr.modalities, pr.build
 	if facts.Context == 0 {
 		return unusableMetadata(redact(fmt.Sprintf(
 			"GET /models: model %q reports no context length (looked for %s)", card.id, contextKeysDoc)))
 	}
 	return observation{facts: facts}
+}
+
+// fromModels is the observation of an upstream provider (not llama.cpp,
+// whose /props also counts) that listed models.
+func fromModels(models []byte, redact func(string) string) observation {
+	card, err := parseModels(models)
+	if err != nil {
+		return unusableMetadata(redact(err.Error()))
+	}
+	if card.context == 0 {
+		return unusableMetadata(redact(fmt.Sprintf(
+			"GET /models: model %q reports no context length (looked for %s)", card.id, contextKeysDoc)))
+	}
+	return observation{facts: Facts{ModelID: card.id, Context: card.context}}
 }
 
 // metadataError classifies a failed metadata request: a body over the cap
@@ -109,6 +124,7 @@ func (c *Cache) get(ctx context.Context, p Provider, u string) ([]byte, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
+	req.Close = c.closeConns
 	if !p.Credential.IsZero() {
 		if p.Kind == store.KindAnthropic {
 			req.Header.Set("x-api-key", p.Credential.Reveal())

@@ -178,6 +178,9 @@ type Cache struct {
 	clock  clock.Clock
 	client *http.Client
 	log    *slog.Logger
+	// closeConns: every probe request closes its connection (Interval
+	// over ProbeIdleTimeout; see there).
+	closeConns bool
 
 	// entries is an immutable map swapped by Sync, so Status is one atomic
 	// load plus a map read.
@@ -224,6 +227,11 @@ type entry struct {
 	// staleMu, which a probe never holds across a request.
 	stale   atomic.Pointer[map[string]string]
 	staleMu sync.Mutex
+
+	// fed is when (UnixNano, wall clock) Feed last recorded a reading of
+	// the provider made by another prober; 0 when never. While it is
+	// recent, Run does not probe the provider itself (feed.go).
+	fed atomic.Int64
 }
 
 func newEntry(p Provider) *entry {
@@ -257,6 +265,7 @@ func New(cfg Config, clk clock.Clock, client *http.Client, log *slog.Logger) *Ca
 	}
 	c := &Cache{cfg: cfg.withDefaults(), clock: clk, client: client, log: log, synced: make(chan struct{}),
 		sem: make(chan struct{}, maxProbesInFlight)}
+	c.closeConns = c.cfg.Interval > ProbeIdleTimeout
 	c.entries.Store(&map[int64]*entry{})
 	return c
 }
@@ -342,73 +351,16 @@ func (c *Cache) ProbeAll(ctx context.Context) {
 	wg.Wait()
 }
 
-// Run probes each provider every Interval (±10% jitter, independent
-// schedules) until ctx is cancelled, following Sync as providers come and
-// go. A provider never probed yet is probed at once. Run returns after all
-// its probe goroutines have exited.
-func (c *Cache) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	loops := map[*entry]context.CancelFunc{}
-	defer func() {
-		for _, cancel := range loops {
-			cancel()
-		}
-		wg.Wait()
-	}()
-	for {
-		c.mu.Lock()
-		synced, cur := c.synced, *c.entries.Load()
-		c.mu.Unlock()
-		for e, cancel := range loops {
-			if cur[e.key.id] != e {
-				cancel()
-				delete(loops, e)
-			}
-		}
-		for _, e := range cur {
-			if _, ok := loops[e]; !ok {
-				ectx, cancel := context.WithCancel(ctx)
-				loops[e] = cancel
-				wg.Go(func() { c.loop(ectx, e) })
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-synced:
-		}
-	}
-}
-
-// loop probes one provider until ctx is cancelled.
-func (c *Cache) loop(ctx context.Context, e *entry) {
-	var first time.Duration
-	if !e.status.Load().LastProbe.IsZero() {
-		first = c.jitter() // already probed (ProbeAll at start-up, or a kept entry)
-	}
-	t := time.NewTimer(first)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		c.probe(ctx, e)
-		t.Reset(c.jitter())
-	}
-}
-
 // jitter returns Interval ±10%.
 func (c *Cache) jitter() time.Duration {
 	d := float64(c.cfg.Interval)
 	return time.Duration(d * (0.9 + 0.2*rand.Float64()))
 }
 
-// probe observes one provider and records the result.
 // maxProbesInFlight is the most probes running at one time.
 const maxProbesInFlight = 32
 
+// probe observes one provider and records the result.
 func (c *Cache) probe(ctx context.Context, e *entry) {
 	select {
 	case c.sem <- struct{}{}:
@@ -416,6 +368,11 @@ func (c *Cache) probe(ctx context.Context, e *entry) {
 	case <-ctx.Done():
 		return
 	}
+	c.probeHeld(ctx, e)
+}
+
+// probeHeld is probe for a caller that holds a slot of c.sem.
+func (c *Cache) probeHeld(ctx context.Context, e *entry) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p := *e.provider.Load()
@@ -423,9 +380,16 @@ func (c *Cache) probe(ctx context.Context, e *entry) {
 	if ctx.Err() != nil {
 		return // shutting down or given up on: the observation says nothing about the provider
 	}
+	c.record(ctx, e, p, o, nil)
+}
+
+// record applies o to e's state machine, rechecks e's stale marks (with
+// models, the body of a GET /models already read, when not nil), logs a
+// transition and announces a change. e.mu is held.
+func (c *Cache) record(ctx context.Context, e *entry, p Provider, o observation, models []byte) {
 	prev := e.tr.status
 	changed := e.tr.apply(o, c.clock.Now(), c.cfg)
-	if c.recheckStale(ctx, e, p, o) && ctx.Err() == nil {
+	if c.recheckStale(ctx, e, p, o, models) && ctx.Err() == nil {
 		changed = true
 		c.log.Info("metadata: a stale model is listed again; back in routing", "provider", p.ID)
 	}

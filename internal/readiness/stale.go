@@ -77,8 +77,9 @@ func (e *entry) clearListed(listed func(model string) bool) bool {
 
 // recheckStale lists the provider's models when it has stale marks, and
 // clears the marks of those listed. It reports whether any mark went. A
-// failed listing keeps the marks.
-func (c *Cache) recheckStale(ctx context.Context, e *entry, p Provider, o observation) bool {
+// failed listing keeps the marks. models, when not nil, is a GET /models
+// body already read (a fed reading): it is used instead of a request.
+func (c *Cache) recheckStale(ctx context.Context, e *entry, p Provider, o observation, models []byte) bool {
 	if len(*e.stale.Load()) == 0 {
 		return false
 	}
@@ -89,9 +90,12 @@ func (c *Cache) recheckStale(ctx context.Context, e *entry, p Provider, o observ
 		}
 		return e.clearListed(func(m string) bool { return m == o.facts.ModelID })
 	}
-	body, err := c.get(ctx, p, p.BaseURL+"/models")
-	if err != nil {
-		return false
+	body := models
+	if body == nil {
+		var err error
+		if body, err = c.get(ctx, p, p.BaseURL+"/models"); err != nil {
+			return false
+		}
 	}
 	var list struct {
 		Data []struct {

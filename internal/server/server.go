@@ -226,7 +226,11 @@ func (s *Server) prepare(ctx context.Context) error {
 		return err
 	}
 	dialer := netguard.Dialer(s.cfg.AllowLinkLocalUpstreams)
-	probeTransport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, DialContext: dialer.DialContext}
+	// Probes keep no connection between rounds when their interval is
+	// longer than ProbeIdleTimeout; the idle timeout reaps what a failed
+	// probe left. The readiness cache and the fleet controller share it.
+	probeTransport := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, DialContext: dialer.DialContext,
+		IdleConnTimeout: readiness.ProbeIdleTimeout}
 	s.cfg.Gateway.AllowLinkLocal = s.cfg.AllowLinkLocalUpstreams
 	s.closeIdle = append(s.closeIdle, probeTransport.CloseIdleConnections)
 	probes := readiness.New(s.cfg.Metadata, clock.System, &http.Client{Transport: probeTransport}, s.log)
@@ -251,10 +255,19 @@ func (s *Server) prepare(ctx context.Context) error {
 	svc.SetReadiness(probes)
 	rec.OnDrop = gw.Metrics().UsageDropped
 	rec.OnReject = gw.Metrics().UsageRejected
+	// The fleet endpoints answer from memory: every snapshot swap (a
+	// registration, a drain, another replica's announcement) and every
+	// admin write to hosts or fleet keys makes them reload.
+	fcfg := s.cfg.Fleet.Handler
+	fcfg.HostsChanged = publish
+	fleetHandler := fleet.NewHandler(s.db, fcfg, s.log)
+	snap.OnSwap(func(*snapshot.Snapshot) { fleetHandler.Invalidate() })
+	svc.SetFleetChanged(fleetHandler.Invalidate)
 	bg, stop := context.WithCancel(context.Background())
 	s.bgStop, s.bgDone = stop, make(chan struct{})
 	var bgWG sync.WaitGroup
-	bgWG.Add(3)
+	bgWG.Add(4)
+	go func() { defer bgWG.Done(); fleetHandler.Run(bg) }()
 	go func() { defer bgWG.Done(); spendCounter.Run(bg) }()
 	go func() { defer bgWG.Done(); rec.Run(bg) }()
 	go func() { defer bgWG.Done(); probes.Run(bg) }()
@@ -269,6 +282,13 @@ func (s *Server) prepare(ctx context.Context) error {
 		ccfg.Registered = func(h *store.Host) bool { return routed(snap.Current(), h) }
 		ccfg.Drains = gw
 		ccfg.Registry = reg
+		// One prober per fleet host: the controller's probes of
+		// registered hosts stand in for the readiness cache's.
+		ccfg.Readings = probes
+		if ccfg.Client == nil {
+			ccfg.Client = &http.Client{Transport: probeTransport}
+		}
+		ccfg.LastFetch = fleetHandler.LastFetch
 		ccfg.OrgName = func(id int64) string { return orgName(snap.Current(), id) }
 		// On PostgreSQL other replicas may route too; their in-flight
 		// requests are not counted here, so drains end at their deadline.
@@ -294,7 +314,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	}()
 	go func() { bgWG.Wait(); close(s.bgDone) }()
 	mux.Handle("/v1/", gw)
-	mux.Handle("/vllm/", fleet.NewHandler(s.db, s.cfg.Fleet.Handler, s.log))
+	mux.Handle("/vllm/", fleetHandler)
 	mux.Handle("GET /metrics", requireToken(s.cfg.MetricsToken, "rolter-metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	if s.cfg.Demo {
 		if err := s.mountDemo(ctx, mux, svc); err != nil {

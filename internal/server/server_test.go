@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(replicaEnv) != "" {
 		os.Exit(replicaMain())
 	}
+	if os.Getenv(boxesEnv) != "" {
+		os.Exit(boxesMain())
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -100,6 +100,13 @@ type HostReport struct {
 	Download *fleetapi.Download `json:"download,omitempty"`
 }
 
+// ConfigFetch is one host's latest GET /vllm/config, for
+// RecordConfigFetches.
+type ConfigFetch struct {
+	HostID int64
+	At     time.Time
+}
+
 // HostReportEntry is one host's part of a box's report.
 type HostReportEntry struct {
 	HostID int64

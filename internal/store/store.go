@@ -237,6 +237,12 @@ type Store interface {
 	MarkDrained(ctx context.Context, id int64, at time.Time) error
 	// TouchHosts sets last_config_fetch of ids to at.
 	TouchHosts(ctx context.Context, ids []int64, at time.Time) error
+	// RecordConfigFetches sets each host's last_config_fetch to its time,
+	// in one transaction. Where replicas share the store (PostgreSQL) it
+	// never moves a host's time back: a later fetch another replica
+	// recorded stays. Hosts that are gone are skipped.
+	// The fleet endpoints batch liveness through it (fleet.Liveness).
+	RecordConfigFetches(ctx context.Context, fetches []ConfigFetch) error
 	// RecordHostReports stores a box's report, one entry per host, in one
 	// transaction: every entry is written or none. An entry whose host is
 	// gone is skipped.

@@ -20,6 +20,7 @@ import (
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/fleet"
 	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/testkit"
 )
 
@@ -38,9 +39,18 @@ func newBox(t *testing.T, h *harness) *box {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(fleet.NewHandler(h.db, fleet.HandlerConfig{}, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv := httptest.NewServer(fleetEndpoints(h))
 	t.Cleanup(srv.Close)
 	return &box{t: t, srv: srv, key: k.Secret}
+}
+
+// fleetEndpoints are the fleet endpoints wired as the server wires them:
+// they answer from memory, so admin writes and snapshot swaps tell them.
+func fleetEndpoints(h *harness) *fleet.Handler {
+	fh := fleet.NewHandler(h.db, fleet.HandlerConfig{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h.svc.SetFleetChanged(fh.Invalidate)
+	h.snap.OnSwap(func(*snapshot.Snapshot) { fh.Invalidate() })
+	return fh
 }
 
 func (b *box) call(method, path string, body []byte) []byte {

@@ -3,8 +3,6 @@ package ui
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http/httptest"
@@ -16,7 +14,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/rolter/rolter/internal/admin"
-	"github.com/rolter/rolter/internal/fleet"
 	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/money"
 	"github.com/rolter/rolter/internal/readiness"
@@ -165,7 +162,7 @@ func docsFleet(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(fleet.NewHandler(h.db, fleet.HandlerConfig{}, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv := httptest.NewServer(fleetEndpoints(h))
 	t.Cleanup(srv.Close)
 	bx := &box{t: t, srv: srv, key: k.Secret}
 	host := func(ip string, port int, model, notes string, rc fleetapi.Recipe) admin.HostView {

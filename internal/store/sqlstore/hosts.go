@@ -339,6 +339,49 @@ func (s *DB) TouchHosts(ctx context.Context, ids []int64, at time.Time) error {
 	return s.classify(err, "")
 }
 
+// fetchChunk bounds the hosts of one RecordConfigFetches statement
+// (PostgreSQL takes at most 65,535 parameters).
+const fetchChunk = 1000
+
+// RecordConfigFetches implements store.Store. On PostgreSQL each chunk of
+// hosts is one statement; on SQLite (one process, one writer, one clock,
+// so never a time from elsewhere to keep) one prepared statement runs per
+// host, all in one transaction either way.
+func (s *DB) RecordConfigFetches(ctx context.Context, fetches []store.ConfigFetch) error {
+	if len(fetches) == 0 {
+		return nil
+	}
+	return s.tx(ctx, func(tx querier) error {
+		if s.dialect == dialectPostgres {
+			for len(fetches) > 0 {
+				n := min(len(fetches), fetchChunk)
+				var b strings.Builder
+				args := make([]any, 0, 2*n)
+				for i, f := range fetches[:n] {
+					if i > 0 {
+						b.WriteString(", ")
+					}
+					fmt.Fprintf(&b, "($%d::bigint, $%d::timestamptz)", 2*i+1, 2*i+2)
+					args = append(args, f.HostID, f.At.UTC().Truncate(time.Microsecond))
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE hosts AS h SET last_config_fetch = v.at FROM (VALUES `+b.String()+`) AS v(id, at)
+					WHERE h.id = v.id AND (h.last_config_fetch IS NULL OR h.last_config_fetch < v.at)`, args...); err != nil {
+					return s.classify(err, "")
+				}
+				fetches = fetches[n:]
+			}
+			return nil
+		}
+		for _, f := range fetches {
+			if _, err := tx.ExecContext(ctx, `UPDATE hosts SET last_config_fetch = ? WHERE id = ?`,
+				f.At.UTC().Truncate(time.Microsecond), f.HostID); err != nil {
+				return s.classify(err, "")
+			}
+		}
+		return nil
+	})
+}
+
 // RecordHostReports implements store.Store.
 func (s *DB) RecordHostReports(ctx context.Context, entries []store.HostReportEntry, at time.Time) error {
 	if len(entries) == 0 {

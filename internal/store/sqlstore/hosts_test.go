@@ -458,3 +458,60 @@ func TestHostHFTokenSealed(t *testing.T) {
 		}
 	})
 }
+
+// RecordConfigFetches writes many hosts' liveness at once, each its own
+// time, skips hosts that are gone, and (PostgreSQL, where replicas share
+// the store) keeps a later time another replica wrote.
+func TestRecordConfigFetches(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, nil)
+		o := mustOrg(t, s, "acme")
+		pj := mustProject(t, s, o.ID, "fleet")
+		var fetches []store.ConfigFetch
+		base := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
+		const n = 1203 // over one PostgreSQL chunk
+		ids := make([]int64, 0, n)
+		for i := range n {
+			h := &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), Port: 8000, ModelName: "qwen3",
+				APIKey: secret.New(fmt.Sprintf("rh-abc_%d", i)), Recipe: testRecipe("Qwen/Qwen3-8B")}
+			if err := s.CreateHost(ctx, h, nil); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, h.ID)
+			fetches = append(fetches, store.ConfigFetch{HostID: h.ID, At: base.Add(time.Duration(i) * time.Millisecond)})
+		}
+		fetches = append(fetches, store.ConfigFetch{HostID: 999999999, At: base})
+		if err := s.RecordConfigFetches(ctx, fetches); err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{0, 1, 999, 1000, n - 1} {
+			h, err := s.GetHost(ctx, o.ID, ids[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := fetches[i].At; h.LastConfigFetch == nil || !h.LastConfigFetch.Equal(want) {
+				t.Fatalf("host %d: last_config_fetch %v, want %v", i, h.LastConfigFetch, want)
+			}
+		}
+		if err := s.RecordConfigFetches(ctx, nil); err != nil {
+			t.Fatalf("no fetches: %v", err)
+		}
+		// Another replica's later fetch stays.
+		later := base.Add(time.Hour)
+		if err := s.RecordConfigFetches(ctx, []store.ConfigFetch{{HostID: ids[0], At: later}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordConfigFetches(ctx, []store.ConfigFetch{{HostID: ids[0], At: base.Add(time.Minute)}, {HostID: ids[1], At: later}}); err != nil {
+			t.Fatal(err)
+		}
+		h0, _ := s.GetHost(ctx, o.ID, ids[0])
+		h1, _ := s.GetHost(ctx, o.ID, ids[1])
+		if !h1.LastConfigFetch.Equal(later) {
+			t.Fatalf("host 1: %v, want %v", h1.LastConfigFetch, later)
+		}
+		if d == "postgres" && !h0.LastConfigFetch.Equal(later) {
+			t.Fatalf("an earlier fetch moved host 0 back: %v, want %v", h0.LastConfigFetch, later)
+		}
+	})
+}

@@ -1,0 +1,98 @@
+package readiness
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"time"
+
+	"github.com/rolter/rolter/internal/store"
+)
+
+// Fed readings.
+//
+// A fleet host is probed by the fleet controller, which reads its /health
+// and /v1/models every sweep to decide its registration. Probing it here
+// too would double the requests and the connections, so the controller
+// hands each reading of a registered host to Feed, and the cache records
+// it as its own probe. While readings keep coming (within FeedGrace of the
+// last), Run does not probe the provider; when they stop (the controller's
+// replica lost its lease, its sweeps fail, the host's base URL changed) it
+// probes the provider again on its own schedule. A replica without the
+// lease therefore probes the fleet hosts itself: one prober per host and
+// replica.
+
+// Reading is one probe of a vLLM or SGLang server made by another prober:
+// GET {root}/health, then GET {base}/models.
+type Reading struct {
+	// BaseURL is the base URL probed (…/v1). A reading of another URL
+	// than the provider's is not recorded.
+	BaseURL string
+	// Health is nil when GET {root}/health answered 2xx, else why not.
+	Health error
+	// Models is the body of a 2xx GET {base}/models; nil when not read.
+	Models []byte
+	// ModelsErr is why GET {base}/models failed; nil when it was read or
+	// not tried.
+	ModelsErr error
+}
+
+// FeedGrace is how long after a fed reading Run leaves the provider to
+// the feeder: two intervals, so a sweep that runs late is not raced.
+func (c *Cache) FeedGrace() time.Duration { return 2 * c.cfg.Interval }
+
+// fedUntil is when the provider's last fed reading stops standing in for
+// a probe; zero when it was never fed.
+func (c *Cache) fedUntil(e *entry) time.Time {
+	n := e.fed.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).Add(c.FeedGrace())
+}
+
+// Feed records r as a probe of provider id and reports whether it did: it
+// does for a vllm or sglang provider whose base URL r names, when r says
+// what this cache would have asked (an upstream-metadata provider needs
+// the model list unless health failed). The reading counts like a probe
+// of Run's: FailAfter, RecoverAfter, stale marks (cleared by a listed
+// model; a reading without the list keeps them), OnChange.
+func (c *Cache) Feed(id int64, r Reading) bool {
+	e, ok := (*c.entries.Load())[id]
+	if !ok || r.BaseURL != e.key.baseURL || (e.key.kind != store.KindVLLM && e.key.kind != store.KindSGLang) {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := *e.provider.Load()
+	redact := func(s string) string { return redactSecret(s, p.Credential) }
+	var o observation
+	switch {
+	case r.Health != nil:
+		o = healthFailed(redact("health probe failed: GET /health: " + plainError(r.Health)))
+	case !p.Upstream:
+	case r.ModelsErr != nil:
+		o = metadataError("GET /models", errors.New(plainError(r.ModelsErr)), redact)
+	case r.Models == nil:
+		return false
+	default:
+		o = fromModels(r.Models, redact)
+	}
+	models := r.Models
+	if models == nil {
+		models = []byte{} // no list read: the stale marks stay, and no request is sent for them
+	}
+	c.record(context.Background(), e, p, o, models)
+	e.fed.Store(time.Now().UnixNano())
+	return true
+}
+
+// plainError is err's text without a *url.Error's "Get \"http://…\":"
+// prefix, as the cache's own probes report it.
+func plainError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return err.Error()
+}

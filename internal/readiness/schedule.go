@@ -1,0 +1,139 @@
+package readiness
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+)
+
+// Scheduling.
+//
+// Run keeps one timer for every provider: a heap of next-probe times,
+// read by one goroutine, which hands due probes to at most
+// maxProbesInFlight short-lived workers. At rest (between probes) the
+// cache holds no goroutine and, with an Interval over ProbeIdleTimeout, no
+// connection per provider: a fleet of thousands of hosts costs a heap
+// entry each, not a goroutine, a timer and an idle keep-alive connection
+// each.
+
+// ProbeIdleTimeout is how long a probe connection may stay idle. A probe
+// Interval longer than it makes each probe request close its connection:
+// the inference servers probed drop idle connections sooner anyway
+// (uvicorn, which vLLM and SGLang serve with, after 5s), and a connection
+// kept per provider would cost a descriptor and two goroutines per host
+// at rest. A probe transport's IdleConnTimeout should not exceed it.
+const ProbeIdleTimeout = 5 * time.Second
+
+// due is one provider's next probe.
+type due struct {
+	at time.Time
+	e  *entry
+}
+
+// dueHeap orders probes by time, soonest first.
+type dueHeap []due
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(due)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	old[len(old)-1] = due{}
+	*h = old[:len(old)-1]
+	return d
+}
+
+// Run probes each provider every Interval (±10% jitter, independent
+// schedules) until ctx is cancelled, following Sync as providers come and
+// go. A provider never probed yet is probed at once; one whose readings
+// another prober feeds (Feed) is probed only when the readings stop. Run
+// returns after all its probes have finished.
+func (c *Cache) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	finished := make(chan *entry, maxProbesInFlight)
+	var q dueHeap
+	// known holds the entries in q or being probed; an entry Sync dropped
+	// leaves it when it next comes up.
+	known := map[*entry]bool{}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	c.mu.Lock()
+	synced := c.synced
+	c.mu.Unlock()
+	follow := func() {
+		now := time.Now()
+		for _, e := range *c.entries.Load() {
+			if known[e] {
+				continue
+			}
+			known[e] = true
+			at := now
+			if !e.status.Load().LastProbe.IsZero() {
+				at = now.Add(c.jitter()) // already probed (ProbeAll at start-up, or a kept entry)
+			}
+			heap.Push(&q, due{at, e})
+		}
+	}
+	follow()
+	for {
+		now := time.Now()
+		cur := *c.entries.Load()
+		for len(q) > 0 && !q[0].at.After(now) && len(c.sem) < cap(c.sem) {
+			d := heap.Pop(&q).(due)
+			e := d.e
+			if cur[e.key.id] != e {
+				delete(known, e) // Sync dropped it
+				continue
+			}
+			if until := c.fedUntil(e); until.After(now) {
+				heap.Push(&q, due{until.Add(c.jitter() / 10), e})
+				continue
+			}
+			select { // a slot was free; only a concurrent ProbeAll can take it first
+			case c.sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Go(func() {
+				defer func() { <-c.sem }()
+				c.probeHeld(ctx, e)
+				select {
+				case finished <- e:
+				case <-ctx.Done():
+				}
+			})
+		}
+		var wake <-chan time.Time
+		if len(q) > 0 {
+			d := time.Until(q[0].at)
+			if len(c.sem) == cap(c.sem) {
+				// Every slot is busy: a worker of Run's says when it is
+				// done; a ProbeAll's does not, so look again soon.
+				d = max(d, 20*time.Millisecond)
+			}
+			timer.Reset(max(0, d))
+			wake = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-synced:
+			c.mu.Lock()
+			synced = c.synced
+			c.mu.Unlock()
+			follow()
+		case e := <-finished:
+			if (*c.entries.Load())[e.key.id] == e {
+				heap.Push(&q, due{time.Now().Add(c.jitter()), e})
+			} else {
+				delete(known, e)
+			}
+		case <-wake:
+		}
+		timer.Stop() // since Go 1.23 a stopped timer delivers nothing stale
+	}
+}
