@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,8 +14,9 @@ import (
 	"github.com/rolter/rolter/internal/store/storetest"
 )
 
-// BenchmarkPoolSize runs the store's hot mix (storeLoad) from 8 goroutines
-// at a time against PostgreSQL, by pool size. Besides ns/op it reports
+// BenchmarkPoolSize runs the store's hot mix (storeLoad) in bursts of 8
+// concurrent operations, as a fleet polling on a schedule makes them,
+// against PostgreSQL, by pool size. Besides ns/op it reports
 // sessions/op (sessions opened per operation, 0 for a steady pool),
 // cpu-ns/op (this process: user and system CPU) and, when PostgreSQL runs
 // on this machine, pg-cpu-ns/op (the CPU of the benchmark's backends, from
@@ -48,17 +48,9 @@ func BenchmarkPoolSize(b *testing.B) {
 			pids := backends(b, mon, app)
 			sessions, cpu, pgCPU := db.SessionsOpened(), processCPU(), backendCPU(pids)
 			b.ResetTimer()
-			b.SetParallelism((8 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)) // about 8 goroutines
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					if err := l.op(context.Background(), i); err != nil {
-						b.Error(err)
-						return
-					}
-					i++
-				}
-			})
+			for i := 0; i < b.N; i += 8 {
+				l.wave(b, min(8, b.N-i), nil)
+			}
 			b.StopTimer()
 			n := float64(b.N)
 			b.ReportMetric(float64(db.SessionsOpened()-sessions)/n, "sessions/op")
