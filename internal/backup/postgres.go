@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+
+	"github.com/rolter/rolter/internal/store/sqlstore"
 )
 
 // lockTimeout bounds how long a restore waits for the store's tables, so
@@ -117,7 +119,7 @@ func connAndSchema(ctx context.Context, spec string) (pgConn, schemaInfo, error)
 // tables go to: the first existing schema of its search_path, or, when
 // none exists yet, the first one named there.
 func storeSchema(ctx context.Context, spec string) (schemaInfo, error) {
-	db, err := sql.Open("pgx", spec)
+	db, err := sql.Open("pgx", sqlstore.StripPoolParams(spec)) // the pool_ settings are the gateway's
 	if err != nil {
 		return schemaInfo{}, fmt.Errorf("backup: connect to %s: %w", redactURL(spec), err)
 	}

@@ -218,7 +218,14 @@ func (s *Server) prepare(ctx context.Context) error {
 	mux.Handle("GET "+ui.Prefix, http.RedirectHandler(ui.Prefix+"/", http.StatusMovedPermanently))
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		// The store's pool (go_sql_*{db_name="postgres"}): a rising
+		// sessions count at a steady load means connections are discarded.
+		collectors.NewDBStatsCollector(s.db.SQL(), s.db.Dialect()),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "rolter_store_sessions_opened_total",
+			Help: "Database sessions the store's pool has opened (PostgreSQL; 0 on SQLite).",
+		}, func() float64 { return float64(s.db.SessionsOpened()) }))
 	rec := usage.New(s.db, s.cfg.Usage, s.log)
 	limiter, runLimiter, rdb, err := s.rateLimiter(ctx, reg)
 	if err != nil {

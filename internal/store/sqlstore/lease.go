@@ -45,8 +45,14 @@ func (l *Lease) Held(ctx context.Context) bool {
 	}
 	var got bool
 	err = conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(hashtext('rolter:' || $1 || ':' || current_schema()))`, l.name).Scan(&got)
-	if err != nil || !got {
-		conn.Close()
+	if err != nil {
+		// The server may have taken the lock before the answer was lost:
+		// a session that might hold it never goes back into the pool.
+		discard(conn)
+		return false
+	}
+	if !got {
+		conn.Close() // another replica holds it: this session holds nothing
 		return false
 	}
 	l.conn = conn
@@ -69,7 +75,9 @@ func (l *Lease) Release() {
 	l.conn = nil
 }
 
-// discard closes conn's session instead of returning it to the pool.
+// discard closes conn's session instead of returning it to the pool. Only
+// a connection in an unknown state is discarded (one that may hold the
+// lease's lock or LISTEN): every discard costs the database a new session.
 func discard(conn *sql.Conn) {
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	_ = conn.Close()

@@ -72,7 +72,11 @@ func (s *DB) listen(ctx context.Context, fn func()) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	// The connection may still be listening when this returns: it never
+	// goes back into the pool, where a query would find it with
+	// notifications queued. Listeners end only with ctx or a broken
+	// connection, so this costs a session per reconnect, not per query.
+	defer discard(conn)
 	var schema string
 	if err := conn.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		return err

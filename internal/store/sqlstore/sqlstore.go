@@ -21,9 +21,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 	"github.com/pressly/goose/v3"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -54,6 +54,9 @@ type DB struct {
 	sealer  *secret.Sealer
 	// instance names this opened store in change announcements.
 	instance string
+	// sessions counts the PostgreSQL sessions the pool opened; shared by
+	// the copies Tx makes.
+	sessions *atomic.Int64
 }
 
 var _ store.Store = (*DB)(nil)
@@ -68,7 +71,7 @@ func Open(ctx context.Context, spec, dataDir string, sealer *secret.Sealer) (*DB
 		sealer = &secret.Sealer{}
 	}
 	var (
-		s   = &DB{sealer: sealer, instance: newInstance()}
+		s   = &DB{sealer: sealer, instance: newInstance(), sessions: new(atomic.Int64)}
 		err error
 	)
 	switch {
@@ -95,10 +98,7 @@ func Open(ctx context.Context, spec, dataDir string, sealer *secret.Sealer) (*DB
 		}
 	case strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://"):
 		s.dialect = dialectPostgres
-		s.db, err = sql.Open("pgx", spec)
-		if err == nil {
-			s.db.SetMaxOpenConns(16)
-		}
+		s.db, err = s.openPostgres(spec)
 	default:
 		return nil, fmt.Errorf("store: unknown --store %q: want \"sqlite\", \"sqlite:PATH\" or a postgres:// URL", redactURL(spec))
 	}
