@@ -251,6 +251,29 @@ func (u *UI) formAgain(w http.ResponseWriter, v *view, at **formErr) func(*formE
 	}
 }
 
+// fromList reports an action pressed on a row of a list (?from=list): it
+// returns to the list rather than to the item's page.
+func fromList(r *request) bool { return r.URL.Query().Get("from") == "list" }
+
+// actionAgain is finish's again for an action on one item (a revoke, an
+// apply) that the Service refused: the page it was pressed on once more,
+// with the error at *at (422). That is the list when fromList (list loads
+// it, and *mode becomes "list"), else the item's page (item loads it).
+func (u *UI) actionAgain(w http.ResponseWriter, r *request, v *view, mode *string, at **formErr, list, item func() error) func(*formErr) error {
+	return func(e *formErr) error {
+		load := item
+		if fromList(r) {
+			*mode, load = "list", list
+		}
+		if err := load(); err != nil {
+			return err
+		}
+		*at = e
+		u.render(w, http.StatusUnprocessableEntity, v, "")
+		return nil
+	}
+}
+
 // seeOther ends a successful form post with a redirect (post/redirect/get),
 // so reloading the page does not repeat the action.
 func seeOther(w http.ResponseWriter, r *request, to string) {
