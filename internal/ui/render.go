@@ -35,18 +35,18 @@ var shared = []string{"templates/layout.html", "templates/partials.html"}
 
 func mustParseTemplates(static *staticFiles) *templates {
 	funcs := template.FuncMap{
-		"asset":  static.url,
-		"link":   link,
-		"ago":    ago,
-		"stamp":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-		"join":   strings.Join,
-		"field":  fieldError,
-		"inc":    func(n int) int { return n + 1 },
-		"dict":   dict,
-		"status": statusClass,
-		"policy": policyText,
-		// readiness is the word for an API readiness state.
-		"readiness": func(state string) string { return strings.ReplaceAll(state, "_", " ") },
+		"asset":          static.url,
+		"link":           link,
+		"ago":            ago,
+		"stamp":          func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"join":           strings.Join,
+		"field":          fieldError,
+		"inc":            func(n int) int { return n + 1 },
+		"dict":           dict,
+		"status":         statusClass,
+		"policy":         policyText,
+		"readiness":      readinessWord,
+		"providerStatus": providerStatus,
 	}
 	base := template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, shared...))
 	t := &templates{pages: map[string]*template.Template{}, base: base}
@@ -87,6 +87,12 @@ type view struct {
 type navLink struct {
 	Name, Title, URL string
 	Active           bool
+}
+
+// Back is the link from an item's page, or a form, back to the page's
+// list in the view's org and project.
+func (v *view) Back() navLink {
+	return navLink{Name: v.Page, Title: navEntry(v.Page).Title, URL: link(v.Page, "org", v.Org, "project", v.Project)}
 }
 
 // render writes the whole page, or with fragment set only that template
@@ -287,6 +293,21 @@ func fieldError(fe *formErr, field string) string {
 		return ""
 	}
 	return fe.Fields[field]
+}
+
+// readinessWord is the word for an API readiness state.
+func readinessWord(state string) string { return strings.ReplaceAll(state, "_", " ") }
+
+// providerStatus is a provider's status word: deleted, its readiness, or
+// unknown before the first probe.
+func providerStatus(p admin.ProviderView) string {
+	switch {
+	case p.DeletedAt != nil:
+		return "deleted"
+	case p.Readiness != nil:
+		return readinessWord(p.Readiness.State)
+	}
+	return "unknown"
 }
 
 // policyText is a governing policy in a few words.
