@@ -192,31 +192,21 @@ func (f hostForm) recipe(fe map[string]string) (rc fleetapi.Recipe, port int, ar
 	return fleetapi.Recipe{VLLM: v}, port, argLines
 }
 
-// hostFormErr is the Service's error as the host form shows it: the
-// errors of single arguments are folded onto the args field.
-func hostFormErr(err error, argLines []int) (*formErr, bool) {
-	e, ok := asFormErr(err)
-	if ok {
-		foldIndexed(e, "recipe.vllm.args", lineOfIndex(argLines))
-	}
-	return e, ok
+// hostFormAgain is finish's again for the host form: the errors of
+// single arguments are folded onto the args field. argLines maps each
+// argument to its line.
+func (u *UI) hostFormAgain(w http.ResponseWriter, r *request, v *view, d *fleetPage, argLines []int) func(*formErr) error {
+	return u.listFormAgain(w, r, v, &d.Err, "recipe.vllm.args", argLines)
 }
 
 // fleetStates are the list's state filter: "" is every live host.
 var fleetStates = []string{"", store.HostServing, store.HostPending, store.HostDown, store.HostRetired, "all"}
 
 func (u *UI) fleetView(r *request, mode string) (*view, *fleetPage, error) {
-	v, err := u.newView(r, "fleet", false)
-	if err != nil {
-		return nil, nil, err
-	}
-	if v.Org == "" {
-		return nil, nil, &admin.Error{Kind: admin.ErrNotFound, Code: admin.CodeNotFound, Message: "this token sees no org"}
-	}
 	d := &fleetPage{Mode: mode, Done: r.FormValue("done"), DoneHost: r.FormValue("host"), States: fleetStates,
 		SourceKinds: []string{fleetapi.SourceHF, fleetapi.SourceURL, fleetapi.SourceRegistry, fleetapi.SourceLocal}}
-	v.Data = d
-	return v, d, nil
+	v, err := u.dataView(r, "fleet", false, d)
+	return v, d, err
 }
 
 func (u *UI) fleetList(w http.ResponseWriter, r *request) error {
@@ -302,18 +292,25 @@ func hostOrder(by string) func(a, b hostRow) int {
 // hostBack is where an action on a host returns: its page, or the board
 // when the action was taken there.
 func hostBack(r *request, v *view, id string, done string) string {
-	if r.URL.Query().Get("from") == "list" {
+	if fromList(r) {
 		return link("fleet", "org", v.Org, "done", done, "host", id)
 	}
 	return link("fleet/"+id, "org", v.Org, "done", done)
 }
 
-func (u *UI) hostNew(w http.ResponseWriter, r *request) error {
+// newHostView is the view of the add-host form, with the org's projects
+// for its picker.
+func (u *UI) newHostView(r *request) (*view, *fleetPage, error) {
 	v, d, err := u.fleetView(r, "new")
-	if err != nil {
-		return err
+	if err == nil {
+		d.Projects, err = u.projectNames(r, v.Org)
 	}
-	if d.Projects, err = u.projectNames(r, v.Org); err != nil {
+	return v, d, err
+}
+
+func (u *UI) hostNew(w http.ResponseWriter, r *request) error {
+	v, d, err := u.newHostView(r)
+	if err != nil {
 		return err
 	}
 	d.Form = hostForm{Port: "8000", Project: "default", Kind: fleetapi.SourceHF}
@@ -336,27 +333,21 @@ func (u *UI) projectNames(r *request, org string) ([]string, error) {
 }
 
 func (u *UI) hostCreate(w http.ResponseWriter, r *request) error {
-	v, d, err := u.fleetView(r, "new")
+	v, d, err := u.newHostView(r)
 	if err != nil {
-		return err
-	}
-	if d.Projects, err = u.projectNames(r, v.Org); err != nil {
 		return err
 	}
 	d.Form = readHostForm(r)
 	fe := map[string]string{}
 	rc, port, argLines := d.Form.recipe(fe)
+	again := u.hostFormAgain(w, r, v, d, argLines)
 	if len(fe) > 0 {
-		d.Err = fieldsErr(fe)
-		u.renderForm(w, r, http.StatusUnprocessableEntity, v, "")
-		return nil
+		return again(fieldsErr(fe))
 	}
 	h, err := u.svc.CreateHost(r.Context(), v.Org, admin.HostInput{IP: d.Form.IP, Port: port, Project: d.Form.Project,
 		ModelName: d.Form.ModelName, Recipe: rc, Notes: d.Form.Notes, AutoApply: d.Form.AutoApply})
-	if e, ok := hostFormErr(err, argLines); ok {
-		d.Err = e
-		u.renderForm(w, r, http.StatusUnprocessableEntity, v, "")
-		return nil
+	if e, ok := asFormErr(err); ok {
+		return again(e)
 	} else if err != nil {
 		return err
 	}
@@ -383,15 +374,20 @@ func (u *UI) host(r *request, v *view, d *fleetPage) error {
 	return nil
 }
 
-func (u *UI) hostDetail(w http.ResponseWriter, r *request) error {
-	v, d, err := u.fleetView(r, "detail")
-	if err != nil {
-		return err
-	}
+// hostAsStored loads the host the path names, its form as stored.
+func (u *UI) hostAsStored(r *request, v *view, d *fleetPage) error {
 	if err := u.host(r, v, d); err != nil {
 		return err
 	}
 	d.Form = hostFormOf(d.H.HostView)
+	return nil
+}
+
+func (u *UI) hostDetail(w http.ResponseWriter, r *request) error {
+	v, _, err := itemView(r, u.fleetView, u.hostAsStored)
+	if err != nil {
+		return err
+	}
 	u.render(w, http.StatusOK, v, "")
 	return nil
 }
@@ -401,11 +397,8 @@ func (u *UI) hostDetail(w http.ResponseWriter, r *request) error {
 // not re-check the pool contract (nor would an unchanged recipe make a new
 // revision anyway).
 func (u *UI) hostUpdate(w http.ResponseWriter, r *request) error {
-	v, d, err := u.fleetView(r, "detail")
+	v, d, err := itemView(r, u.fleetView, u.host)
 	if err != nil {
-		return err
-	}
-	if err := u.host(r, v, d); err != nil {
 		return err
 	}
 	d.Form = readHostForm(r)
@@ -413,10 +406,9 @@ func (u *UI) hostUpdate(w http.ResponseWriter, r *request) error {
 	d.Form.IP, d.Form.Project, d.Form.ModelName = d.H.IP, d.H.Project, d.H.ModelName
 	fe := map[string]string{}
 	rc, port, argLines := d.Form.recipe(fe)
+	again := u.hostFormAgain(w, r, v, d, argLines)
 	if len(fe) > 0 {
-		d.Err = fieldsErr(fe)
-		u.renderForm(w, r, http.StatusUnprocessableEntity, v, "")
-		return nil
+		return again(fieldsErr(fe))
 	}
 	patch := admin.HostPatch{Notes: &d.Form.Notes, AutoApply: &d.Form.AutoApply}
 	if port != d.H.Port {
@@ -426,10 +418,8 @@ func (u *UI) hostUpdate(w http.ResponseWriter, r *request) error {
 		patch.Recipe = &rc
 	}
 	h, err := u.svc.PatchHost(r.Context(), v.Org, r.PathValue("id"), patch)
-	if e, ok := hostFormErr(err, argLines); ok {
-		d.Err = e
-		u.renderForm(w, r, http.StatusUnprocessableEntity, v, "")
-		return nil
+	if e, ok := asFormErr(err); ok {
+		return again(e)
 	} else if err != nil {
 		return err
 	}
@@ -496,25 +486,8 @@ func (u *UI) hostAction(retire bool) handler {
 		} else {
 			_, err = u.svc.ApplyHost(r.Context(), v.Org, id, r.FormValue("force") == "on")
 		}
-		if e, ok := asFormErr(err); ok {
-			if r.URL.Query().Get("from") == "list" {
-				d.Mode = "list"
-				if err := u.loadHosts(r, v, d); err != nil {
-					return err
-				}
-			} else {
-				if err := u.host(r, v, d); err != nil {
-					return err
-				}
-				d.Form = hostFormOf(d.H.HostView)
-			}
-			d.ActionErr = e
-			u.render(w, http.StatusUnprocessableEntity, v, "")
-			return nil
-		} else if err != nil {
-			return err
-		}
-		seeOther(w, r, hostBack(r, v, id, done))
-		return nil
+		again := u.actionAgain(w, r, v, &d.Mode, &d.ActionErr, func() error { return u.loadHosts(r, v, d) },
+			func() error { return u.hostAsStored(r, v, d) })
+		return finish(w, r, err, again, hostBack(r, v, id, done))
 	}
 }

@@ -140,17 +140,10 @@ func others(in map[string][]string, provider, self string) []string {
 }
 
 func (u *UI) groupsView(r *request, mode string) (*view, *groupsPage, error) {
-	v, err := u.newView(r, "groups", false)
-	if err != nil {
-		return nil, nil, err
-	}
-	if v.Org == "" {
-		return nil, nil, &admin.Error{Kind: admin.ErrNotFound, Code: admin.CodeNotFound, Message: "this token sees no org"}
-	}
 	d := &groupsPage{Mode: mode, Done: r.FormValue("done"), DoneSlug: r.FormValue("slug"), PreviousSlug: r.FormValue("from"),
-		Strategies: strategies, Tristates: []string{"", "allow", "deny"}}
-	v.Data = d
-	return v, d, nil
+		Strategies: strategies, Tristates: tristates}
+	v, err := u.dataView(r, "groups", false, d)
+	return v, d, err
 }
 
 // groupsAndProviders reads the org's groups (by slug) and its providers,
@@ -233,18 +226,27 @@ func (d *groupsPage) editor(groups []admin.GroupView, providers []admin.Provider
 	d.NextRow = len(d.Form.Members)
 }
 
+// newGroupEditor reads the org's groups and providers and fills the
+// editor of a new group with them (see editor).
+func (u *UI) newGroupEditor(r *request, v *view, d *groupsPage) error {
+	groups, providers, err := u.groupsAndProviders(r, v.Org)
+	if err != nil {
+		return err
+	}
+	d.editor(groups, providers, "")
+	return nil
+}
+
 func (u *UI) groupNew(w http.ResponseWriter, r *request) error {
 	v, d, err := u.groupsView(r, "new")
 	if err != nil {
 		return err
 	}
-	groups, providers, err := u.groupsAndProviders(r, v.Org)
-	if err != nil {
-		return err
-	}
 	v.Title = "Add group"
 	d.Form = groupForm{Strategy: strategies[0]}
-	d.editor(groups, providers, "")
+	if err := u.newGroupEditor(r, v, d); err != nil {
+		return err
+	}
 	u.render(w, http.StatusOK, v, "")
 	return nil
 }
@@ -257,11 +259,9 @@ func (u *UI) groupCreate(w http.ResponseWriter, r *request) error {
 	v.Title = "Add group"
 	d.Form = readGroupForm(r)
 	again := func(e *formErr) error {
-		groups, providers, err := u.groupsAndProviders(r, v.Org)
-		if err != nil {
+		if err := u.newGroupEditor(r, v, d); err != nil {
 			return err
 		}
-		d.editor(groups, providers, "")
 		return u.formAgain(w, v, &d.Err)(e)
 	}
 	in, fe := d.Form.input()
@@ -288,17 +288,23 @@ func (u *UI) group(r *request, v *view, d *groupsPage) ([]admin.GroupView, []adm
 	return groups, providers, nil
 }
 
-func (u *UI) groupDetail(w http.ResponseWriter, r *request) error {
-	v, d, err := u.groupsView(r, "detail")
-	if err != nil {
-		return err
-	}
+// groupAsStored loads the stored group the path names (see group), its
+// form as stored in the editor.
+func (u *UI) groupAsStored(r *request, v *view, d *groupsPage) error {
 	groups, providers, err := u.group(r, v, d)
 	if err != nil {
 		return err
 	}
 	d.Form = groupFormOf(d.G.GroupView)
 	d.editor(groups, providers, d.G.Slug)
+	return nil
+}
+
+func (u *UI) groupDetail(w http.ResponseWriter, r *request) error {
+	v, _, err := itemView(r, u.groupsView, u.groupAsStored)
+	if err != nil {
+		return err
+	}
 	u.render(w, http.StatusOK, v, "")
 	return nil
 }
@@ -346,12 +352,9 @@ func (u *UI) groupDelete(w http.ResponseWriter, r *request) error {
 	slug := r.PathValue("slug")
 	err = u.svc.DeleteGroup(r.Context(), v.Org, slug)
 	return finish(w, r, err, func(e *formErr) error {
-		groups, providers, err := u.group(r, v, d)
-		if err != nil {
+		if err := u.groupAsStored(r, v, d); err != nil {
 			return err
 		}
-		d.Form = groupFormOf(d.G.GroupView)
-		d.editor(groups, providers, d.G.Slug)
 		return u.formAgain(w, v, &d.Err)(e)
 	}, link("groups", "org", v.Org, "done", "deleted", "slug", slug))
 }

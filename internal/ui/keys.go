@@ -118,12 +118,6 @@ func readKeyForm(r *request) keyForm {
 
 // keyFormOf fills the form from a stored key.
 func keyFormOf(k admin.VirtualKeyView) keyForm {
-	num := func(n int) string {
-		if n == 0 {
-			return ""
-		}
-		return strconv.Itoa(n)
-	}
 	f := keyForm{Name: k.Name, Models: strings.Join(k.Models, "\n"), RPM: num(k.RPMLimit), TPM: num(k.TPMLimit)}
 	if k.Budget != nil {
 		f.Amount, f.Period = k.Budget.Amount.USD(), k.Budget.Period
@@ -163,30 +157,26 @@ func parseExpiry(fe map[string]string, s string) *time.Time {
 	return nil
 }
 
-// keyFormAgain is finish's again for the key form: the form once more
-// with its error (422), where the errors of single allowlist entries are
-// folded onto the allowlist. modelLines maps each entry to its line.
-func (u *UI) keyFormAgain(w http.ResponseWriter, r *request, v *view, d *keysPage, modelLines []int) func(*formErr) error {
-	return func(e *formErr) error {
-		foldIndexed(e, "models", lineOfIndex(modelLines))
-		d.Err = e
-		u.renderForm(w, r, http.StatusUnprocessableEntity, v, "")
-		return nil
+// postedKey reads the key form as posted into d and converts it to in;
+// bad is the error of the fields that do not parse (nil: none). again is
+// finish's again for the form: the form once more with its error (422),
+// where the errors of single allowlist entries are folded onto the
+// allowlist.
+func (u *UI) postedKey(w http.ResponseWriter, r *request, v *view, d *keysPage) (in admin.VirtualKeyInput, again func(*formErr) error, bad *formErr) {
+	d.Form = readKeyForm(r)
+	fe := map[string]string{}
+	in, modelLines := d.Form.input(fe)
+	if len(fe) > 0 {
+		bad = fieldsErr(fe)
 	}
+	return in, u.listFormAgain(w, r, v, &d.Err, "models", modelLines), bad
 }
 
 func (u *UI) keysView(r *request, mode string) (*view, *keysPage, error) {
-	v, err := u.newView(r, "keys", true)
-	if err != nil {
-		return nil, nil, err
-	}
-	if v.Org == "" || v.Project == "" {
-		return nil, nil, &admin.Error{Kind: admin.ErrNotFound, Code: admin.CodeNotFound, Message: "this token sees no project"}
-	}
 	d := &keysPage{Mode: mode, Done: r.FormValue("done"), DoneKey: r.FormValue("key"),
 		Periods: []string{"", store.PeriodDay, store.PeriodWeek, store.PeriodMonth}}
-	v.Data = d
-	return v, d, nil
+	v, err := u.dataView(r, "keys", true, d)
+	return v, d, err
 }
 
 // keysLink is a link on the Keys page of v's project.
@@ -249,12 +239,9 @@ func (u *UI) keyCreate(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	d.Form = readKeyForm(r)
-	fe := map[string]string{}
-	in, modelLines := d.Form.input(fe)
-	again := u.keyFormAgain(w, r, v, d, modelLines)
-	if len(fe) > 0 {
-		return again(fieldsErr(fe))
+	in, again, bad := u.postedKey(w, r, v, d)
+	if bad != nil {
+		return again(bad)
 	}
 	k, err := u.svc.CreateVirtualKey(r.Context(), v.Org, v.Project, in)
 	if e, ok := asFormErr(err); ok {
@@ -284,15 +271,20 @@ func (u *UI) key(r *request, v *view, d *keysPage) error {
 	return nil
 }
 
-func (u *UI) keyDetail(w http.ResponseWriter, r *request) error {
-	v, d, err := u.keysView(r, "detail")
-	if err != nil {
-		return err
-	}
+// keyAsStored loads the key the path names, its form as stored.
+func (u *UI) keyAsStored(r *request, v *view, d *keysPage) error {
 	if err := u.key(r, v, d); err != nil {
 		return err
 	}
 	d.Form = keyFormOf(d.K.VirtualKeyView)
+	return nil
+}
+
+func (u *UI) keyDetail(w http.ResponseWriter, r *request) error {
+	v, _, err := itemView(r, u.keysView, u.keyAsStored)
+	if err != nil {
+		return err
+	}
 	u.render(w, http.StatusOK, v, "")
 	return nil
 }
@@ -301,19 +293,13 @@ func (u *UI) keyDetail(w http.ResponseWriter, r *request) error {
 // as it was is not sent, so a key that has expired can still be edited
 // (the Service would refuse a past expiry as input).
 func (u *UI) keyUpdate(w http.ResponseWriter, r *request) error {
-	v, d, err := u.keysView(r, "detail")
+	v, d, err := itemView(r, u.keysView, u.key)
 	if err != nil {
 		return err
 	}
-	if err := u.key(r, v, d); err != nil {
-		return err
-	}
-	d.Form = readKeyForm(r)
-	fe := map[string]string{}
-	in, modelLines := d.Form.input(fe)
-	again := u.keyFormAgain(w, r, v, d, modelLines)
-	if len(fe) > 0 {
-		return again(fieldsErr(fe))
+	in, again, bad := u.postedKey(w, r, v, d)
+	if bad != nil {
+		return again(bad)
 	}
 	p := admin.VirtualKeyPatch{Name: &in.Name, Models: &in.Models, RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit}
 	if in.Models == nil {
@@ -337,7 +323,7 @@ func (u *UI) keyRevoke(w http.ResponseWriter, r *request) error {
 	}
 	k, err := u.svc.RevokeVirtualKey(r.Context(), v.Org, v.Project, r.PathValue("id"))
 	to := keysLink(v, "keys/"+r.PathValue("id"), "done", "revoked")
-	if r.URL.Query().Get("from") == "list" {
+	if fromList(r) {
 		to = keysLink(v, "keys", "done", "revoked", "key", k.Name)
 	}
 	return finish(w, r, err, u.keyActionAgain(w, r, v, d), to)
@@ -359,20 +345,6 @@ func (u *UI) keyPurge(w http.ResponseWriter, r *request) error {
 // list when it was pressed there, else on the key's page (a 404 for a key
 // that is gone).
 func (u *UI) keyActionAgain(w http.ResponseWriter, r *request, v *view, d *keysPage) func(*formErr) error {
-	return func(e *formErr) error {
-		if r.URL.Query().Get("from") == "list" {
-			d.Mode = "list"
-			if err := u.loadKeys(r, v, d); err != nil {
-				return err
-			}
-		} else {
-			if err := u.key(r, v, d); err != nil {
-				return err
-			}
-			d.Form = keyFormOf(d.K.VirtualKeyView)
-		}
-		d.ActionErr = e
-		u.render(w, http.StatusUnprocessableEntity, v, "")
-		return nil
-	}
+	return u.actionAgain(w, r, v, &d.Mode, &d.ActionErr, func() error { return u.loadKeys(r, v, d) },
+		func() error { return u.keyAsStored(r, v, d) })
 }

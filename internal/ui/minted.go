@@ -50,6 +50,19 @@ func (u *UI) renderForm(w http.ResponseWriter, r *request, status int, v *view, 
 	u.render(w, status, v, "")
 }
 
+// listFormAgain is finish's again for a form posted with or without htmx
+// (see renderForm) that has a list field, a textarea of one item a line:
+// the form once more with its error at *at (422), the errors of single
+// items folded onto field. lineOf maps each item to its line.
+func (u *UI) listFormAgain(w http.ResponseWriter, r *request, v *view, at **formErr, field string, lineOf []int) func(*formErr) error {
+	return func(e *formErr) error {
+		foldIndexed(e, field, lineOfIndex(lineOf))
+		*at = e
+		u.renderForm(w, r, http.StatusUnprocessableEntity, v, "")
+		return nil
+	}
+}
+
 // foldIndexed moves the errors of a list's items ("models[2]") onto the
 // list's own field ("models"), which is the one textarea the form has,
 // naming the line each came from. line maps an item's index to its line

@@ -111,6 +111,34 @@ func (u *UI) newView(r *request, page string, withProject bool) (*view, error) {
 	return v, nil
 }
 
+// dataView is newView for a page whose data, d, belongs to one org
+// (withProject: one project of it): a token that sees none gets a 404.
+func (u *UI) dataView(r *request, page string, withProject bool, d any) (*view, error) {
+	v, err := u.newView(r, page, withProject)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case withProject && (v.Org == "" || v.Project == ""):
+		return nil, &admin.Error{Kind: admin.ErrNotFound, Code: admin.CodeNotFound, Message: "this token sees no project"}
+	case v.Org == "":
+		return nil, &admin.Error{Kind: admin.ErrNotFound, Code: admin.CodeNotFound, Message: "this token sees no org"}
+	}
+	v.Data = d
+	return v, nil
+}
+
+// itemView is the view of an item's page: the page's view in mode
+// "detail" (pageView), and the item the path names, loaded into it by
+// item.
+func itemView[D any](r *request, pageView func(*request, string) (*view, *D, error), item func(*request, *view, *D) error) (*view, *D, error) {
+	v, d, err := pageView(r, "detail")
+	if err == nil {
+		err = item(r, v, d)
+	}
+	return v, d, err
+}
+
 // choose picks the org (or project) a page is about among listed, those
 // its switcher offers: asked (the request's value) when given, else
 // "default" when listed, else the first ("" for none). An asked one that

@@ -75,18 +75,17 @@ type providerForm struct {
 	ConfirmSlug     string
 }
 
+// newProvidersPage is the page's data in mode, with the form's choices.
+func newProvidersPage(mode string) *providersPage {
+	return &providersPage{Mode: mode, Kinds: store.ProviderKinds, Metadata: []string{store.MetadataConfigured, store.MetadataUpstream},
+		Tristates: tristates}
+}
+
 func (u *UI) providersView(r *request, mode string) (*view, *providersPage, error) {
-	v, err := u.newView(r, "providers", false)
-	if err != nil {
-		return nil, nil, err
-	}
-	if v.Org == "" {
-		return nil, nil, &admin.Error{Kind: admin.ErrNotFound, Code: admin.CodeNotFound, Message: "this token sees no org"}
-	}
-	d := &providersPage{Mode: mode, Done: r.FormValue("done"), PreviousSlug: r.FormValue("from"), Kinds: store.ProviderKinds,
-		Metadata: []string{store.MetadataConfigured, store.MetadataUpstream}, Tristates: []string{"", "allow", "deny"}}
-	v.Data = d
-	return v, d, nil
+	d := newProvidersPage(mode)
+	d.Done, d.PreviousSlug = r.FormValue("done"), r.FormValue("from")
+	v, err := u.dataView(r, "providers", false, d)
+	return v, d, err
 }
 
 func (u *UI) providerList(w http.ResponseWriter, r *request) error {
@@ -115,7 +114,7 @@ func (u *UI) providerNew(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	d.Form = providerForm{Kind: store.KindVLLM, MetadataSource: store.MetadataConfigured, KeyWeight: "1"}
+	d.Form = newProviderForm()
 	u.render(w, http.StatusOK, v, "")
 	return nil
 }
@@ -146,11 +145,8 @@ func (u *UI) provider(r *request, v *view, d *providersPage) error {
 }
 
 func (u *UI) providerDetail(w http.ResponseWriter, r *request) error {
-	v, d, err := u.providersView(r, "detail")
+	v, d, err := itemView(r, u.providersView, u.provider)
 	if err != nil {
-		return err
-	}
-	if err := u.provider(r, v, d); err != nil {
 		return err
 	}
 	d.Form, d.KeyWeight = formOf(d.P), "1"
@@ -159,11 +155,8 @@ func (u *UI) providerDetail(w http.ResponseWriter, r *request) error {
 }
 
 func (u *UI) providerUpdate(w http.ResponseWriter, r *request) error {
-	v, d, err := u.providersView(r, "detail")
+	v, d, err := itemView(r, u.providersView, u.provider)
 	if err != nil {
-		return err
-	}
-	if err := u.provider(r, v, d); err != nil {
 		return err
 	}
 	d.Form, d.KeyWeight = readProviderForm(r), "1"
@@ -283,12 +276,6 @@ func readProviderForm(r *request) providerForm {
 
 // formOf fills the edit form from a stored provider.
 func formOf(p admin.ProviderView) providerForm {
-	num := func(n int) string {
-		if n == 0 {
-			return ""
-		}
-		return strconv.Itoa(n)
-	}
 	dur := func(d store.Duration) string {
 		if d == 0 {
 			return ""

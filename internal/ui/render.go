@@ -35,18 +35,18 @@ var shared = []string{"templates/layout.html", "templates/partials.html"}
 
 func mustParseTemplates(static *staticFiles) *templates {
 	funcs := template.FuncMap{
-		"asset":  static.url,
-		"link":   link,
-		"ago":    ago,
-		"stamp":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-		"join":   strings.Join,
-		"field":  fieldError,
-		"inc":    func(n int) int { return n + 1 },
-		"dict":   dict,
-		"status": statusClass,
-		"policy": policyText,
-		// readiness is the word for an API readiness state.
-		"readiness": func(state string) string { return strings.ReplaceAll(state, "_", " ") },
+		"asset":          static.url,
+		"link":           link,
+		"ago":            ago,
+		"stamp":          func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"join":           strings.Join,
+		"field":          fieldError,
+		"inc":            func(n int) int { return n + 1 },
+		"dict":           dict,
+		"status":         statusClass,
+		"policy":         policyText,
+		"readiness":      readinessWord,
+		"providerStatus": providerStatus,
 	}
 	base := template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, shared...))
 	t := &templates{pages: map[string]*template.Template{}, base: base}
@@ -87,6 +87,12 @@ type view struct {
 type navLink struct {
 	Name, Title, URL string
 	Active           bool
+}
+
+// Back is the link from an item's page, or a form, back to the page's
+// list in the view's org and project.
+func (v *view) Back() navLink {
+	return navLink{Name: v.Page, Title: navEntry(v.Page).Title, URL: link(v.Page, "org", v.Org, "project", v.Project)}
 }
 
 // render writes the whole page, or with fragment set only that template
@@ -251,6 +257,29 @@ func (u *UI) formAgain(w http.ResponseWriter, v *view, at **formErr) func(*formE
 	}
 }
 
+// fromList reports an action pressed on a row of a list (?from=list): it
+// returns to the list rather than to the item's page.
+func fromList(r *request) bool { return r.URL.Query().Get("from") == "list" }
+
+// actionAgain is finish's again for an action on one item (a revoke, an
+// apply) that the Service refused: the page it was pressed on once more,
+// with the error at *at (422). That is the list when fromList (list loads
+// it, and *mode becomes "list"), else the item's page (item loads it).
+func (u *UI) actionAgain(w http.ResponseWriter, r *request, v *view, mode *string, at **formErr, list, item func() error) func(*formErr) error {
+	return func(e *formErr) error {
+		load := item
+		if fromList(r) {
+			*mode, load = "list", list
+		}
+		if err := load(); err != nil {
+			return err
+		}
+		*at = e
+		u.render(w, http.StatusUnprocessableEntity, v, "")
+		return nil
+	}
+}
+
 // seeOther ends a successful form post with a redirect (post/redirect/get),
 // so reloading the page does not repeat the action.
 func seeOther(w http.ResponseWriter, r *request, to string) {
@@ -264,6 +293,21 @@ func fieldError(fe *formErr, field string) string {
 		return ""
 	}
 	return fe.Fields[field]
+}
+
+// readinessWord is the word for an API readiness state.
+func readinessWord(state string) string { return strings.ReplaceAll(state, "_", " ") }
+
+// providerStatus is a provider's status word: deleted, its readiness, or
+// unknown before the first probe.
+func providerStatus(p admin.ProviderView) string {
+	switch {
+	case p.DeletedAt != nil:
+		return "deleted"
+	case p.Readiness != nil:
+		return readinessWord(p.Readiness.State)
+	}
+	return "unknown"
 }
 
 // policyText is a governing policy in a few words.

@@ -31,8 +31,9 @@ func newProviderForm() providerForm {
 func (u *UI) providerDialog(v *view, form providerForm, err *formErr) (providerDialog, error) {
 	pv := *v
 	pv.Page = "providers"
-	pv.Data = &providersPage{Mode: "new", Form: form, Err: err, Kinds: store.ProviderKinds,
-		Metadata: []string{store.MetadataConfigured, store.MetadataUpstream}, Tristates: []string{"", "allow", "deny"}}
+	d := newProvidersPage("new")
+	d.Form, d.Err = form, err
+	pv.Data = d
 	var b bytes.Buffer
 	if err := u.tmpl.pages["providers"].ExecuteTemplate(&b, "provider-fields", &pv); err != nil {
 		return providerDialog{}, fmt.Errorf("ui: provider fields: %w", err)

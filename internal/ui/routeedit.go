@@ -60,16 +60,23 @@ func (u *UI) editor(r *request, v *view, d *routesPage) (map[string]*admin.Provi
 	return live, err
 }
 
-func (u *UI) routeNew(w http.ResponseWriter, r *request) error {
+// newRouteView is the view of the editor of a new route, and the live
+// providers for its pickers (see editor).
+func (u *UI) newRouteView(r *request) (*view, *routesPage, map[string]*admin.ProviderView, error) {
 	v, d, err := u.routesView(r, "new")
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	live, err := u.editor(r, v, d)
+	v.Title = "Add route"
+	return v, d, live, err
+}
+
+func (u *UI) routeNew(w http.ResponseWriter, r *request) error {
+	v, d, live, err := u.newRouteView(r)
 	if err != nil {
 		return err
 	}
-	v.Title = "Add route"
 	d.Form = routeForm{Strategy: strategies[0], Targets: []targetForm{{Weight: "1"}}}
 	d.finishRows(live, nil)
 	u.render(w, http.StatusOK, v, "")
@@ -77,29 +84,36 @@ func (u *UI) routeNew(w http.ResponseWriter, r *request) error {
 }
 
 func (u *UI) routeCreate(w http.ResponseWriter, r *request) error {
-	v, d, err := u.routesView(r, "new")
+	v, d, live, err := u.newRouteView(r)
 	if err != nil {
 		return err
 	}
-	live, err := u.editor(r, v, d)
-	if err != nil {
-		return err
-	}
-	v.Title = "Add route"
+	return u.saveRoute(w, r, v, d, live, func(in routeInput) (string, error) {
+		_, err := u.svc.CreateRoute(r.Context(), v.Org, v.Project, admin.RouteInput{Model: in.Model, Strategy: in.Strategy,
+			Targets: in.Targets, Policy: in.Policy, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit})
+		// The list, searched for the new route, so its row shows whatever
+		// the project's size.
+		return link("routes", "org", v.Org, "project", v.Project, "q", in.Model, "done", "created", "model", in.Model), err
+	})
+}
+
+// saveRoute saves the editor as posted through save, a create or a patch
+// that answers where to go next; live are the providers for the pickers.
+// A form that does not parse, or that the Service refuses, is shown again
+// as typed (422).
+func (u *UI) saveRoute(w http.ResponseWriter, r *request, v *view, d *routesPage, live map[string]*admin.ProviderView,
+	save func(routeInput) (string, error)) error {
 	d.Form = readRouteForm(r)
 	again := func(e *formErr) error {
-		d.finishRows(live, nil)
+		d.finishRows(live, d.R.Targets)
 		return u.formAgain(w, v, &d.Err)(e)
 	}
 	in, fe := d.Form.input()
 	if len(fe) > 0 {
 		return again(fieldsErr(fe))
 	}
-	_, err = u.svc.CreateRoute(r.Context(), v.Org, v.Project, admin.RouteInput{Model: in.Model, Strategy: in.Strategy,
-		Targets: in.Targets, Policy: in.Policy, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit})
-	// The list, searched for the new route, so its row shows whatever the
-	// project's size.
-	return finish(w, r, err, again, link("routes", "org", v.Org, "project", v.Project, "q", in.Model, "done", "created", "model", in.Model))
+	to, err := save(in)
+	return finish(w, r, err, again, to)
 }
 
 // route loads the stored route ?model= names (the form's "current" on a
@@ -126,17 +140,26 @@ func (u *UI) storedRoute(r *request, v *view, d *routesPage) (map[string]*admin.
 	return u.editor(r, v, d)
 }
 
-func (u *UI) routeEdit(w http.ResponseWriter, r *request) error {
-	v, d, err := u.routesView(r, "edit")
-	if err != nil {
-		return err
-	}
+// routeAsStored loads the editor of a stored route (see storedRoute) with
+// the route's form as stored.
+func (u *UI) routeAsStored(r *request, v *view, d *routesPage) error {
 	live, err := u.storedRoute(r, v, d)
 	if err != nil {
 		return err
 	}
 	d.Form = routeFormOf(d.R)
 	d.finishRows(live, d.R.Targets)
+	return nil
+}
+
+func (u *UI) routeEdit(w http.ResponseWriter, r *request) error {
+	v, d, err := u.routesView(r, "edit")
+	if err != nil {
+		return err
+	}
+	if err := u.routeAsStored(r, v, d); err != nil {
+		return err
+	}
 	u.render(w, http.StatusOK, v, "")
 	return nil
 }
@@ -150,22 +173,15 @@ func (u *UI) routeUpdate(w http.ResponseWriter, r *request) error {
 	if err != nil {
 		return err
 	}
-	d.Form = readRouteForm(r)
-	again := func(e *formErr) error {
-		d.finishRows(live, d.R.Targets)
-		return u.formAgain(w, v, &d.Err)(e)
-	}
-	in, fe := d.Form.input()
-	if len(fe) > 0 {
-		return again(fieldsErr(fe))
-	}
-	_, err = u.svc.PatchRoute(r.Context(), v.Org, v.Project, d.Current, admin.RoutePatch{Model: &in.Model,
-		Strategy: &in.Strategy, Targets: &in.Targets, Policy: &in.Policy, RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit})
-	done := "saved"
-	if in.Model != d.Current {
-		done = "renamed"
-	}
-	return finish(w, r, err, again, link("routes/_edit", "org", v.Org, "project", v.Project, "model", in.Model, "done", done, "from", d.Current))
+	return u.saveRoute(w, r, v, d, live, func(in routeInput) (string, error) {
+		_, err := u.svc.PatchRoute(r.Context(), v.Org, v.Project, d.Current, admin.RoutePatch{Model: &in.Model,
+			Strategy: &in.Strategy, Targets: &in.Targets, Policy: &in.Policy, RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit})
+		done := "saved"
+		if in.Model != d.Current {
+			done = "renamed"
+		}
+		return link("routes/_edit", "org", v.Org, "project", v.Project, "model", in.Model, "done", done, "from", d.Current), err
+	})
 }
 
 func (u *UI) routeDelete(w http.ResponseWriter, r *request) error {
@@ -176,12 +192,9 @@ func (u *UI) routeDelete(w http.ResponseWriter, r *request) error {
 	model := r.FormValue("model")
 	err = u.svc.DeleteRoute(r.Context(), v.Org, v.Project, model)
 	return finish(w, r, err, func(e *formErr) error {
-		live, err := u.storedRoute(r, v, d)
-		if err != nil {
+		if err := u.routeAsStored(r, v, d); err != nil {
 			return err
 		}
-		d.Form = routeFormOf(d.R)
-		d.finishRows(live, d.R.Targets)
 		return u.formAgain(w, v, &d.Err)(e)
 	}, link("routes", "org", v.Org, "project", v.Project, "done", "deleted", "model", model))
 }

@@ -15,6 +15,9 @@ type policyForm struct {
 	MaxOutputTokens, MaxConcurrency, Tools, Media string
 }
 
+// tristates are the choices of a policy's tools and media.
+var tristates = []string{"", "allow", "deny"}
+
 func policyFormOf(p store.Policy) policyForm {
 	return policyForm{MaxOutputTokens: num(p.MaxOutputTokens), MaxConcurrency: num(p.MaxConcurrency), Tools: p.Tools, Media: p.Media}
 }

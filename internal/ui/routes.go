@@ -132,17 +132,10 @@ type modelHint struct {
 }
 
 func (u *UI) routesView(r *request, mode string) (*view, *routesPage, error) {
-	v, err := u.newView(r, "routes", true)
-	if err != nil {
-		return nil, nil, err
-	}
-	if v.Org == "" || v.Project == "" {
-		return nil, nil, &admin.Error{Kind: admin.ErrNotFound, Code: admin.CodeNotFound, Message: "this token sees no project"}
-	}
 	d := &routesPage{Mode: mode, Done: r.FormValue("done"), DoneModel: r.FormValue("model"), DoneFrom: r.FormValue("from"), Strategies: strategies,
-		Tristates: []string{"", "allow", "deny"}}
-	v.Data = d
-	return v, d, nil
+		Tristates: tristates}
+	v, err := u.dataView(r, "routes", true, d)
+	return v, d, err
 }
 
 // routeList is the list: every route of the project, filtered by ?q=

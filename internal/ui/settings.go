@@ -125,17 +125,10 @@ type tokenForm struct {
 }
 
 func (u *UI) settingsView(r *request) (*view, *settingsPage, error) {
-	v, err := u.newView(r, "settings", false)
-	if err != nil {
-		return nil, nil, err
-	}
-	if v.Org == "" {
-		return nil, nil, &admin.Error{Kind: admin.ErrNotFound, Code: admin.CodeNotFound, Message: "this token sees no org"}
-	}
 	d := &settingsPage{Global: r.sess.scope.Global(), MaxFleet: admin.MaxActiveFleetKeys, Done: r.FormValue("done"),
 		DoneName: r.FormValue("name"), TokenForm: tokenForm{Scope: "global"}}
-	v.Data = d
-	return v, d, nil
+	v, err := u.dataView(r, "settings", false, d)
+	return v, d, err
 }
 
 // load fills both lists (the tokens only for a global session).

@@ -467,24 +467,14 @@ type usageRow struct {
 }
 
 func (u *UI) usage(w http.ResponseWriter, r *request) error {
-	v, err := u.newView(r, "usage", false)
-	if err != nil {
-		return err
-	}
-	if v.Org == "" {
-		return &admin.Error{Kind: admin.ErrNotFound, Code: admin.CodeNotFound, Message: "this token sees no org"}
-	}
 	f := usageFormOf(r)
 	pg := &usagePage{Form: f, Dims: usageDims, DetailCap: count(usageDetailCap)}
-	v.Data = pg
-	projects, err := all(func(p admin.PageRequest) (admin.Page[admin.ProjectView], error) {
-		return u.svc.ListProjects(r.Context(), v.Org, p)
-	})
+	v, err := u.dataView(r, "usage", false, pg)
 	if err != nil {
 		return err
 	}
-	for _, p := range projects {
-		pg.Projects = append(pg.Projects, p.Name)
+	if pg.Projects, err = u.projectNames(r, v.Org); err != nil {
+		return err
 	}
 	for _, rg := range []struct{ label, since string }{{"Last 24 h", ""}, {"3 days", "3d"}, {"7 days", "7d"}, {"30 days", "30d"}} {
 		pg.Ranges = append(pg.Ranges, usageRange{Label: rg.label,
