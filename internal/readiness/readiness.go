@@ -224,10 +224,14 @@ type entry struct {
 	// staleMu, which a probe never holds across a request.
 	stale   atomic.Pointer[map[string]string]
 	staleMu sync.Mutex
+
+	// soon asks the provider's loop for a probe now (ProbeSoon); one
+	// pending request holds all repeats.
+	soon chan struct{}
 }
 
 func newEntry(p Provider) *entry {
-	e := &entry{key: keyOf(p)}
+	e := &entry{key: keyOf(p), soon: make(chan struct{}, 1)}
 	e.provider.Store(&p)
 	e.tr = newTracker(p.Upstream)
 	st := e.tr.status
@@ -331,6 +335,22 @@ func (c *Cache) announce() {
 	}
 }
 
+// ProbeSoon asks for a probe of the provider now, instead of at its next
+// interval: the gateway calls it when a connection to the provider was
+// refused, so its readiness follows within a probe's time. Repeats before
+// that probe starts are one request; an unknown provider is ignored. It
+// never blocks. The probe runs on the provider's loop (Run).
+func (c *Cache) ProbeSoon(id int64) {
+	e, ok := (*c.entries.Load())[id]
+	if !ok {
+		return
+	}
+	select {
+	case e.soon <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
 // ProbeAll probes every provider once, concurrently, and returns when done
 // (tests and start-up use it). Results of probes cut short by ctx are
 // discarded.
@@ -393,6 +413,10 @@ func (c *Cache) loop(ctx context.Context, e *entry) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-e.soon:
+			if !t.Stop() {
+				<-t.C
+			}
 		}
 		c.probe(ctx, e)
 		t.Reset(c.jitter())
