@@ -80,7 +80,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		g.metrics.attempts.WithLabelValues(tg.provider.org, tg.provider.slug, attemptLabel(res.class)).Inc()
 		was := tg.breaker.Until()
 		g.judge(tg, key, tgProbe, keyProbe, res)
-		if tg.breaker.Until() != was {
+		if !tg.breaker.Until().Equal(was) {
 			g.healthGen.Add(1) // it began or ended cooling: routable sets follow
 		}
 		if res.refused {

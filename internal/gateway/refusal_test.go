@@ -133,7 +133,8 @@ func TestRefusalTakesTargetOutAndProbes(t *testing.T) {
 	// A readiness cache probing at an interval far longer than the test:
 	// only the first probe and ProbeSoon's reach the upstreams.
 	gate := &gatedDialer{open: make(chan struct{})}
-	tr := &http.Transport{DialContext: gate.DialContext}
+	// No kept-alive connection: every probe dials, through the gate.
+	tr := &http.Transport{DialContext: gate.DialContext, DisableKeepAlives: true}
 	t.Cleanup(tr.CloseIdleConnections)
 	probes := readiness.New(readiness.Config{Interval: time.Hour, Timeout: time.Minute, FailAfter: 1}, h.clock, &http.Client{Transport: tr}, nil)
 	var ps []readiness.Provider
