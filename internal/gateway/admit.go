@@ -129,6 +129,12 @@ func (g *Gateway) admit(x *exchange) (func(), *apiError) {
 		f = g.facts(plan, x.model)
 		plan.facts = f
 	}
+	if f.ready == 0 {
+		// Nothing routable as of the last rebuild: read readiness afresh
+		// (only on this path), for the reason's current class and in case
+		// a provider became ready since.
+		f = g.facts(plan, x.model)
+	}
 	x.facts = f
 	if f.ready == 0 && f.draining > 0 {
 		return nil, poolDraining(x.model)

@@ -115,6 +115,9 @@ type liveSet struct {
 // request rebuilds it, others use the previous set: a member that began
 // cooling meanwhile is refused by its breaker and redrawn.
 func (g *Gateway) routable(plan *routePlan, f *planFacts, now time.Time) *balancer.Set {
+	if f != plan.facts { // facts read afresh for this request (admit): a set of its own
+		return g.buildLive(plan, f, 0, now).set
+	}
 	gen := g.healthGen.Load()
 	l := plan.live.Load()
 	if l != nil && l.gen == gen && (l.until.IsZero() || now.Before(l.until)) {
@@ -126,6 +129,13 @@ func (g *Gateway) routable(plan *routePlan, f *planFacts, now time.Time) *balanc
 		}
 		defer plan.rebuilding.Store(false)
 	}
+	next := g.buildLive(plan, f, gen, now)
+	plan.live.Store(next)
+	return next.set
+}
+
+// buildLive is f's members that are not cooling at now.
+func (g *Gateway) buildLive(plan *routePlan, f *planFacts, gen uint64, now time.Time) *liveSet {
 	next := &liveSet{gen: gen}
 	members := make([]balancer.Member, 0, len(f.members))
 	for _, m := range f.members {
@@ -138,8 +148,7 @@ func (g *Gateway) routable(plan *routePlan, f *planFacts, now time.Time) *balanc
 		members = append(members, m)
 	}
 	next.set = balancer.NewSet(plan.strategy, members)
-	plan.live.Store(next)
-	return next.set
+	return next
 }
 
 // idxSet is a small set of target indices: a slice while small, a map
