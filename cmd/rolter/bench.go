@@ -28,6 +28,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.Warmup, "warmup", 5e8, "unmeasured warm-up before each measurement")
 	fs.IntVar(&o.Conns, "conns", 64, "connections of the high-concurrency scenarios")
 	fs.IntVar(&o.Routes, "routes", 10, "routes in the gateway's catalog, the bench route included")
+	fs.IntVar(&o.PoolSize, "pool-size", 1, "targets of the chat scenarios' route, each its own provider at the mock (at most 10000)")
 	fs.StringVar(&scale, "scale-routes", "10000,100000", "catalog sizes of the routes scenario, comma-separated")
 	fs.IntVar(&o.Streams, "streams", 10000, "streams of the idle-streams scenario")
 	fs.IntVar(&o.KeyRPM, "key-rpm", 0, "rpm_limit of the bench key (0: none), to measure the rate limit check")

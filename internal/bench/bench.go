@@ -33,6 +33,7 @@ type Options struct {
 	Warmup      time.Duration // unmeasured lead-in before each phase (default 500ms)
 	Conns       int           // connections of the high-concurrency scenarios (default 64)
 	Routes      int           // routes in the gateway's catalog, "bench" included (default 10)
+	PoolSize    int           // targets of the chat scenarios' route "bench" (default 1; poolsize.go)
 	ScaleRoutes []int         // catalogs of the routes scenario (default 10,000 and 100,000)
 	Streams     int           // streams of the idle-streams scenario (default 10,000)
 	Scenarios   []string      // scenario names, "default" or "all" (default: "default")
@@ -76,6 +77,12 @@ func (o *Options) defaults() error {
 	}
 	if o.Routes <= 0 {
 		o.Routes = 10
+	}
+	if o.PoolSize == 0 {
+		o.PoolSize = 1
+	}
+	if err := checkPoolSize(o.PoolSize); err != nil {
+		return err
 	}
 	if len(o.ScaleRoutes) == 0 {
 		o.ScaleRoutes = []int{10000, 100000}
@@ -124,7 +131,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	start := time.Now()
 	b := &run{opts: o, ticks: clockTicks()}
 	b.rep = &Report{Machine: machine(b.ticks), Settings: Settings{DurationS: o.Duration.Seconds(), WarmupS: o.Warmup.Seconds(),
-		Conns: o.Conns, Routes: o.Routes, PeakSincePhase: true}}
+		Conns: o.Conns, Routes: o.Routes, PoolSize: o.PoolSize, PeakSincePhase: true}}
 	if sel.scale {
 		b.rep.Settings.ScaleRoutes = o.ScaleRoutes
 	}
@@ -167,7 +174,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // runCore runs each core scenario directly at the mock, then through one
 // gateway with the --routes catalog.
 func (b *run) runCore(ctx context.Context, scs []scenario, mock *child, mockURL string) error {
-	gw, err := startGateway(ctx, b.opts.Exe, mockURL, b.opts.Routes, b.opts.keyFields())
+	gw, err := startGateway(ctx, b.opts.Exe, mockURL, b.opts.Routes, b.opts.PoolSize, b.opts.keyFields())
 	if err != nil {
 		return err
 	}

@@ -118,7 +118,7 @@ func (b *run) runFleet(ctx context.Context) error {
 	}
 	defer stopBoxes(boxes)
 	probe := o.ProbeInterval.String()
-	gw, err := startGateway(ctx, b.opts.Exe, "http://"+boxes[0].addr(), 1, b.opts.keyFields(),
+	gw, err := startGateway(ctx, b.opts.Exe, "http://"+boxes[0].addr(), 1, 1, b.opts.keyFields(),
 		"--fleet-probe-interval", probe, "--probe-interval", probe, "--fleet-fail-after", strconv.Itoa(o.FailAfter))
 	if err != nil {
 		return err

@@ -35,9 +35,10 @@ type gatewayProc struct {
 
 // startGateway seeds a store with a catalog of routes routes, starts
 // `rolter serve` on it and registers the mock at mockURL as provider
-// "bench-mock" with route "bench" through the admin API. extra are more
-// `rolter serve` flags.
-func startGateway(ctx context.Context, exe, mockURL string, routes int, keyFields map[string]any, extra ...string) (*gatewayProc, error) {
+// "bench-mock" with route "bench" through the admin API; with a pool of
+// more than one target, the route and its providers are seeded instead
+// (seedPool). extra are more `rolter serve` flags.
+func startGateway(ctx context.Context, exe, mockURL string, routes, pool int, keyFields map[string]any, extra ...string) (*gatewayProc, error) {
 	dir, err := os.MkdirTemp("", "rolter-bench-")
 	if err != nil {
 		return nil, err
@@ -52,6 +53,11 @@ func startGateway(ctx context.Context, exe, mockURL string, routes int, keyField
 	t0 := time.Now()
 	if err := seed(ctx, dir, mockURL+"/v1", routes); err != nil {
 		return nil, fmt.Errorf("seed %d routes: %w", routes, err)
+	}
+	if pool > 1 {
+		if err := seedPool(ctx, dir, mockURL+"/v1", pool); err != nil {
+			return nil, fmt.Errorf("seed a pool of %d: %w", pool, err)
+		}
 	}
 	g.seedTime = time.Since(t0)
 
@@ -78,14 +84,16 @@ func startGateway(ctx context.Context, exe, mockURL string, routes int, keyField
 	g.readyTime = time.Since(t0)
 
 	base := "/admin/v1/orgs/" + orgName
-	if _, err := g.adminCall(ctx, http.MethodPost, base+"/providers", map[string]any{
-		"name": "bench mock", "slug": mockSlug, "kind": store.KindVLLM, "base_url": mockURL + "/v1",
-		"forward_headers": []string{"X-Demo-*"}}, nil); err != nil { // the mock is shaped by x-demo-* headers
-		return nil, err
-	}
-	if g.createRoute, err = g.adminCall(ctx, http.MethodPost, base+"/projects/"+projectName+"/routes", map[string]any{
-		"model": benchRoute, "targets": []map[string]any{{"provider": mockSlug, "upstream_model": upstreamName}}}, nil); err != nil {
-		return nil, err
+	if pool <= 1 { // else seedPool wrote the route
+		if _, err := g.adminCall(ctx, http.MethodPost, base+"/providers", map[string]any{
+			"name": "bench mock", "slug": mockSlug, "kind": store.KindVLLM, "base_url": mockURL + "/v1",
+			"forward_headers": []string{"X-Demo-*"}}, nil); err != nil { // the mock is shaped by x-demo-* headers
+			return nil, err
+		}
+		if g.createRoute, err = g.adminCall(ctx, http.MethodPost, base+"/projects/"+projectName+"/routes", map[string]any{
+			"model": benchRoute, "targets": []map[string]any{{"provider": mockSlug, "upstream_model": upstreamName}}}, nil); err != nil {
+			return nil, err
+		}
 	}
 	var key struct{ Secret string }
 	if _, err := g.adminCall(ctx, http.MethodPost, base+"/projects/"+projectName+"/keys", keyFields, &key); err != nil {

@@ -42,7 +42,7 @@ func (b *run) runIdle(ctx context.Context) error {
 		return err
 	}
 	defer mock.stop(5 * time.Second)
-	gw, err := startGateway(ctx, b.opts.Exe, mockURL, b.opts.Routes, b.opts.keyFields())
+	gw, err := startGateway(ctx, b.opts.Exe, mockURL, b.opts.Routes, 1, b.opts.keyFields())
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ type Settings struct {
 	WarmupS     float64 `json:"warmup_s"`
 	Conns       int     `json:"conns"`
 	Routes      int     `json:"routes"`
+	PoolSize    int     `json:"pool_size,omitempty"` // targets of the chat scenarios' route (--pool-size)
 	ScaleRoutes []int   `json:"scale_routes,omitempty"`
 	Streams     int     `json:"streams,omitempty"`
 	// PeakSincePhase is false where the kernel refused to reset VmHWM:
@@ -169,7 +170,11 @@ func (r *Report) Print(w io.Writer) {
 	if m.Commit != "" {
 		fmt.Fprintf(w, ", commit %s", m.Commit)
 	}
-	fmt.Fprintf(w, "\nload average at start: %s; %.0fs per phase after %.1fs warm-up\n\n", m.LoadAvg, r.Settings.DurationS, r.Settings.WarmupS)
+	fmt.Fprintf(w, "\nload average at start: %s; %.0fs per phase after %.1fs warm-up\n", m.LoadAvg, r.Settings.DurationS, r.Settings.WarmupS)
+	if r.Settings.PoolSize > 1 {
+		fmt.Fprintf(w, "route \"bench\" balances over %d targets (--pool-size)\n", r.Settings.PoolSize)
+	}
+	fmt.Fprintln(w)
 
 	if len(r.Phases) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

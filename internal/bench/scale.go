@@ -29,7 +29,7 @@ func (b *run) runRoutes(ctx context.Context, mock *child, mockURL string) error 
 	chat := scenario{name: "chat-c1", conc: 1}
 	for _, n := range sizes {
 		fmt.Fprintf(b.opts.Progress, "routes: seeding and starting a gateway with %d routes\n", n)
-		gw, err := startGateway(ctx, b.opts.Exe, mockURL, n, b.opts.keyFields())
+		gw, err := startGateway(ctx, b.opts.Exe, mockURL, n, 1, b.opts.keyFields())
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,7 @@
 // # State machine
 //
 //	         Threshold consecutive Failures,
-//	         or RateLimited (429)
+//	         one Trip, or RateLimited (429)
 //	closed ─────────────────────────────────▶ cooling ◀──────────────┐
 //	  ▲                                          │                   │
 //	  │                                          │ cooldown ends     │ probe Failure
@@ -204,6 +204,21 @@ func (b *Breaker) Failure() {
 			b.coolFor(b.nextBackoff())
 		}
 	}
+}
+
+// Trip records a failure that is certain on its own, such as a refused
+// connection: nothing listens there, so waiting for Threshold failures
+// would only send more requests to it. A closed breaker cools at once for
+// Base*2^level (capped at Max) and raises the level, as a failed probe
+// does; a Trip reported while the breaker is open without a probe out is
+// stale and ignored, like a stale Failure.
+func (b *Breaker) Trip() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w := b.word.Load(); w != 0 && w&probeBit == 0 {
+		return // stale: admitted before the breaker opened
+	}
+	b.coolFor(b.nextBackoff())
 }
 
 // RateLimited records a 429. It cools the breaker at once, from any state,

@@ -32,6 +32,7 @@ func do(name string, f func(*cooldown.Breaker)) step {
 func fail() step    { return do("Failure", (*cooldown.Breaker).Failure) }
 func succeed() step { return do("Success", (*cooldown.Breaker).Success) }
 func abandon() step { return do("Abandon", (*cooldown.Breaker).Abandon) }
+func trip() step    { return do("Trip", (*cooldown.Breaker).Trip) }
 
 func limited(d time.Duration) step {
 	return do("RateLimited("+d.String()+")", func(b *cooldown.Breaker) { b.RateLimited(d) })
@@ -176,6 +177,20 @@ func TestBreaker(t *testing.T) {
 		{"abandon without a probe is a no-op", defaults, script(
 			repeat(3, fail()), abandon(), expect(cooling, 5*sec), allow(false, false),
 			wait(5*sec), abandon(), allow(true, true), allow(false, false),
+		)},
+		{"one trip cools a closed breaker at once", defaults, script(
+			trip(), expect(cooling, 5*sec), allow(false, false),
+			wait(5*sec), allow(true, true), trip(), expect(cooling, 15*sec), // a tripped probe: the next level
+			wait(10*sec), allow(true, true), succeed(), expect(closed, 0),
+			trip(), expect(cooling, 20*sec), // the level was reset
+		)},
+		{"a trip after failures cools from the first", defaults, script(
+			fail(), fail(), trip(), expect(cooling, 5*sec), fail(), expect(cooling, 5*sec),
+		)},
+		{"stale trips are ignored", defaults, script(
+			trip(), repeat(4, trip()), expect(cooling, 5*sec),
+			wait(5*sec), trip(), expect(halfOpen, 5*sec), // elapsed, no probe out: stale
+			limited(time.Minute), trip(), expect(cooling, 65*sec), // a 429 cooldown is not cut
 		)},
 		{"stale verdicts while cooling are ignored", defaults, script(
 			repeat(3, fail()), succeed(), expect(cooling, 5*sec),

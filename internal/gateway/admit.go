@@ -47,17 +47,27 @@ func contextOf(tg *targetRT, st readiness.Status) int {
 	return tg.provider.contextLimit
 }
 
-// admission is what admit decided per target; forward reads it to send
+// admission is what admit decided per policy; forward reads it to send
 // each attempt the body its own target's policy admits.
 type admission struct {
 	req  policy.Request
 	lim  policy.Limits
 	pool int // the pool's context; 0: unknown
-	// results are the distinct combined policies of the plan's routable
-	// targets with what policy.Decide made of the body under each.
-	results []admitted
-	of      []int // per target: index into results; -1 for a target not routable
-	base    int   // the result whose body admit returned (serve forwards it)
+	// results are, per distinct combined policy of the plan's routable
+	// targets (planFacts.policies), what policy.Decide made of the body.
+	results  []admitted
+	policyOf []int // per target: index into results; -1 for a target not routable (planFacts.policyOf)
+	base     int   // the result whose body admit returned (serve forwards it)
+}
+
+// of is the index of target i's result; -1 when the target is not
+// routable or its policy refuses the request.
+func (a *admission) of(i int) int {
+	j := a.policyOf[i]
+	if j < 0 || a.results[j].refusal != nil {
+		return -1
+	}
+	return j
 }
 
 type admitted struct {
@@ -114,44 +124,23 @@ func sendModel(tg *targetRT, st readiness.Status, client string) string {
 // target's edits (requestBody.splice). release, when set, must be called when the request ends.
 func (g *Gateway) admit(x *exchange) (func(), *apiError) {
 	plan := x.plan
-	x.down = make([]bool, len(plan.targets))
-	pool, ready, draining := 0, 0, 0
-	reason := ""
-	for i, tg := range plan.targets {
-		if tg.provider.draining { // its fleet host restarts: in-flight requests finish, no new ones
-			x.down[i] = true
-			draining++
-			continue
-		}
-		st := g.status(tg.provider)
-		why := ""
-		if !st.Ready {
-			// The class only: st.Reason may quote an upstream's error
-			// text (a connection string, an internal address). The
-			// details are logged and in the admin readiness view.
-			why = "provider " + quoteModel(tg.provider.slug) + " is not ready (" + string(st.Class) + ")"
-		} else {
-			why = g.unroutable(tg, st, x.model)
-		}
-		if why != "" {
-			x.down[i] = true
-			if reason == "" {
-				reason = why + "; the operator's readiness view says why"
-			}
-			continue
-		}
-		ready++
-		// A pool advertises and admits against its smallest member, so
-		// identical requests behave the same on any member (design 002).
-		if c := contextOf(tg, st); c > 0 && (pool == 0 || c < pool) {
-			pool = c
-		}
+	f := plan.facts
+	if f == nil { // a provider or group address: its plan is the request's own
+		f = g.facts(plan, x.model)
+		plan.facts = f
 	}
-	if ready == 0 && draining > 0 {
+	if f.ready == 0 {
+		// Nothing routable as of the last rebuild: read readiness afresh
+		// (only on this path), for the reason's current class and in case
+		// a provider became ready since.
+		f = g.facts(plan, x.model)
+	}
+	x.facts = f
+	if f.ready == 0 && f.draining > 0 {
 		return nil, poolDraining(x.model)
 	}
-	if ready == 0 {
-		return nil, newError(http.StatusServiceUnavailable, "metadata_unavailable", reason)
+	if f.ready == 0 {
+		return nil, newError(http.StatusServiceUnavailable, "metadata_unavailable", f.reason)
 	}
 	if x.endpoint != "/embeddings" && x.endpoint != countTokens { // these have no output to bound
 		req, err := x.body.inspect.Request()
@@ -162,23 +151,20 @@ func (g *Gateway) admit(x *exchange) (func(), *apiError) {
 			}
 			return nil, newError(http.StatusBadRequest, "invalid_request", "the request body could not be read: "+err.Error())
 		}
-		a := &admission{req: req, lim: x.body.inspect.Limits(), pool: pool, of: make([]int, len(plan.targets)), base: -1}
+		// One decision per distinct policy, not per target: targets that
+		// share a combined policy share one body. A target whose policy
+		// refuses is skipped (another may serve); when every policy
+		// refuses, the first target's refusal is the answer.
+		a := &admission{req: req, lim: x.body.inspect.Limits(), pool: f.pool, policyOf: f.policyOf,
+			results: make([]admitted, len(f.policies)), base: -1}
 		var first *policy.Refusal
-		for i, tg := range plan.targets {
-			a.of[i] = -1
-			if x.down[i] {
-				continue
-			}
-			j := a.admit(policy.Strictest(plan.policy, tg.provider.policy))
-			if r := a.results[j].refusal; r != nil {
-				x.down[i] = true // this provider's policy refuses: another target may serve
-				if first == nil {
-					first = r
-				}
-				continue
-			}
-			a.of[i] = j
-			if a.base < 0 {
+		for j, p := range f.policies {
+			clamp, refusal := policy.Decide(a.req, a.lim, p, a.pool)
+			a.results[j] = admitted{policy: p, clamp: clamp, refusal: refusal}
+			switch {
+			case refusal != nil && first == nil:
+				first = refusal
+			case refusal == nil && a.base < 0:
 				a.base = j
 			}
 		}
@@ -205,19 +191,6 @@ func (g *Gateway) admit(x *exchange) (func(), *apiError) {
 	return nil, nil
 }
 
-// admit returns the index of p's result, applying p to the body on first
-// sight: targets that share a combined policy share one body.
-func (a *admission) admit(p store.Policy) int {
-	for j := range a.results {
-		if a.results[j].policy == p {
-			return j
-		}
-	}
-	clamp, refusal := policy.Decide(a.req, a.lim, p, a.pool)
-	a.results = append(a.results, admitted{policy: p, clamp: clamp, refusal: refusal})
-	return len(a.results) - 1
-}
-
 // admittedBody is the client's body as target policy j admitted it (the
 // output clamp made), for a translation; the body itself when there is
 // nothing to clamp.
@@ -234,10 +207,14 @@ func (x *exchange) admittedBody(j int) []byte {
 
 // clampFor is target i's output clamp; nil when none applies.
 func (x *exchange) clampFor(i int) *policy.Clamp {
-	if x.adm == nil || x.adm.of[i] < 0 {
+	j := -1
+	if x.adm != nil {
+		j = x.adm.of(i)
+	}
+	if j < 0 {
 		return nil
 	}
-	return &x.adm.results[x.adm.of[i]].clamp
+	return &x.adm.results[j].clamp
 }
 
 // translateInput is what translate reads: the body as the first routable
@@ -247,10 +224,8 @@ func (x *exchange) translateInput() []byte {
 	if x.adm == nil {
 		return x.body.raw
 	}
-	for i, tg := range x.plan.targets {
-		if !x.down[i] && tg.provider.pairs[x.api].translates() {
-			return x.admittedBody(x.adm.base)
-		}
+	if x.translator() != nil {
+		return x.admittedBody(x.adm.base)
 	}
 	return x.body.raw
 }

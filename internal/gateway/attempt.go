@@ -68,7 +68,8 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, i
 func (g *Gateway) exchangeWith(ctx context.Context, c call, pr pairing, tg *targetRT, req *http.Request) outcome {
 	resp, err := g.transport.RoundTrip(req)
 	if err != nil {
-		return c.outcome(result{class: classifyErr(err, ctx, c.r.Context()), err: fmt.Errorf("send: %w", attemptErr(err, ctx))})
+		cls := classifyErr(err, ctx, c.r.Context())
+		return c.outcome(result{class: cls, refused: cls == ClassConnect && connRefused(err), err: fmt.Errorf("send: %w", attemptErr(err, ctx))})
 	}
 	defer resp.Body.Close()
 	switch cls := classifyStatus(resp.StatusCode); cls {

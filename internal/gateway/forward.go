@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/rolter/rolter/internal/balancer"
 )
 
 // result is how one attempt ended.
@@ -16,6 +14,7 @@ type result struct {
 	status     int           // upstream status, when there was a response
 	retryAfter time.Duration // from a 429
 	committed  bool          // bytes reached the client: no more failover
+	refused    bool          // the connection was refused: nothing reached the upstream (routable.go)
 	model      string        // the model id sent upstream (for a stale mark)
 	// err is why the attempt failed, wrapping the transport or read error
 	// when there was one; nil on success and for a relayed caller error.
@@ -26,21 +25,22 @@ type result struct {
 // forward runs attempts until one succeeds, the request is the caller's
 // fault, the client leaves, or attempts and the retry deadline run out.
 // Before the first byte reaches the client any retryable failure moves on
-// to another target or key; after it, nothing is retried.
+// to another target or key; after it, nothing is retried. Up to
+// MaxRefusals refused connections do not count as attempts: each moves on
+// to another distinct target.
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 	plan := x.plan
-	n := len(plan.targets)
-	cands := make([]balancer.Candidate, n)
-	tried := make([]bool, n)
+	ex := newExclusions(x)
 	triedKeys := map[int64]bool{}
+	refusals := 0 // refused attempts not counted against MaxAttempts
 	deadline := g.clock.Now().Add(g.cfg.RetryDeadline)
 	var (
 		last          outcome
 		maxRetryAfter time.Duration
 		busy          *providerRT // a provider at its max_concurrency, skipped
 	)
-	for x.attempts < g.cfg.MaxAttempts && (x.attempts == 0 || g.clock.Now().Before(deadline)) {
-		i, tgProbe := g.pickTarget(plan, cands, tried, x.down)
+	for x.attempts-refusals < g.cfg.MaxAttempts && (x.attempts == 0 || g.clock.Now().Before(deadline)) {
+		i, tgProbe := g.pickTarget(x, ex)
 		if i < 0 {
 			break
 		}
@@ -49,7 +49,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		// replica, whatever the address; a full provider is skipped like an
 		// unavailable one.
 		if !tg.provider.limiter.Acquire() {
-			tried[i] = true
+			ex.tried.add(i)
 			busy = tg.provider
 			if tgProbe {
 				tg.breaker.Abandon()
@@ -59,7 +59,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		key, keyProbe, ok := g.pickKey(tg.provider, triedKeys)
 		if !ok { // every key of this provider was tried: the target is spent
 			tg.provider.limiter.Release()
-			tried[i] = true
+			ex.tried.add(i)
 			if tgProbe {
 				tg.breaker.Abandon()
 			}
@@ -78,7 +78,17 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		tg.stats.End(time.Since(began), res.class == ClassNone)
 		last = o
 		g.metrics.attempts.WithLabelValues(tg.provider.org, tg.provider.slug, attemptLabel(res.class)).Inc()
+		was := tg.breaker.Until()
 		g.judge(tg, key, tgProbe, keyProbe, res)
+		if !tg.breaker.Until().Equal(was) {
+			g.healthGen.Add(1) // it began or ended cooling: routable sets follow
+		}
+		if res.refused {
+			g.refused(tg)
+			if refusals < MaxRefusals {
+				refusals++
+			}
+		}
 		g.logAttempt(x, tg, res)
 
 		v := verdicts[res.class]
@@ -100,7 +110,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		if v.stale {
 			g.markStale(tg, res.model)
 		}
-		tried[i] = true
+		ex.tried.add(i)
 	}
 	if x.attempts == 0 && busy != nil {
 		e := newError(http.StatusTooManyRequests, "concurrency_limited",
@@ -157,6 +167,12 @@ func (g *Gateway) judge(tg *targetRT, key *keyRT, tgProbe, keyProbe bool, res re
 		key.breaker.Refused(g.cfg.CredentialCooldown)
 		if tgProbe {
 			tg.breaker.Abandon()
+		}
+		return
+	case v.penalise && res.refused:
+		tg.breaker.Trip() // certain: out at once, not after Threshold failures
+		if keyProbe {
+			key.breaker.Abandon()
 		}
 		return
 	case v.penalise:

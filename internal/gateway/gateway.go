@@ -132,6 +132,10 @@ type Gateway struct {
 	// rebuilds (drain.go).
 	drainCuts sync.Map // provider id -> *drainCut
 	ready     Readiness
+	probes    ProbeTrigger // nil: no probe is asked for on a refusal
+	// healthGen counts breaker changes (a target began or ended cooling):
+	// plans rebuild their routable sets when it moves (routable.go).
+	healthGen atomic.Uint64
 	spend     *spend.Tracker    // nil: budgets are not checked (spend.go)
 	rates     ratelimit.Limiter // rpm and tpm limits (limits.go)
 }
@@ -147,6 +151,9 @@ type Options struct {
 	// Readiness gates providers on their active health and discovered
 	// metadata (default: every provider ready, nothing discovered).
 	Readiness Readiness
+	// Probes is asked to probe a provider at once when a connection to it
+	// is refused (default: none).
+	Probes ProbeTrigger
 	// Spend checks and charges key and project budgets (default: none).
 	Spend *spend.Tracker
 	// Limiter enforces rpm and tpm limits (default: in memory).
@@ -189,7 +196,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 			ForceAttemptHTTP2:  false,
 		}
 	}
-	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage, ready: o.Readiness, spend: o.Spend, rates: o.Limiter,
+	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage, ready: o.Readiness, probes: o.Probes, spend: o.Spend, rates: o.Limiter,
 		client:    &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		transport: o.Transport,
 		metrics:   NewMetrics(o.Registry), mux: http.NewServeMux()}
@@ -241,8 +248,8 @@ type exchange struct {
 	stream    bool
 	endpoint  string // upstream path under base_url, e.g. "/chat/completions"
 	plan      *routePlan
-	down      []bool     // per plan target: not routable (health, metadata or policy)
-	adm       *admission // per target policy results (admit.go); nil for endpoints without output
+	facts     *planFacts // the plan's admission facts (routable.go), set by admit
+	adm       *admission // per policy results (admit.go); nil for endpoints without output
 	// api is the client's API (from the endpoint): it picks each target's
 	// pairing (tg.provider.pairs[api]) and the shape of the gateway's own
 	// errors.

@@ -34,6 +34,9 @@ type Metrics struct {
 	unauthenticated prometheus.Counter
 	// drainCuts counts requests cut at a fleet host's drain deadline.
 	drainCuts *prometheus.CounterVec
+	// refusals counts refused connections, each of which took its
+	// provider out of routing at once (routable.go).
+	refusals *prometheus.CounterVec
 }
 
 // NewMetrics registers the data path metrics on reg.
@@ -72,6 +75,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "rolter_fleet_drain_cut_requests_total", Help: "Requests still in flight to a fleet host at its drain deadline, cut so the host could restart.",
 	}, []string{"org", "provider"})
 	reg.MustRegister(m.drainCuts)
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rolter_upstream_refusals_total", Help: "Connections an upstream refused; each takes the provider out of routing until a probe brings it back.",
+	}, []string{"org", "provider"})
+	reg.MustRegister(m.refusals)
 	m.unauthenticated = m.requests.WithLabelValues("", "", "", "", statusLabel(http.StatusUnauthorized), string(ClassNone))
 	reg.MustRegister(m.requests, m.latency, m.ttft, m.inFlight, m.attempts, m.failovers, m.usageDrops, m.credentialFailures, m.usageRejects)
 	return m

@@ -2,47 +2,59 @@ package gateway
 
 import (
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
-
-	"github.com/rolter/rolter/internal/balancer"
 )
 
-// pickTarget chooses an untried target: by the route's strategy among those
-// not cooling, else (panic mode) the untried one whose cooldown ends first,
-// so that a fully cooled pool still gets a chance instead of failing every
-// request. probe reports that this request holds the target's half-open
-// probe.
-func (g *Gateway) pickTarget(plan *routePlan, cands []balancer.Candidate, tried, down []bool) (int, bool) {
+// pickTarget chooses a target the request may use: by the plan's strategy
+// from its routable set (routable.go), excluding what this request tried or
+// its policy refuses, else (panic mode) the untried one whose cooldown ends
+// first, so that a fully cooled pool still gets a chance instead of
+// failing every request. probe reports that this request holds the
+// target's half-open probe.
+func (g *Gateway) pickTarget(x *exchange, ex *exclusions) (int, bool) {
+	plan := x.plan
 	now := g.clock.Now()
-	for i := range tried {
-		tried[i] = tried[i] || down[i] // not routable: never a candidate, not even in panic mode
+	set := g.routable(plan, x.facts, now)
+	rr := plan.rr
+	if rr == nil {
+		rr = new(atomic.Uint64)
 	}
 	for {
-		for i, tg := range plan.targets {
-			cands[i] = balancer.Candidate{Weight: plan.weights[i], Stats: tg.stats,
-				Skip: tried[i] || tg.breaker.Until().After(now)}
-		}
-		i := plan.selector.Pick(cands)
+		i := set.Pick(rr, ex)
 		if i < 0 {
 			if plan.pinned {
 				return -1, false
 			}
-			return g.panicTarget(plan, tried), false
+			return g.panicTarget(x, ex), false
 		}
-		ok, probe := plan.targets[i].breaker.Allow()
+		tg := plan.targets[i]
+		ok, probe := tg.breaker.Allow()
 		if ok {
 			return i, probe
 		}
+		if tg.breaker.Until().After(now) {
+			// It began cooling after the set was built: skip it, not as
+			// tried (panic mode may still choose it), and have the set
+			// rebuilt.
+			ex.cooling.add(i)
+			g.healthGen.Add(1)
+			continue
+		}
 		// Another request holds the half-open probe: not ours to send.
-		tried[i] = true
+		ex.tried.add(i)
 	}
 }
 
-func (g *Gateway) panicTarget(plan *routePlan, tried []bool) int {
+// panicTarget is the usable, untried target with a weight whose cooldown
+// ends first; -1 when there is none. It scans the plan, which happens only
+// when every routable target is cooling or tried.
+func (g *Gateway) panicTarget(x *exchange, ex *exclusions) int {
+	plan := x.plan
 	best := -1
 	var bestUntil time.Time
 	for i, tg := range plan.targets {
-		if tried[i] || plan.weights[i] == 0 {
+		if !x.usable(i) || ex.tried.has(i) || plan.weights[i] == 0 {
 			continue
 		}
 		if u := tg.breaker.Until(); best < 0 || u.Before(bestUntil) {

@@ -22,7 +22,7 @@ import (
 type table struct {
 	snap   *snapshot.Snapshot
 	routes map[*snapshot.Route]*routePlan
-	groups map[*snapshot.Group]balancer.Selector
+	groups map[*snapshot.Group]groupRT
 	// groupLimiters are the groups with max_concurrency.
 	groupLimiters map[*snapshot.Group]*policy.Limiter
 	providers     map[int64]*providerRT // by provider id
@@ -33,7 +33,6 @@ type table struct {
 	// routeModels are the /v1/models entries of routes with a serving
 	// target, with their pool context.
 	routeModels map[*snapshot.Route]modelEntry
-	pin         balancer.Selector // for single-target plans
 	// routed are the deployments some route targets: their state never
 	// expires while the route exists.
 	routed map[targetID]bool
@@ -42,9 +41,12 @@ type table struct {
 // routePlan is an address ready to balance: a route's targets, a group's
 // members, or one pinned provider.
 type routePlan struct {
-	kind     resolve.Kind
-	route    string // route model, for usage and the bounded "route" metric label; "" for provider and group addresses
-	selector balancer.Selector
+	kind  resolve.Kind
+	route string // route model, for usage and the bounded "route" metric label; "" for provider and group addresses
+	// strategy is the balancer strategy (package balancer); rr its round
+	// robin position, kept per route or group for the table's life.
+	strategy string
+	rr       *atomic.Uint64
 	targets  []*targetRT
 	weights  []int // per target
 	// pinned plans never fall back to panic mode: the caller asked for this
@@ -54,6 +56,20 @@ type routePlan struct {
 	// address has none beside its provider's, which every target carries).
 	policy  store.Policy
 	limiter *policy.Limiter // routes and groups with max_concurrency only
+	// facts are what admission needs of the targets, computed with the
+	// plan: when the table is built for a route, per request for the
+	// plans of provider and group addresses (routable.go).
+	facts *planFacts
+	// live is the routable set: the facts' members that are not cooling,
+	// rebuilt when a breaker changes (routable.go).
+	live       atomic.Pointer[liveSet]
+	rebuilding atomic.Bool
+}
+
+// groupRT is a group's balancing: its strategy and round robin position.
+type groupRT struct {
+	strategy string
+	rr       *atomic.Uint64
 }
 
 // targetID is the identity of a deployment: a provider serving a model.
@@ -218,21 +234,19 @@ type keyRT struct {
 
 // buildTable derives a table from s, reusing key state from prev.
 func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
-	t := &table{snap: s, routes: map[*snapshot.Route]*routePlan{}, groups: map[*snapshot.Group]balancer.Selector{},
+	t := &table{snap: s, routes: map[*snapshot.Route]*routePlan{}, groups: map[*snapshot.Group]groupRT{},
 		groupLimiters: map[*snapshot.Group]*policy.Limiter{},
 		providers:     map[int64]*providerRT{}, keys: map[int64]*keyRT{}, models: map[*snapshot.Org][]modelEntry{},
 		routeModels: map[*snapshot.Route]modelEntry{}, routed: map[targetID]bool{}}
-	t.pin, _ = balancer.New("")
 	if prev == nil {
 		prev = &table{keys: map[int64]*keyRT{}}
 	}
-	selector := func(strategy, what string) balancer.Selector {
-		sel, err := balancer.New(strategy)
-		if err != nil { // the admin API validates strategies; stay up regardless
+	selector := func(strategy, what string) string {
+		if _, err := balancer.New(strategy); err != nil { // the admin API validates strategies; stay up regardless
 			g.log.Error("unknown strategy; using weighted", "for", what, "err", err)
-			sel, _ = balancer.New("")
+			return balancer.Weighted
 		}
-		return sel
+		return strategy
 	}
 	// Fleet host providers inherit their route's policy (by route id).
 	routePolicy := map[int64]store.Policy{}
@@ -275,7 +289,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 			}
 		}
 		for _, gr := range o.Groups {
-			t.groups[gr] = selector(gr.Strategy, "group "+gr.Slug)
+			t.groups[gr] = groupRT{strategy: selector(gr.Strategy, "group "+gr.Slug), rr: new(atomic.Uint64)}
 			if l := g.keptLimiter(groupLimiter(gr.ID), gr.Policy.MaxConcurrency); l != nil {
 				t.groupLimiters[gr] = l
 			}
@@ -314,7 +328,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 		for _, pj := range o.Projects {
 			for _, r := range pj.Routes {
 				plan := &routePlan{kind: resolve.KindRoute, route: r.Model,
-					selector: selector(r.Strategy, "route "+r.Model), policy: r.Policy, limiter: g.limiter(r)}
+					strategy: selector(r.Strategy, "route "+r.Model), rr: new(atomic.Uint64), policy: r.Policy, limiter: g.limiter(r)}
 				entry := modelEntry{ID: r.Model, Object: "model", Created: r.CreatedAt.Unix(), OwnedBy: "rolter",
 					AddressKind: string(resolve.KindRoute), Policy: r.Policy}
 				serving := false
@@ -338,6 +352,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 						}
 					}
 				}
+				plan.facts = g.facts(plan, r.Model)
 				t.routes[r] = plan
 				if serving {
 					t.routeModels[r] = entry
@@ -428,10 +443,11 @@ func (g *Gateway) plan(t *table, a resolve.Address) *routePlan {
 	case resolve.KindProvider:
 		tg := g.target(t, a.Provider.ID, a.Model, false)
 		tg.configured = tg.provider.upstream || len(a.Provider.Models) > 0
-		return &routePlan{kind: a.Kind, selector: t.pin, pinned: true,
+		return &routePlan{kind: a.Kind, rr: new(atomic.Uint64), pinned: true,
 			targets: []*targetRT{tg}, weights: []int{1}}
 	}
-	plan := &routePlan{kind: a.Kind, selector: t.groups[a.Group], policy: a.Group.Policy, limiter: t.groupLimiters[a.Group]}
+	gr := t.groups[a.Group]
+	plan := &routePlan{kind: a.Kind, strategy: gr.strategy, rr: gr.rr, policy: a.Group.Policy, limiter: t.groupLimiters[a.Group]}
 	for _, m := range a.Group.Members {
 		model := resolve.MemberModel(m, a.Model)
 		if !m.Provider.Serves(model) {
@@ -453,7 +469,7 @@ func (g *Gateway) plan(t *table, a resolve.Address) *routePlan {
 
 // only narrows a plan to one provider's targets (x-rolter-provider).
 func (p *routePlan) only(slug string) *routePlan {
-	out := &routePlan{kind: p.kind, route: p.route, selector: p.selector, pinned: true, policy: p.policy, limiter: p.limiter}
+	out := &routePlan{kind: p.kind, route: p.route, strategy: p.strategy, rr: p.rr, pinned: true, policy: p.policy, limiter: p.limiter}
 	for i, tg := range p.targets {
 		if tg.provider.slug == slug {
 			out.targets = append(out.targets, tg)

@@ -64,9 +64,9 @@ func (t *translating) path(string) string { return t.upstreamPath }
 // upstream is sent another model than the client named.
 func (t *translating) request(ctx context.Context, x *exchange, i int, model string) (upstreamBody, error) {
 	b := x.translated
-	if a := x.adm; a != nil && a.of[i] >= 0 && a.of[i] != a.base {
+	if a := x.adm; a != nil && a.of(i) >= 0 && a.of(i) != a.base {
 		var err error
-		if b, err = t.toUpstream(x.admittedBody(a.of[i])); err != nil {
+		if b, err = t.toUpstream(x.admittedBody(a.of(i))); err != nil {
 			return upstreamBody{}, fmt.Errorf("translate the body admitted for the target: %w", err)
 		}
 	}
@@ -80,17 +80,24 @@ func (t *translating) request(ctx context.Context, x *exchange, i int, model str
 		getBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }}, nil
 }
 
+// translator is the translating pairing of the first routable target
+// (under a policy that admits the request) that needs one; nil when no
+// such target does. It looks at the plan's distinct policies, not its
+// targets.
+func (x *exchange) translator() *translating {
+	for j, t := range x.facts.translator[x.api] {
+		if t != nil && (x.adm == nil || x.adm.results[j].refusal == nil) {
+			return t
+		}
+	}
+	return nil
+}
+
 // translate prepares the request in the other API's shape when a routable
 // target needs it. A feature the other side cannot represent is a 400 that
 // names the field; it is never dropped.
 func (x *exchange) translate(body []byte) *apiError {
-	var t *translating
-	for i, tg := range x.plan.targets {
-		if pr, ok := tg.provider.pairs[x.api].(*translating); ok && !x.down[i] {
-			t = pr
-			break
-		}
-	}
+	t := x.translator()
 	if t == nil {
 		return nil
 	}

@@ -193,6 +193,8 @@ type Cache struct {
 	mu     sync.Mutex    // serializes Sync
 	synced chan struct{} // guarded by mu; closed and replaced by every Sync to wake Run
 
+	soonWake chan struct{} // one pending wake-up of Run for ProbeSoon
+
 	onChange atomic.Pointer[func()]
 	notifyMu sync.Mutex  // held while onChange runs
 	pending  atomic.Bool // a change has not been announced yet
@@ -232,6 +234,9 @@ type entry struct {
 	// the provider made by another prober; 0 when never. While it is
 	// recent, Run does not probe the provider itself (feed.go).
 	fed atomic.Int64
+	// soon: ProbeSoon asked for a probe now; Run takes it off when the
+	// probe starts, so that repeats before then are one probe.
+	soon atomic.Bool
 }
 
 func newEntry(p Provider) *entry {
@@ -264,7 +269,7 @@ func New(cfg Config, clk clock.Clock, client *http.Client, log *slog.Logger) *Ca
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Cache{cfg: cfg.withDefaults(), clock: clk, client: client, log: log, synced: make(chan struct{}),
-		sem: make(chan struct{}, maxProbesInFlight)}
+		sem: make(chan struct{}, maxProbesInFlight), soonWake: make(chan struct{}, 1)}
 	c.closeConns = c.cfg.Interval > ProbeIdleTimeout
 	c.entries.Store(&map[int64]*entry{})
 	return c
@@ -337,6 +342,24 @@ func (c *Cache) announce() {
 			(*fn)()
 		}
 		c.notifyMu.Unlock()
+	}
+}
+
+// ProbeSoon asks for a probe of the provider now, instead of at its next
+// interval: the gateway calls it when a connection to the provider was
+// refused, so its readiness follows within a probe's time. Repeats before
+// that probe starts are one request; an unknown provider is ignored. It
+// never blocks. Run's scheduler moves the provider's probe to now, even
+// while another prober feeds its readings (Feed).
+func (c *Cache) ProbeSoon(id int64) {
+	e, ok := (*c.entries.Load())[id]
+	if !ok {
+		return
+	}
+	e.soon.Store(true)
+	select {
+	case c.soonWake <- struct{}{}:
+	default: // Run has a wake-up pending already
 	}
 }
 

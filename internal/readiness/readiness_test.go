@@ -14,6 +14,7 @@ import (
 
 	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/store"
+	"github.com/rolter/rolter/internal/testkit"
 )
 
 func TestConfiguredProviderThresholds(t *testing.T) {
@@ -453,4 +454,36 @@ func TestStatusUnknownProvider(t *testing.T) {
 		t.Fatal("unknown provider reported")
 	}
 	c.ProbeAll(context.Background()) // no providers: returns at once
+}
+
+// TestProbeSoon: a provider probed at a long interval is probed again at
+// once when ProbeSoon asks, repeats that arrive together are one probe's
+// worth, and an unknown provider is ignored.
+func TestProbeSoon(t *testing.T) {
+	eng := newEngine(t)
+	eng.set("/health", 200, "")
+	c, _ := newTestCache(t, Config{Interval: time.Hour})
+	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: eng.url() + "/v1"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// The first probe comes at once (never probed); the next would be an
+	// hour later.
+	testkit.Eventually(t, "the first probe", func() bool { return eng.hits("GET /health") == 1 })
+	c.ProbeSoon(99) // unknown: nothing happens, nothing blocks
+	c.ProbeSoon(1)
+	testkit.Eventually(t, "the probe ProbeSoon asked for", func() bool { return eng.hits("GET /health") == 2 })
+	for range 100 {
+		c.ProbeSoon(1)
+	}
+	testkit.Eventually(t, "a probe for the burst", func() bool { return eng.hits("GET /health") >= 3 })
+	// A hundred requests made while at most one was pending: at most two
+	// probes for them (one pending, one running), not a hundred.
+	c.ProbeSoon(1)
+	testkit.Eventually(t, "a probe after the burst", func() bool { return eng.hits("GET /health") >= 4 })
+	if n := eng.hits("GET /health"); n > 5 {
+		t.Fatalf("%d probes for 102 ProbeSoon calls: repeats were not coalesced", n)
+	}
 }

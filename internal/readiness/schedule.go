@@ -89,7 +89,8 @@ func (c *Cache) Run(ctx context.Context) {
 				delete(known, e) // Sync dropped it
 				continue
 			}
-			if until := c.fedUntil(e); until.After(now) {
+			// A probe ProbeSoon asked for runs now, fed or not.
+			if until := c.fedUntil(e); !e.soon.Swap(false) && until.After(now) {
 				heap.Push(&q, due{until.Add(c.jitter() / 10), e})
 				continue
 			}
@@ -126,9 +127,22 @@ func (c *Cache) Run(ctx context.Context) {
 			synced = c.synced
 			c.mu.Unlock()
 			follow()
+		case <-c.soonWake:
+			// Move the probes ProbeSoon asked for to now. O(providers),
+			// but only on a refused connection, once per wake-up.
+			for i := range q {
+				if q[i].e.soon.Load() {
+					q[i].at = now
+				}
+			}
+			heap.Init(&q)
 		case e := <-finished:
 			if (*c.entries.Load())[e.key.id] == e {
-				heap.Push(&q, due{time.Now().Add(c.jitter()), e})
+				at := time.Now().Add(c.jitter())
+				if e.soon.Load() { // asked for while it was being probed
+					at = time.Now()
+				}
+				heap.Push(&q, due{at, e})
 			} else {
 				delete(known, e)
 			}

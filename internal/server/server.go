@@ -256,7 +256,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		}
 		budgets = spend.NewTracker(spend.NewRedisCounter(rdb, s.db, prefix, s.cfg.RedisTimeout), spendCounter, s.log, nil)
 	}
-	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg, Readiness: probes, Spend: budgets, Limiter: limiter})
+	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg, Readiness: probes, Probes: probes, Spend: budgets, Limiter: limiter})
 	s.closeIdle = append(s.closeIdle, gw.CloseIdleConnections)
 	probes.OnChange(gw.Refresh)
 	svc.SetReadiness(probes)
