@@ -50,6 +50,16 @@ func TestCreateHostsList(t *testing.T) {
 		if code != 400 || !strings.Contains(out, admin.CodeTooManyEntries) {
 			t.Fatalf("over the cap: %d %s", code, out)
 		}
+		// The handler counts the entries before decoding them: entries
+		// that are no hosts at all (which the decoder would refuse as
+		// validation_failed) are refused for their number, in the words
+		// of the count that stops at the first entry over the cap (the
+		// Service's own check names the exact number).
+		ones := `{"hosts":[` + strings.Repeat("1,", admin.MaxHostsPerCreate) + `1]}`
+		code, out = e.do("POST", "/orgs/default/hosts", ones)
+		if code != 400 || !strings.Contains(out, admin.CodeTooManyEntries) || !strings.Contains(out, fmt.Sprintf("lists more than %d hosts", admin.MaxHostsPerCreate)) {
+			t.Fatalf("over the cap, undecodable entries: %d %s", code, out)
+		}
 		// An unknown field inside an entry is refused as the one-host
 		// form refuses it.
 		code, out = e.do("POST", "/orgs/default/hosts", `{"hosts":[{"ip":"10.4.0.1","bogus":1}]}`)
@@ -67,6 +77,47 @@ func TestCreateHostsList(t *testing.T) {
 		one := `{"ip":"10.5.0.1","port":8000,"model_name":"qwen3","recipe":{"vllm":{"model":"Qwen/Qwen3-8B","source":{"kind":"hf"},"vram_gb":16,"disk_gb":18}}}`
 		if h := e.ok("POST", "/orgs/default/hosts", one, 201); h["api_key"] == nil || h["ip"] != "10.5.0.1" {
 			t.Fatalf("one host: %v", h)
+		}
+	})
+}
+
+// The list form's body is bounded per host, not by the one-host form's
+// 1 MiB: MaxHostsPerCreate hosts, each with 4,096 bytes of notes written
+// as \u escapes (about 12.5 MB), are created; a body over the list bound
+// is 413 body_too_large naming it, and the one-host form keeps 1 MiB.
+func TestCreateHostsListBodyBounds(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d string) {
+		e := newEnv(t, d, nil)
+		notes := strings.Repeat(`\u00e9`, 2048) // é, 2 bytes in UTF-8: 4,096 bytes stored
+		body := strings.ReplaceAll(hostsBody(admin.MaxHostsPerCreate), `,"recipe":`, `,"notes":"`+notes+`","recipe":`)
+		if len(body) < 12_000_000 {
+			t.Fatalf("the body is %d bytes; the test wants one far over 1 MiB", len(body))
+		}
+		code, out := e.do("POST", "/orgs/default/hosts", body)
+		if code != 201 {
+			t.Fatalf("%d hosts with full notes (%d bytes): %d %.300s", admin.MaxHostsPerCreate, len(body), code, out)
+		}
+		var res struct {
+			Hosts []struct {
+				Notes string `json:"notes"`
+			} `json:"hosts"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Hosts) != admin.MaxHostsPerCreate || len(res.Hosts[999].Notes) != 4096 {
+			t.Fatalf("answer: %v, %d hosts", err, len(res.Hosts))
+		}
+
+		// Over the list bound: refused before anything is decoded.
+		const listBound = admin.MaxHostsPerCreate * 16 << 10
+		huge := `{"hosts":[{"ip":"10.9.0.1","port":8000,"notes":"` + strings.Repeat("x", listBound) + `"}]}`
+		code, out = e.do("POST", "/orgs/default/hosts", huge)
+		if code != 413 || !strings.Contains(out, admin.CodeBodyTooLarge) || !strings.Contains(out, fmt.Sprint(listBound)) {
+			t.Fatalf("over the list bound: %d %.300s", code, out)
+		}
+		// The one-host form over 1 MiB.
+		one := `{"ip":"10.9.0.2","port":8000,"notes":"` + strings.Repeat("x", 1<<20) + `"}`
+		code, out = e.do("POST", "/orgs/default/hosts", one)
+		if code != 413 || !strings.Contains(out, admin.CodeBodyTooLarge) || !strings.Contains(out, fmt.Sprint(1<<20)) {
+			t.Fatalf("one host over 1 MiB: %d %.300s", code, out)
 		}
 	})
 }
