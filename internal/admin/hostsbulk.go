@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 
@@ -137,8 +138,8 @@ func (s *Service) createHosts(ctx context.Context, org string, ins []HostInput) 
 	}
 	if err := s.st.CreateHosts(ctx, hs, check); err != nil {
 		var ee *store.EntryError
-		if errors.As(err, &ee) {
-			return nil, ee.Index, fromStore(ee.Err, "host")
+		if errors.As(err, &ee) && !errors.Is(err, store.ErrWriteConflict) { // a write conflict is the batch's, not the entry's
+			return nil, ee.Index, hostStoreError(hs[ee.Index], ee.Err)
 		}
 		var ae *Error
 		if errors.As(err, &ae) && ae.Code == CodePoolContract {
@@ -163,6 +164,20 @@ func (s *Service) createHosts(ctx context.Context, org string, ins []HostInput) 
 		s.log.Info("fleet hosts added", "org", org, "hosts", len(hs), "first", hs[0].ID, "last", hs[len(hs)-1].ID)
 	}
 	return views, -1, nil
+}
+
+// hostStoreError is the store's refusal of h: an address already held
+// names the address, as the client may not know which of its hosts a
+// concurrent write took.
+func hostStoreError(h *store.Host, err error) error {
+	var ce *store.ConflictError
+	if errors.As(err, &ce) && ce.What == "host address" {
+		addr := net.JoinHostPort(h.IP, strconv.Itoa(h.Port))
+		return &Error{Kind: ErrConflict, Code: CodeConflict,
+			Message: fmt.Sprintf("a live host of the org already has the address %s: retire it first, or give this host another", addr),
+			Fields:  map[string]string{"ip": "a live host of the org already has this ip and port"}, Err: err}
+	}
+	return fromStore(err, "host")
 }
 
 // joinCheck checks the contract of one pool a batch joins: each joining

@@ -3,10 +3,12 @@ package admin_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/fleetapi"
@@ -245,6 +247,78 @@ func TestApplyCreatesHostsInOneBatch(t *testing.T) {
 		}
 		if n := e.hosts(t); n != 4 {
 			t.Fatalf("%d hosts after a refused apply", n)
+		}
+	})
+}
+
+// A batch that PostgreSQL aborts as a deadlock is a 409 write_conflict
+// for the whole batch (retry), not an internal error, and writes nothing.
+// The deadlock is forced: a transaction of the test's holds the project
+// row the batch waits for, then asks for the org row the batch holds; the
+// test's session waits longer before looking for deadlocks, so the
+// batch's is the one aborted.
+func TestCreateHostsDeadlockIsAWriteConflict(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d string) {
+		if d != "postgres" {
+			t.Skip("SQLite serialises transactions: no deadlock")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		e := newBulkEnv(t, d)
+		db := e.db.(interface{ SQL() *sql.DB }).SQL()
+		var project int64
+		if err := db.QueryRowContext(ctx, `SELECT id FROM projects WHERE org_id = $1 AND name = 'default'`, e.org).Scan(&project); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		var xid string
+		if _, err := tx.ExecContext(ctx, `SET LOCAL deadlock_timeout = '30s'`); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT id FROM projects WHERE id = $1 FOR UPDATE`, project).Scan(&project); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT txid_current()::text`).Scan(&xid); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.svc.CreateHosts(ctx, "acme", admin.HostsInput{Hosts: bulkHosts(3)})
+			done <- err
+		}()
+		// The batch holds the org and waits on the project row.
+		waiting := func() bool {
+			var n int
+			err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted AND transactionid::text = $1`, xid).Scan(&n)
+			return err == nil && n > 0
+		}
+		for !waiting() {
+			select {
+			case err := <-done:
+				t.Fatalf("the batch ended before waiting on the project: %v", err)
+			case <-ctx.Done():
+				t.Fatal("the batch never waited on the project row")
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		var org int64
+		if err := tx.QueryRowContext(ctx, `SELECT id FROM orgs WHERE id = $1 FOR UPDATE`, e.org).Scan(&org); err != nil {
+			t.Fatalf("the test's transaction was aborted instead of the batch's: %v", err)
+		}
+		err = <-done
+		ae := admin.AsError(err)
+		if ae == nil || ae.Code != admin.CodeWriteConflict || ae.Kind != admin.ErrConflict || strings.HasPrefix(ae.Message, "hosts[") {
+			t.Fatalf("deadlocked batch: %v", err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.hosts(t); n != 0 {
+			t.Fatalf("%d hosts after a deadlocked batch", n)
 		}
 	})
 }
