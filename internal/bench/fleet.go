@@ -351,7 +351,11 @@ func fleetProvidersOut(ctx context.Context, gw *gatewayProc, byID map[int64]*box
 			} `json:"readiness"`
 		}
 		if _, err := gw.adminCall(ctx, http.MethodGet, "/admin/v1/orgs/"+orgName+"/providers/"+h.Provider, nil, &pv); err != nil {
-			continue // gone
+			var se *adminStatusError
+			if errors.As(err, &se) && se.status == http.StatusNotFound {
+				continue // gone
+			}
+			return false, err
 		}
 		if pv.DeletedAt == nil && (pv.Readiness == nil || pv.Readiness.State != "not_ready") {
 			return false, nil

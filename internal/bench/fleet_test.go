@@ -2,6 +2,10 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -41,5 +45,41 @@ func TestFleetScenarioSmall(t *testing.T) {
 	}
 	if f.GatewayCores <= 0 || f.RSS <= 0 || f.Goroutines <= 0 || f.FDs <= 0 {
 		t.Fatalf("steady state: %+v", f)
+	}
+}
+
+// A killed host's provider is out of routing when it reads not ready or
+// is gone (404); any other failure to read it is an error, not "gone".
+func TestFleetProvidersOutOnlyGoneOn404(t *testing.T) {
+	status := http.StatusNotFound
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/admin/v1/orgs/" + orgName + "/hosts":
+			fmt.Fprint(w, `{"data":[{"id":7,"state":"serving","provider":"fleet-7"},{"id":8,"state":"serving","provider":"fleet-8"}]}`)
+		case "/admin/v1/orgs/" + orgName + "/providers/fleet-7":
+			w.WriteHeader(status)
+			fmt.Fprint(w, `{"error":{"code":"x","message":"x"}}`)
+		default:
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+			w.WriteHeader(http.StatusTeapot)
+		}
+	}))
+	defer srv.Close()
+	gw := &gatewayProc{url: srv.URL, admin: "ra-test"}
+	killed := map[int64]bool{7: true}
+	ctx := context.Background()
+	if out, err := fleetProvidersOut(ctx, gw, nil, killed); !out || err != nil {
+		t.Fatalf("provider gone (404): out %v, %v", out, err)
+	}
+	for _, status = range []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusUnauthorized} {
+		out, err := fleetProvidersOut(ctx, gw, nil, killed)
+		var se *adminStatusError
+		if out || !errors.As(err, &se) || se.status != status {
+			t.Fatalf("provider read answered %d: out %v, %v", status, out, err)
+		}
+	}
+	srv.Close()
+	if out, err := fleetProvidersOut(ctx, gw, nil, killed); out || err == nil {
+		t.Fatalf("gateway unreachable: out %v, %v", out, err)
 	}
 }
