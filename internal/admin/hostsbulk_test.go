@@ -270,7 +270,7 @@ func (e *bulkEnv) forceDeadlock(t *testing.T, write func(ctx context.Context) er
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }() // after the Rollback below: sql.ErrTxDone
 	var xid string
 	if _, err := tx.ExecContext(ctx, `SET LOCAL deadlock_timeout = '30s'`); err != nil {
 		t.Fatal(err)
