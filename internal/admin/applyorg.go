@@ -301,10 +301,10 @@ func (a *applier) hosts(ctx context.Context, o *orgRun, hs []HostInput) error {
 	for j, i := range fresh {
 		ins[j] = hs[i]
 	}
-	views, at, err := a.s.createHosts(ctx, o.name, ins)
+	views, at, err := a.s.createHosts(ctx, o.name, ins, func(j int) string { return change(fresh[j]).Entry })
 	if err != nil {
-		if at < 0 {
-			at = 0
+		if at < 0 { // no one entry's failure: the org's hosts list's
+			return a.fail(Change{Kind: KindOrg, Name: o.name, Entry: o.where + ".hosts"}, err)
 		}
 		return a.fail(change(fresh[at]), err)
 	}

@@ -27,6 +27,7 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	CodeStoreUnavailable     = "store_unavailable"
+	CodeWriteConflict        = "write_conflict"
 	CodeTooManyEntries       = "too_many_entries"
 	CodeApplyInProgress      = "apply_in_progress"
 	CodeApplyTimeout         = "apply_timeout"
@@ -159,6 +160,9 @@ func fromStore(err error, what string) error {
 		return &Error{Kind: ErrUnavailable, Code: CodeCanceled, Message: "the request was canceled before it finished", Err: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &Error{Kind: ErrUnavailable, Code: CodeTimeout, Message: "the request ran out of time before it finished; retry", Err: err}
+	case errors.Is(err, store.ErrWriteConflict):
+		return &Error{Kind: ErrConflict, Code: CodeWriteConflict,
+			Message: "a concurrent write got in the way and this one was rolled back: nothing changed; retry", Err: err}
 	case errors.Is(err, store.ErrUnavailable):
 		return &Error{Kind: ErrUnavailable, Code: CodeStoreUnavailable, Message: "the store is unavailable; retry later", Err: err}
 	}

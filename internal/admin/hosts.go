@@ -321,7 +321,7 @@ func contractError(h *store.Host, name, theirs, ours, other string) *Error {
 // CreateHost records an assignment and mints its upstream API key. No
 // route target exists until the fleet controller sees the box serving.
 func (s *Service) CreateHost(ctx context.Context, org string, in HostInput) (HostView, error) {
-	views, _, err := s.createHosts(ctx, org, []HostInput{in})
+	views, _, err := s.createHosts(ctx, org, []HostInput{in}, batchLabel)
 	if err != nil {
 		return HostView{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 
@@ -40,7 +41,7 @@ func (s *Service) CreateHosts(ctx context.Context, org string, in HostsInput) (H
 	case n > MaxHostsPerCreate:
 		return HostsView{}, TooManyHosts(strconv.Itoa(n))
 	}
-	views, at, err := s.createHosts(ctx, org, in.Hosts)
+	views, at, err := s.createHosts(ctx, org, in.Hosts, batchLabel)
 	if err != nil {
 		if at >= 0 {
 			return HostsView{}, entryError("hosts["+strconv.Itoa(at)+"]", err)
@@ -50,7 +51,7 @@ func (s *Service) CreateHosts(ctx context.Context, org string, in HostsInput) (H
 	return HostsView{Hosts: views}, nil
 }
 
-// tooManyHosts refuses a bulk create of n (a count, or "more than ...")
+// TooManyHosts refuses a bulk create of n (a count, or "more than ...")
 // hosts.
 func TooManyHosts(n string) error {
 	return &Error{Kind: ErrInvalid, Code: CodeTooManyEntries,
@@ -72,12 +73,18 @@ func entryError(path string, err error) error {
 	return &out
 }
 
+// batchLabel names the i-th entry of a host list as its request does.
+func batchLabel(i int) string { return "hosts[" + strconv.Itoa(i) + "]" }
+
 // createHosts checks ins and creates them in one store write. On failure
 // at is the index of the entry at fault (-1 when the failure is no one
 // entry's, an unknown org say), and err is its error as CreateHost
-// answers it. The snapshot carries no hosts, so nothing is rebuilt: a host
+// answers it. label(i) names the i-th entry as the caller's input does,
+// for an error that names another entry than its own: a request's list
+// ("hosts[2]"), or the entries apply picked from a desired state
+// ("orgs[0].hosts[5]"). The snapshot carries no hosts, so nothing is rebuilt: a host
 // reaches routing when the fleet controller registers it.
-func (s *Service) createHosts(ctx context.Context, org string, ins []HostInput) (views []HostView, at int, err error) {
+func (s *Service) createHosts(ctx context.Context, org string, ins []HostInput, label func(i int) string) (views []HostView, at int, err error) {
 	o, err := s.org(ctx, org)
 	if err != nil {
 		return nil, -1, err
@@ -103,7 +110,7 @@ func (s *Service) createHosts(ctx context.Context, org string, ins []HostInput) 
 		if len(fe) == 0 {
 			a := hostAddr{ip, in.Port}
 			if j, dup := addrs[a]; dup {
-				fe.add("ip", "hosts[%d] has the same ip and port; each host of a batch needs its own address", j)
+				fe.add("ip", "%s has the same ip and port; each host of a batch needs its own address", label(j))
 			}
 			addrs[a] = i
 		}
@@ -131,14 +138,14 @@ func (s *Service) createHosts(ctx context.Context, org string, ins []HostInput) 
 	}
 	var failed = -1
 	check := func(pool []store.Host, joining []*store.Host) error {
-		i, err := joinCheck(pool, joining, index)
+		i, err := joinCheck(pool, joining, index, label)
 		failed = i
 		return err
 	}
 	if err := s.st.CreateHosts(ctx, hs, check); err != nil {
 		var ee *store.EntryError
-		if errors.As(err, &ee) {
-			return nil, ee.Index, fromStore(ee.Err, "host")
+		if errors.As(err, &ee) && !errors.Is(err, store.ErrWriteConflict) { // a write conflict is the batch's, not the entry's
+			return nil, ee.Index, hostStoreError(hs[ee.Index], ee.Err)
 		}
 		var ae *Error
 		if errors.As(err, &ae) && ae.Code == CodePoolContract {
@@ -165,12 +172,27 @@ func (s *Service) createHosts(ctx context.Context, org string, ins []HostInput) 
 	return views, -1, nil
 }
 
+// hostStoreError is the store's refusal of h: an address already held
+// names the address, as the client may not know which of its hosts a
+// concurrent write took.
+func hostStoreError(h *store.Host, err error) error {
+	var ce *store.ConflictError
+	if errors.As(err, &ce) && ce.What == "host address" {
+		addr := net.JoinHostPort(h.IP, strconv.Itoa(h.Port))
+		return &Error{Kind: ErrConflict, Code: CodeConflict,
+			Message: fmt.Sprintf("a live host of the org already has the address %s: retire it first, or give this host another", addr),
+			Fields:  map[string]string{"ip": "a live host of the org already has this ip and port"}, Err: err}
+	}
+	return fromStore(err, "host")
+}
+
 // joinCheck checks the contract of one pool a batch joins: each joining
 // host against the pool's hosts and the joining hosts before it, as
 // creating them one by one would. Parameters compare by equality, so each
 // distinct contract is compared once, not each host. It returns the index
-// (by index) of the first host refused.
-func joinCheck(pool []store.Host, joining []*store.Host, index map[*store.Host]int) (int, error) {
+// (by index) of the first host refused; a refusal names the joining host
+// it differs from by label of its index.
+func joinCheck(pool []store.Host, joining []*store.Host, index map[*store.Host]int, label func(i int) string) (int, error) {
 	type contract struct {
 		key   string
 		r     *store.Host
@@ -205,7 +227,7 @@ func joinCheck(pool []store.Host, joining []*store.Host, index map[*store.Host]i
 				return index[h], contractError(h, name, theirs, ours, c.other)
 			}
 		}
-		add(h, "hosts["+strconv.Itoa(index[h])+"]")
+		add(h, label(index[h]))
 	}
 	return -1, nil
 }

@@ -3,10 +3,12 @@ package admin_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rolter/rolter/internal/admin"
 	"github.com/rolter/rolter/internal/fleetapi"
@@ -249,8 +251,144 @@ func TestApplyCreatesHostsInOneBatch(t *testing.T) {
 	})
 }
 
-// BenchmarkCreateHosts creates MaxHostsPerCreate hosts in one batch, into
-// an org that already holds as many in the same pool.
+// forceDeadlock runs write, which must lock the acme org and then the
+// default project's row (a host batch does), into a PostgreSQL deadlock:
+// a transaction of the test's holds the project row write waits for, then
+// asks for the org row write holds. The test's session waits longer
+// before looking for deadlocks, so write's is the one aborted; its error
+// is returned.
+func (e *bulkEnv) forceDeadlock(t *testing.T, write func(ctx context.Context) error) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := e.db.(interface{ SQL() *sql.DB }).SQL()
+	var project int64
+	if err := db.QueryRowContext(ctx, `SELECT id FROM projects WHERE org_id = $1 AND name = 'default'`, e.org).Scan(&project); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }() // after the Rollback below: sql.ErrTxDone
+	var xid string
+	if _, err := tx.ExecContext(ctx, `SET LOCAL deadlock_timeout = '30s'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT id FROM projects WHERE id = $1 FOR UPDATE`, project).Scan(&project); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT txid_current()::text`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- write(ctx) }()
+	// write holds the org and waits on the project row.
+	waiting := func() bool {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted AND transactionid::text = $1`, xid).Scan(&n)
+		return err == nil && n > 0
+	}
+	for !waiting() {
+		select {
+		case err := <-done:
+			t.Fatalf("the write ended before waiting on the project: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the write never waited on the project row")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	var org int64
+	if err := tx.QueryRowContext(ctx, `SELECT id FROM orgs WHERE id = $1 FOR UPDATE`, e.org).Scan(&org); err != nil {
+		t.Fatalf("the test's transaction was aborted instead of the write's: %v", err)
+	}
+	err = <-done
+	if rerr := tx.Rollback(); rerr != nil {
+		t.Fatal(rerr)
+	}
+	return err
+}
+
+// A batch that PostgreSQL aborts as a deadlock is a 409 write_conflict
+// for the whole batch (retry), not an internal error nor an entry's, and
+// writes nothing. In an apply, that failure is blamed on the org's hosts
+// list, not on the first new host.
+func TestCreateHostsDeadlockIsAWriteConflict(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d string) {
+		if d != "postgres" {
+			t.Skip("SQLite serialises transactions: no deadlock")
+		}
+		e := newBulkEnv(t, d)
+		err := e.forceDeadlock(t, func(ctx context.Context) error {
+			_, err := e.svc.CreateHosts(ctx, "acme", admin.HostsInput{Hosts: bulkHosts(3)})
+			return err
+		})
+		ae := admin.AsError(err)
+		if ae == nil || ae.Code != admin.CodeWriteConflict || ae.Kind != admin.ErrConflict || strings.HasPrefix(ae.Message, "hosts[") {
+			t.Fatalf("deadlocked batch: %v", err)
+		}
+		if n := e.hosts(t); n != 0 {
+			t.Fatalf("%d hosts after a deadlocked batch", n)
+		}
+
+		desired := admin.Desired{Orgs: []admin.DesiredOrg{{OrgInput: admin.OrgInput{Name: "acme"}, Hosts: bulkHosts(3)}}}
+		err = e.forceDeadlock(t, func(ctx context.Context) error {
+			_, err := e.svc.Apply(ctx, desired, admin.ApplyOptions{})
+			return err
+		})
+		ae = admin.AsError(err)
+		if ae == nil || ae.Code != admin.CodeWriteConflict || !strings.HasPrefix(ae.Message, `orgs[0].hosts (org "acme"): `) {
+			t.Fatalf("deadlocked apply: %v", err)
+		}
+		if n := e.hosts(t); n != 0 {
+			t.Fatalf("%d hosts after a deadlocked apply", n)
+		}
+	})
+}
+
+// In an apply, an error that names another new host names it by its
+// place in the desired state, not in the batch of new hosts: hosts[0]
+// exists, so hosts[1] and hosts[2] are the batch's first and second.
+func TestApplyNamesTheConflictingEntryByItsPlace(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		e := newBulkEnv(t, d)
+		in := bulkHosts(3)
+		if _, err := e.svc.CreateHost(ctx, "acme", in[0]); err != nil {
+			t.Fatal(err)
+		}
+		in[1].ModelName, in[1].Recipe = "llama", bulkRecipe("--max-model-len", "4096")
+		in[2].ModelName, in[2].Recipe = "llama", bulkRecipe("--max-model-len", "8192")
+		desired := func(hs []admin.HostInput) admin.Desired {
+			return admin.Desired{Orgs: []admin.DesiredOrg{{OrgInput: admin.OrgInput{Name: "acme"}, Hosts: hs}}}
+		}
+		_, err := e.svc.Apply(ctx, desired(in), admin.ApplyOptions{})
+		ae := admin.AsError(err)
+		if ae == nil || ae.Code != admin.CodePoolContract || !strings.HasPrefix(ae.Message, "orgs[0].hosts[2] ") ||
+			!strings.Contains(ae.Message, "differs from orgs[0].hosts[1] serving") ||
+			!strings.Contains(ae.Fields["orgs[0].hosts[2].recipe.vllm"], "orgs[0].hosts[1]") {
+			t.Fatalf("pool contract among new hosts: %+v", ae)
+		}
+
+		// An address twice among the new hosts names the first by its
+		// place too (the desired state's own check finds it first).
+		in[2].Recipe = in[1].Recipe
+		in[2].IP = in[1].IP
+		_, err = e.svc.Apply(ctx, desired(in), admin.ApplyOptions{})
+		ae = admin.AsError(err)
+		if ae == nil || ae.Code != admin.CodeValidation || !strings.Contains(ae.Fields["orgs[0].hosts[2].ip"], "orgs[0].hosts[1]") {
+			t.Fatalf("an address twice among new hosts: %+v", ae.Fields)
+		}
+		if n := e.hosts(t); n != 1 {
+			t.Fatalf("%d hosts after refused applies", n)
+		}
+	})
+}
+
+// BenchmarkCreateHosts creates MaxHostsPerCreate hosts in one batch per
+// iteration, each on fresh addresses in the same pool: the pool the
+// contract check reads grows by MaxHostsPerCreate hosts per iteration
+// (from empty), so later iterations cost more than the first.
 func BenchmarkCreateHosts(b *testing.B) {
 	for _, d := range []string{"sqlite", "postgres"} {
 		b.Run(d, func(b *testing.B) {

@@ -48,6 +48,12 @@ func decodeChecked(w http.ResponseWriter, r *http.Request, dst any, limit int64,
 		}
 		body = bytes.NewReader(raw)
 	}
+	return decodeFrom(body, dst, limit)
+}
+
+// decodeFrom is decode's reading of body, a reader bounded by limit or a
+// body already read whole.
+func decodeFrom(body io.Reader, dst any, limit int64) error {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(dst)

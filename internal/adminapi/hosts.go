@@ -17,13 +17,21 @@ func (h *Handler) listHosts(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
+// maxHostEntryBody is what the list form of POST /orgs/{org}/hosts
+// allows per host: 4,096 bytes of notes with each non-ASCII character
+// written as a \u escape, as Python's json.dumps writes them (12 KiB at
+// most), and the recipe, hf_token and the rest in the remaining 4 KiB.
+const maxHostEntryBody = 16 << 10
+
 // maxHostsBody bounds the body of POST /orgs/{org}/hosts in its list
-// form: admin.MaxHostsPerCreate hosts of a few hundred bytes each, with
-// room for notes. The one-host form keeps maxBody.
-const maxHostsBody = 4 << 20
+// form: admin.MaxHostsPerCreate entries of maxHostEntryBody, 16,384,000
+// bytes (about 15.6 MiB). The one-host form keeps maxBody.
+const maxHostsBody = admin.MaxHostsPerCreate * maxHostEntryBody
 
 // createHost creates one host ({...}, answered with the host) or a batch
-// ({"hosts": [{...}, ...]}, answered {"hosts": [...]}, all or none).
+// ({"hosts": [{...}, ...]}, answered {"hosts": [...]}, all or none). The
+// body is read once, up to the list form's bound, and decoded from what
+// was read under the bound of the form it holds.
 func (h *Handler) createHost(w http.ResponseWriter, r *http.Request) error {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHostsBody))
 	if err != nil {
@@ -33,18 +41,31 @@ func (h *Handler) createHost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !batch && len(raw) > maxBody {
+	if batch {
+		var in admin.HostsInput
+		if err := decodeFrom(bytes.NewReader(raw), &in, maxHostsBody); err != nil {
+			return err
+		}
+		v, err := h.svc.CreateHosts(r.Context(), r.PathValue("org"), in)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusCreated, v)
+		return nil
+	}
+	if len(raw) > maxBody {
 		return decodeError(&http.MaxBytesError{Limit: maxBody}, maxBody)
 	}
-	r.Body = io.NopCloser(bytes.NewReader(raw))
-	if batch {
-		return create(w, r, func(in admin.HostsInput) (any, error) {
-			return h.svc.CreateHosts(r.Context(), r.PathValue("org"), in)
-		})
+	var in admin.HostInput
+	if err := decodeFrom(bytes.NewReader(raw), &in, maxBody); err != nil {
+		return err
 	}
-	return create(w, r, func(in admin.HostInput) (any, error) {
-		return h.svc.CreateHost(r.Context(), r.PathValue("org"), in)
-	})
+	v, err := h.svc.CreateHost(r.Context(), r.PathValue("org"), in)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, v)
+	return nil
 }
 
 // hostsBatch reports whether raw is the list form of a host create: an

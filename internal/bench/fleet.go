@@ -97,12 +97,15 @@ type FleetResult struct {
 	Goroutines   float64 `json:"gateway_goroutines"`
 	FDs          int     `json:"gateway_open_fds"`
 	// The kill test: chat through the fleet route while a tenth of the
-	// boxes die. LeaveRoutingS is from the kill until every killed box's
-	// provider reads not ready (or is gone), DeregisteredS until every
-	// killed host is down; -1 when not seen before the wait ended.
+	// boxes die (at least one). LeaveRoutingS is from the kill until every
+	// killed box's provider reads not ready (or is gone), DeregisteredS
+	// until every killed host is down; -1 when not seen before the wait
+	// ended. Dropped requests (due while maxInFlight were still running)
+	// count in Requests and Failed.
 	Killed        int     `json:"killed"`
 	Requests      int     `json:"requests"`
 	Failed        int     `json:"failed"`
+	Dropped       int     `json:"dropped"`
 	FirstError    string  `json:"first_error,omitempty"`
 	LeaveRoutingS float64 `json:"leave_routing_s"`
 	DeregisteredS float64 `json:"deregistered_s"`
@@ -132,6 +135,7 @@ func (b *run) runFleet(ctx context.Context) error {
 
 	// Create every host, fleetBatch per request.
 	byID := map[int64]*box{}
+	ids := make([]int64, 0, len(boxes)) // by position
 	t0 := time.Now()
 	for start := 0; start < len(boxes); start += fleetBatch {
 		part := boxes[start:min(start+fleetBatch, len(boxes))]
@@ -150,6 +154,7 @@ func (b *run) runFleet(ctx context.Context) error {
 		}
 		for i, h := range out.Hosts {
 			byID[h.ID] = part[i]
+			ids = append(ids, h.ID)
 		}
 	}
 	res.CreateS = time.Since(t0).Seconds()
@@ -200,31 +205,50 @@ func (b *run) runFleet(ctx context.Context) error {
 	res.Config, res.ConfigRequests, res.ConfigErrors, res.ConfigFirstError = distOf(ct), len(ct), cerr, cfirst
 	fmt.Fprintf(b.opts.Progress, "fleet        steady: %.3f cores, /vllm/config p99 %.1f ms\n", res.GatewayCores, res.Config.P99)
 
-	if err := b.fleetKill(ctx, gw, byID, res); err != nil {
+	if err := b.fleetKill(ctx, gw, byID, ids, res); err != nil {
 		return err
 	}
 	b.rep.Fleet = res
 	return nil
 }
 
+// fleetVictims are the positions of the boxes the kill test kills: every
+// tenth box (the 10th, the 20th, ...), and the last one when there are
+// fewer than ten, so that the test always kills one.
+func fleetVictims(n int) []int {
+	var out []int
+	for i := 9; i < n; i += 10 {
+		out = append(out, i)
+	}
+	if len(out) == 0 && n > 0 {
+		out = append(out, n-1)
+	}
+	return out
+}
+
 // fleetKill runs the kill test: chat at o.Rate through the fleet route,
-// a tenth of the boxes killed after the first third of the requests.
-func (b *run) fleetKill(ctx context.Context, gw *gatewayProc, byID map[int64]*box, res *FleetResult) error {
+// a tenth of the boxes (fleetVictims; ids are the hosts by position)
+// killed after the first third of the requests.
+func (b *run) fleetKill(ctx context.Context, gw *gatewayProc, byID map[int64]*box, ids []int64, res *FleetResult) error {
 	o := b.opts.Fleet
 	killed := map[int64]bool{}
-	for id := range byID {
-		if id%10 == 0 {
-			killed[id] = true
-		}
+	for _, i := range fleetVictims(len(ids)) {
+		killed[ids[i]] = true
+	}
+	if len(killed) == 0 {
+		return errors.New("fleet kill test: no box to kill")
 	}
 	res.Killed = len(killed)
 	c := newClient(endpoint{via: "rolter", base: gw.url, auth: "Bearer " + gw.key, model: fleetModel}, shape{}, 64)
 	defer c.close()
 	dur := time.Duration(float64(o.Requests) / o.Rate * float64(time.Second))
-	var samples []sample
+	var (
+		samples []sample
+		dropped int
+	)
 	loadDone := make(chan struct{})
 	go func() {
-		samples, _ = c.openLoop(ctx, o.Rate, dur)
+		samples, dropped = c.openLoop(ctx, o.Rate, dur)
 		close(loadDone)
 	}()
 	select {
@@ -253,7 +277,9 @@ func (b *run) fleetKill(ctx context.Context, gw *gatewayProc, byID map[int64]*bo
 		return res.LeaveRoutingS >= 0 && res.DeregisteredS >= 0, nil
 	})
 	<-loadDone
-	res.Requests = len(samples)
+	// A dropped request was due and never sent: the load fell behind, a
+	// failure of the run the report must not hide.
+	res.Requests, res.Dropped, res.Failed = len(samples)+dropped, dropped, dropped
 	for _, s := range samples {
 		if s.err != "" {
 			res.Failed++
@@ -262,8 +288,11 @@ func (b *run) fleetKill(ctx context.Context, gw *gatewayProc, byID map[int64]*bo
 			}
 		}
 	}
-	fmt.Fprintf(b.opts.Progress, "fleet        kill %d: %d of %d requests failed; out of routing %.1fs, deregistered %.1fs\n",
-		res.Killed, res.Failed, res.Requests, res.LeaveRoutingS, res.DeregisteredS)
+	if res.FirstError == "" && dropped > 0 {
+		res.FirstError = fmt.Sprintf("%d requests dropped: due while %d were still in flight", dropped, maxInFlight)
+	}
+	fmt.Fprintf(b.opts.Progress, "fleet        kill %d: %d of %d requests failed (%d dropped); out of routing %.1fs, deregistered %.1fs\n",
+		res.Killed, res.Failed, res.Requests, res.Dropped, res.LeaveRoutingS, res.DeregisteredS)
 	return nil
 }
 
@@ -351,7 +380,11 @@ func fleetProvidersOut(ctx context.Context, gw *gatewayProc, byID map[int64]*box
 			} `json:"readiness"`
 		}
 		if _, err := gw.adminCall(ctx, http.MethodGet, "/admin/v1/orgs/"+orgName+"/providers/"+h.Provider, nil, &pv); err != nil {
-			continue // gone
+			var se *adminStatusError
+			if errors.As(err, &se) && se.status == http.StatusNotFound {
+				continue // gone
+			}
+			return false, err
 		}
 		if pv.DeletedAt == nil && (pv.Readiness == nil || pv.Readiness.State != "not_ready") {
 			return false, nil
@@ -369,8 +402,8 @@ func (f *FleetResult) print(w io.Writer) {
 	if f.ConfigFirstError != "" {
 		fmt.Fprintf(w, "  first /vllm/config error: %s\n", f.ConfigFirstError)
 	}
-	fmt.Fprintf(w, "  kill %d boxes under chat load: %d of %d requests failed; out of routing after %s, deregistered after %s\n",
-		f.Killed, f.Failed, f.Requests, seconds(f.LeaveRoutingS), seconds(f.DeregisteredS))
+	fmt.Fprintf(w, "  kill %d boxes under chat load: %d of %d requests failed (%d dropped); out of routing after %s, deregistered after %s\n",
+		f.Killed, f.Failed, f.Requests, f.Dropped, seconds(f.LeaveRoutingS), seconds(f.DeregisteredS))
 	if f.FirstError != "" {
 		fmt.Fprintf(w, "  first error: %s\n", f.FirstError)
 	}

@@ -2,17 +2,23 @@ package bench
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
 
-// The fleet scenario end to end at 12 hosts with short intervals: every
+// The fleet scenario end to end at 8 hosts with short intervals: every
 // host registers, the agents' polls succeed, the steady-state figures are
-// read, and the killed box (host id 10) leaves routing and is
-// deregistered.
+// read, and the killed box (the last: fewer than ten boxes still lose
+// one) leaves routing and is deregistered. Every request due is counted,
+// sent or dropped.
 func TestFleetScenarioSmall(t *testing.T) {
 	if testing.Short() || runtime.GOOS != "linux" {
 		t.Skip("builds rolter and runs a gateway; not with -short")
@@ -23,23 +29,76 @@ func TestFleetScenarioSmall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Options{Exe: exe, Scenarios: []string{"fleet"}, Fleet: FleetOptions{Hosts: 12,
+	rep, err := Run(ctx, Options{Exe: exe, Scenarios: []string{"fleet"}, Fleet: FleetOptions{Hosts: 8,
 		AgentInterval: time.Second, ProbeInterval: 500 * time.Millisecond, FailAfter: 2, Steady: 2 * time.Second,
 		Requests: 200, Rate: 50}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := rep.Fleet
-	if f == nil || f.Hosts != 12 || len(rep.Phases) != 0 {
+	if f == nil || f.Hosts != 8 || len(rep.Phases) != 0 {
 		t.Fatalf("report: %+v", rep)
 	}
 	if f.ConfigRequests == 0 || f.ConfigErrors != 0 {
 		t.Fatalf("/vllm/config polls: %d, %d errors (%s)", f.ConfigRequests, f.ConfigErrors, f.ConfigFirstError)
 	}
-	if f.Killed != 1 || f.Requests == 0 || f.LeaveRoutingS < 0 || f.DeregisteredS < 0 {
+	if f.Killed != 1 || f.Requests != 200 || f.Failed < f.Dropped || f.LeaveRoutingS < 0 || f.DeregisteredS < 0 {
 		t.Fatalf("kill test: %+v", f)
 	}
 	if f.GatewayCores <= 0 || f.RSS <= 0 || f.Goroutines <= 0 || f.FDs <= 0 {
 		t.Fatalf("steady state: %+v", f)
+	}
+}
+
+// The kill test kills every tenth box by position, and one at least.
+func TestFleetVictims(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want []int
+	}{
+		{0, nil}, {1, []int{0}}, {8, []int{7}}, {9, []int{8}}, {10, []int{9}}, {19, []int{9}}, {25, []int{9, 19}},
+	} {
+		if got := fleetVictims(c.n); !slices.Equal(got, c.want) {
+			t.Errorf("fleetVictims(%d) = %v, want %v", c.n, got, c.want)
+		}
+	}
+	if got := fleetVictims(1000); len(got) != 100 || got[99] != 999 {
+		t.Errorf("fleetVictims(1000): %d boxes, last %d", len(got), got[len(got)-1])
+	}
+}
+
+// A killed host's provider is out of routing when it reads not ready or
+// is gone (404); any other failure to read it is an error, not "gone".
+func TestFleetProvidersOutOnlyGoneOn404(t *testing.T) {
+	status := http.StatusNotFound
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/admin/v1/orgs/" + orgName + "/hosts":
+			fmt.Fprint(w, `{"data":[{"id":7,"state":"serving","provider":"fleet-7"},{"id":8,"state":"serving","provider":"fleet-8"}]}`)
+		case "/admin/v1/orgs/" + orgName + "/providers/fleet-7":
+			w.WriteHeader(status)
+			fmt.Fprint(w, `{"error":{"code":"x","message":"x"}}`)
+		default:
+			t.Errorf("unexpected %s %s", r.Method, r.URL)
+			w.WriteHeader(http.StatusTeapot)
+		}
+	}))
+	defer srv.Close()
+	gw := &gatewayProc{url: srv.URL, admin: "ra-test"}
+	killed := map[int64]bool{7: true}
+	ctx := context.Background()
+	if out, err := fleetProvidersOut(ctx, gw, nil, killed); !out || err != nil {
+		t.Fatalf("provider gone (404): out %v, %v", out, err)
+	}
+	for _, status = range []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusUnauthorized} {
+		out, err := fleetProvidersOut(ctx, gw, nil, killed)
+		var se *adminStatusError
+		if out || !errors.As(err, &se) || se.status != status {
+			t.Fatalf("provider read answered %d: out %v, %v", status, out, err)
+		}
+	}
+	srv.Close()
+	if out, err := fleetProvidersOut(ctx, gw, nil, killed); out || err == nil {
+		t.Fatalf("gateway unreachable: out %v, %v", out, err)
 	}
 }

@@ -26,6 +26,9 @@ type box struct {
 	ip   netip.Addr
 	port int
 	srv  *http.Server
+	// served is closed when srv.Serve has returned: stopBoxes waits for
+	// it, so that no box's server outlives the scenario.
+	served chan struct{}
 	// agent's client, bound to ip: the gateway knows a box by the address
 	// it connects from.
 	agent *http.Client
@@ -48,11 +51,15 @@ func startBoxes(n int) ([]*box, error) {
 			stopBoxes(boxes)
 			return nil, fmt.Errorf("box %d on %s: %w", i, ip, err)
 		}
-		b := &box{ip: ip, port: ln.Addr().(*net.TCPAddr).Port, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+		b := &box{ip: ip, port: ln.Addr().(*net.TCPAddr).Port, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second},
+			served: make(chan struct{})}
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip.AsSlice()}, Timeout: 10 * time.Second}
 		b.agent = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, DialContext: d.DialContext,
 			MaxIdleConnsPerHost: 1, IdleConnTimeout: 90 * time.Second}}
-		go func() { _ = b.srv.Serve(ln) }()
+		go func() {
+			defer close(b.served)
+			_ = b.srv.Serve(ln)
+		}()
 		boxes = append(boxes, b)
 	}
 	return boxes, nil
@@ -63,10 +70,14 @@ func startBoxes(n int) ([]*box, error) {
 // agents' context.
 func (b *box) kill() { _ = b.srv.Close() }
 
+// stopBoxes kills every box and waits for their servers to return.
 func stopBoxes(boxes []*box) {
 	for _, b := range boxes {
 		b.kill()
 		b.agent.CloseIdleConnections()
+	}
+	for _, b := range boxes {
+		<-b.served
 	}
 }
 

@@ -36,6 +36,11 @@ var (
 	// ErrLastAdminToken: revoking the token would leave no live global
 	// admin token.
 	ErrLastAdminToken = errors.New("store: last live global admin token")
+	// ErrWriteConflict wraps a write the database rolled back because a
+	// concurrent one got in its way (a deadlock or a serialization
+	// failure on PostgreSQL): nothing was written, and the same write can
+	// succeed when retried.
+	ErrWriteConflict = errors.New("store: write conflict with a concurrent write; retry")
 )
 
 // ConflictError reports a unique constraint that a write would break.
@@ -209,7 +214,10 @@ type Store interface {
 	// project and model name), with the pool's live hosts and the batch's
 	// hosts joining it, serialised as for CreateHost; an error from it
 	// aborts the batch. A failure of one host's insert (an address already
-	// held) is an *EntryError naming its index in hs.
+	// held) is an *EntryError naming its index in hs. Batches into one org
+	// are serialised whatever their projects, since an address is unique
+	// in the org: of two batches sharing an address, the later one fails
+	// on it rather than both deadlocking.
 	CreateHosts(ctx context.Context, hs []*Host, check PoolJoinCheck) error
 	// GetHost returns the org's host with its API key opened.
 	GetHost(ctx context.Context, orgID, id int64) (*Host, error)

@@ -97,8 +97,8 @@ func (s *DB) CreateHost(ctx context.Context, h *store.Host, check store.PoolChec
 	})
 }
 
-// CreateHosts implements store.Store: one transaction, each pool locked
-// and read once for the batch.
+// CreateHosts implements store.Store: one transaction, the org locked
+// first, then each pool locked and read once for the batch.
 func (s *DB) CreateHosts(ctx context.Context, hs []*store.Host, check store.PoolJoinCheck) error {
 	t := now()
 	for _, h := range hs {
@@ -110,6 +110,9 @@ func (s *DB) CreateHosts(ctx context.Context, hs []*store.Host, check store.Pool
 		}
 	}
 	return s.tx(ctx, func(tx querier) error {
+		if err := s.lockOrgs(ctx, tx, hs); err != nil {
+			return err
+		}
 		if check != nil {
 			if err := s.checkPools(ctx, tx, hs, check); err != nil {
 				return err
@@ -128,6 +131,36 @@ func (s *DB) CreateHosts(ctx context.Context, hs []*store.Host, check store.Pool
 		}
 		return nil
 	})
+}
+
+// lockOrgs locks the rows of the orgs hs belong to, in id order, on
+// PostgreSQL. The project locks of checkPools serialise a pool's writes,
+// but the unique index on a live host's address (hosts_live_address) is
+// org-wide: two batches into different projects that share addresses,
+// inserted in opposite orders, would each wait on the other's rows until
+// PostgreSQL aborted one as a deadlock. With the org locked first, the
+// later batch waits for the earlier and then fails on the address it
+// shares. FOR NO KEY UPDATE conflicts with itself and with CreateFleetKey's
+// FOR UPDATE, but not with the key-share locks that inserts referencing
+// the org take, so those do not queue behind a batch.
+func (s *DB) lockOrgs(ctx context.Context, tx querier, hs []*store.Host) error {
+	if s.dialect != dialectPostgres {
+		return nil // SQLite's one connection serialises transactions
+	}
+	var orgs []int64
+	for _, h := range hs {
+		if !slices.Contains(orgs, h.OrgID) {
+			orgs = append(orgs, h.OrgID)
+		}
+	}
+	slices.Sort(orgs)
+	for _, id := range orgs {
+		var org int64
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM orgs WHERE id = ? FOR NO KEY UPDATE`), id).Scan(&org); err != nil {
+			return s.classify(err, "")
+		}
+	}
+	return nil
 }
 
 // checkPools runs check once over each pool hs join, in the order of

@@ -239,6 +239,9 @@ func (s *DB) classify(err error, what string) error {
 		case "23503":
 			return &store.InUseError{What: pgErr.TableName}
 		}
+		if pgErr.Code == "40P01" || pgErr.Code == "40001" { // deadlock_detected, serialization_failure
+			return fmt.Errorf("%w: %v", store.ErrWriteConflict, err)
+		}
 		if pgUnavailable(pgErr.Code) {
 			return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
 		}
