@@ -22,11 +22,11 @@ func flockFile(name string, exclusive bool) (release func(), err error) {
 		how = syscall.LOCK_EX
 	}
 	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
-		f.Close()
+		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, errLocked
 		}
 		return nil, fmt.Errorf("store: lock %s: %w", name, err)
 	}
-	return func() { f.Close() }, nil // closing the file releases the lock
+	return func() { _ = f.Close() }, nil // closing the file releases the lock
 }
