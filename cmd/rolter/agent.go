@@ -26,7 +26,7 @@ func agentCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Server, "server", os.Getenv("ROLTER_SERVER"), "the gateway's base URL, e.g. https://rolter.internal (env ROLTER_SERVER; required)")
 	fs.StringVar(&cfg.StateDir, "state-dir", envOr("ROLTER_AGENT_STATE_DIR", "./rolter-agent"), "state file and vLLM logs (env ROLTER_AGENT_STATE_DIR)")
 	fs.StringVar(&modelsDirFl, "models-dir", "", "where weights are looked for and downloaded (default <state-dir>/models)")
-	fs.StringVar(&vllmCommand, "vllm-command", "vllm", `the vLLM command, split on spaces; the agent appends "serve MODEL --port P --api-key K ARGS"`)
+	fs.StringVar(&vllmCommand, "vllm-command", "vllm", "the vLLM command (COMMAND), split on spaces; "+agent.LaunchDoc)
 	fs.DurationVar(&cfg.Interval, "interval", agent.DefaultInterval, "how often the assignments are fetched")
 	fs.DurationVar(&cfg.StopGrace, "stop-grace", agent.DefaultStopGrace, "how long vLLM may take to stop after SIGTERM before it is killed")
 	fs.StringVar(&cfg.NvidiaSMI, "nvidia-smi", "nvidia-smi", "the nvidia-smi executable used to discover GPUs")

@@ -63,7 +63,10 @@ func restoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprint(stderr, `Usage: rolter restore [flags] FILE
 
 Replaces the whole store with the backup FILE written by rolter backup,
-then migrates it forward. Stop the gateway first. A SQLite backup goes
+then migrates it forward. Stop the gateway first: while a gateway serves
+the store the restore is refused, because that gateway would keep serving
+its old routing state. --force restores anyway and tells running replicas
+to reload (PostgreSQL); a SQLite gateway must then be restarted. A SQLite backup goes
 into a SQLite store, a PostgreSQL one (pg_restore and psql must be on PATH)
 into a PostgreSQL store with the same schema name. Virtual keys and admin
 tokens come back as hashes: they keep working, but cannot be shown again.
@@ -74,6 +77,7 @@ See docs/backup.md for what a restore does not bring back.
 	}
 	var sf storeFlags
 	sf.register(fs)
+	force := fs.Bool("force", false, "restore even while a gateway serves the store, then tell running replicas to reload (PostgreSQL; restart a SQLite gateway)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -90,10 +94,25 @@ See docs/backup.md for what a restore does not bring back.
 		return errors.New("want exactly one FILE")
 	}
 	file := files[0]
-	if err := backup.Restore(ctx, sf.store, sf.dataDir, file); err != nil {
-		return err
+	if !*force {
+		if err := backup.Restore(ctx, sf.store, sf.dataDir, file); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "rolter: restored %s into the %s; start the gateway again\n", file, backup.Describe(sf.store, sf.dataDir))
+	} else {
+		serving, err := backup.RestoreForce(ctx, sf.store, sf.dataDir, file)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !serving:
+			fmt.Fprintf(stdout, "rolter: restored %s into the %s; start the gateway again\n", file, backup.Describe(sf.store, sf.dataDir))
+		case strings.HasPrefix(sf.store, "postgres"):
+			fmt.Fprintf(stdout, "rolter: restored %s into the %s under running gateways; they were told to reload their routing state\n", file, backup.Describe(sf.store, sf.dataDir))
+		default:
+			fmt.Fprintf(stdout, "rolter: restored %s into the %s under a running gateway; restart it: until then it serves its old routing state\n", file, backup.Describe(sf.store, sf.dataDir))
+		}
 	}
-	fmt.Fprintf(stdout, "rolter: restored %s into the %s; start the gateway again\n", file, backup.Describe(sf.store, sf.dataDir))
 	// A restore creates the store 0600 but keeps an existing file's mode.
 	for _, f := range sqlstore.LooseFiles(sf.store, sf.dataDir) {
 		fmt.Fprintf(stderr, "rolter: warning: %s is mode %#o: other users can read the keys in it; run chmod 600 on it\n", f.Path, f.Mode)

@@ -69,6 +69,7 @@ func gatewayCommands(stdout, stderr io.Writer) []*cobra.Command {
 		wrap("import [flags] FILE", "import a LiteLLM config.yaml or a rolter config file into the store", importCmd),
 		wrap("bench [flags]", "measure rolter's overhead against a mock upstream", benchCmd),
 		wrap("mock [flags]", "serve only the simulated upstream (used by bench)", mock),
+		wrap("keygen", "print a fresh master key for ROLTER_MASTER_KEY", keygen),
 	}
 }
 

@@ -17,15 +17,18 @@ func (s *Service) SetReadiness(r Readiness) { s.ready = r }
 
 // ReadinessView is a provider's live state as the API shows it.
 type ReadinessView struct {
-	State      string     `json:"state"` // "ready" or "not_ready"
-	Reason     string     `json:"reason,omitempty"`
-	ModelID    string     `json:"model_id,omitempty"`
-	Context    int        `json:"context,omitempty"`
-	Modalities []string   `json:"modalities,omitempty"`
-	Slots      int        `json:"slots,omitempty"`
-	Build      string     `json:"build,omitempty"`
-	LastProbe  *time.Time `json:"last_probe,omitempty"`
-	LastError  string     `json:"last_error,omitempty"`
+	State      string   `json:"state"` // "ready" or "not_ready"
+	Reason     string   `json:"reason,omitempty"`
+	ModelID    string   `json:"model_id,omitempty"`
+	Context    int      `json:"context,omitempty"`
+	Modalities []string `json:"modalities,omitempty"`
+	Slots      int      `json:"slots,omitempty"`
+	Build      string   `json:"build,omitempty"`
+	// Quantization is the served model's file type ("Q4_K_M"), as
+	// llama.cpp reports it; omitted when unknown.
+	Quantization string     `json:"quantization,omitempty"`
+	LastProbe    *time.Time `json:"last_probe,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`
 	// StaleModels are the models the upstream answered it does not serve,
 	// with why; their targets are out of routing until a probe lists them.
 	StaleModels map[string]string `json:"stale_models,omitempty"`
@@ -40,7 +43,7 @@ func (s *Service) readiness(id int64) *ReadinessView {
 		return nil
 	}
 	v := &ReadinessView{State: "not_ready", Reason: st.Reason, ModelID: st.Facts.ModelID, Context: st.Facts.Context,
-		Modalities: st.Facts.Modalities, Slots: st.Facts.Slots, Build: st.Facts.Build, LastError: st.LastError,
+		Modalities: st.Facts.Modalities, Slots: st.Facts.Slots, Build: st.Facts.Build, Quantization: st.Facts.Quantization, LastError: st.LastError,
 		StaleModels: st.Stale}
 	if st.Ready {
 		v.State = "ready"

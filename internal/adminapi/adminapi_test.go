@@ -358,7 +358,7 @@ func TestPagination(t *testing.T) {
 // list responses, not in errors, not in logs, not at rest in plain text.
 func TestSecretsShownOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, d string) {
-		sealer, _ := secret.NewSealer(secret.New("master-key-FAKE-0002"))
+		sealer, _ := secret.NewSealer(secret.New("0a58c26075cf80c03cfee12e0e8f40ad0c4d53393382a61589e2842688bd435e"))
 		e := newEnv(t, d, sealer)
 		const provSecret = "sk-provider-FAKE-0003"
 		const provSecret2 = "sk-provider-FAKE-0004"

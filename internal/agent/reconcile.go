@@ -258,7 +258,8 @@ func (a *Agent) prepare(ctx context.Context, as fleetapi.Assignment, hw hardware
 	}
 
 	// The API key goes to vLLM as VLLM_API_KEY, which it reads like
-	// --api-key: in argv, every local user could read it with ps.
+	// --api-key: in argv, every local user could read it with ps. LaunchDoc
+	// says this to operators (rolter agent -h).
 	argv := append(slices.Clone(a.cfg.Command), "serve", model, "--port", strconv.Itoa(as.Port))
 	argv = append(argv, v.Args...)
 	if model != v.Model {
@@ -282,6 +283,11 @@ func (a *Agent) prepare(ctx context.Context, as fleetapi.Assignment, hw hardware
 	}
 	return launch{argv: argv, env: a.childEnv(append(extra, "VLLM_API_KEY="+as.APIKey)), place: pl}, nil
 }
+
+// LaunchDoc is how the agent starts vLLM, as rolter agent -h says it;
+// TestLaunchMatchesDoc holds prepare to it.
+const LaunchDoc = `the agent runs it as COMMAND serve MODEL --port P followed by the recipe's args ` +
+	`(and --served-model-name, --revision when the recipe needs them); the API key goes in the environment as VLLM_API_KEY, never in argv`
 
 // childEnv is the agent's environment for vLLM, without the fleet key,
 // plus extra.

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -237,6 +238,44 @@ func TestRedactArgs(t *testing.T) {
 	want := "vllm serve m --api-key [redacted] --hf-token=[redacted] --max-model-len 4096 --api-key=[redacted] --secret-thing --port 8000"
 	if got != want {
 		t.Errorf("redactArgs =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Issue 22, agent help text: LaunchDoc (rolter agent -h) says what prepare
+// does: COMMAND serve MODEL --port P, the recipe's args, the key only in
+// the environment as VLLM_API_KEY.
+func TestLaunchMatchesDoc(t *testing.T) {
+	for _, want := range []string{"COMMAND serve MODEL --port P", "VLLM_API_KEY", "never in argv", "--served-model-name", "--revision"} {
+		if !strings.Contains(LaunchDoc, want) {
+			t.Errorf("LaunchDoc does not say %q: %s", want, LaunchDoc)
+		}
+	}
+	if strings.Contains(LaunchDoc, "--api-key") {
+		t.Errorf("LaunchDoc names --api-key, which the agent never passes: %s", LaunchDoc)
+	}
+	a, err := New(Config{Server: "http://127.0.0.1:1", FleetKey: wrongKey, StateDir: t.TempDir(), NvidiaSMI: "rolter-test-no-such-nvidia-smi",
+		Command: []string{"python", "-m", "vllm.entrypoints"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HF_HOME", t.TempDir())
+	as := hfAssignment(1, 8000)
+	v := *as.Recipe.VLLM
+	v.Args = []string{"--max-model-len", "4096"}
+	as.Recipe.VLLM = &v
+	l, err := a.prepare(context.Background(), as, hardware{DiskFree: gib})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(l.argv, " ")
+	if want := "python -m vllm.entrypoints serve " + v.Model + " --port 8000 --max-model-len 4096"; !strings.HasPrefix(got, want) {
+		t.Errorf("argv = %s, want it to start %s", got, want)
+	}
+	if strings.Contains(got, "--api-key") || strings.Contains(got, testAPIKey) {
+		t.Errorf("the key is in argv: %s", got)
+	}
+	if !slices.Contains(l.env, "VLLM_API_KEY="+testAPIKey) {
+		t.Error("VLLM_API_KEY is not in the child's environment")
 	}
 }
 

@@ -202,9 +202,33 @@ func syncDir(dir string) {
 // read from its content and must match the store's dialect; an artifact
 // that is damaged, or not rolter's, is refused before the store is
 // touched. On PostgreSQL the replacement is one transaction; on SQLite it
-// is one write transaction of the online backup API. Stop the gateway
-// first.
+// is one write transaction of the online backup API.
+//
+// A gateway serving the store would keep its old routing state, so Restore
+// refuses while one runs (sqlstore.HoldRestore; the error wraps
+// sqlstore.ErrServing and says what to do). RestoreForce restores anyway.
 func Restore(ctx context.Context, spec, dataDir, file string) error {
+	return restore(ctx, spec, dataDir, file, false)
+}
+
+// RestoreForce restores like Restore while gateways serve the store, then
+// tells them to reload: on PostgreSQL a change announcement (NOTIFY) makes
+// every replica rebuild its routing state from the restored store. On
+// SQLite there is no announcement: the gateway serves its old routing state
+// until it restarts (docs/backup.md). serving reports whether a gateway was
+// seen.
+func RestoreForce(ctx context.Context, spec, dataDir, file string) (serving bool, err error) {
+	err = restore(ctx, spec, dataDir, file, true)
+	if errors.Is(err, errForcedServing) {
+		return true, nil
+	}
+	return false, err
+}
+
+// errForcedServing tells RestoreForce that it restored under a gateway.
+var errForcedServing = errors.New("restored under a running gateway")
+
+func restore(ctx context.Context, spec, dataDir, file string, force bool) error {
 	t, err := parseTarget(spec, dataDir)
 	if err != nil {
 		return err
@@ -217,6 +241,18 @@ func Restore(ctx context.Context, spec, dataDir, file string) error {
 		return fmt.Errorf("backup: %s is a %s backup but the store is %s: restore it into a %s store",
 			file, dialectName(kind), dialectName(t.dialect), dialectName(kind))
 	}
+	release, err := sqlstore.HoldRestore(ctx, spec, dataDir)
+	serving := errors.Is(err, sqlstore.ErrServing)
+	switch {
+	case serving && !force:
+		return fmt.Errorf("backup: %w (%s): it would keep serving its old routing state. Stop every gateway on this store and run the restore again, or run it with --force to restore anyway and have running replicas reload (PostgreSQL; a SQLite gateway must be restarted)",
+			sqlstore.ErrServing, Describe(spec, dataDir))
+	case serving:
+		release = func() {}
+	case err != nil:
+		return err
+	}
+	defer release()
 	if t.dialect == dialectSQLite {
 		err = restoreSQLite(ctx, file, t.path)
 	} else {
@@ -229,7 +265,16 @@ func Restore(ctx context.Context, spec, dataDir, file string) error {
 	if err != nil {
 		return fmt.Errorf("backup: restored %s, but the store does not open: %w", file, err)
 	}
-	return db.Close()
+	defer db.Close()
+	if serving {
+		// On PostgreSQL every replica rebuilds its snapshot on this
+		// announcement; on SQLite it does nothing.
+		if err := db.NotifyChange(ctx); err != nil {
+			return fmt.Errorf("backup: restored %s, but the running replicas were not told to reload (restart them): %w", file, err)
+		}
+		return errForcedServing
+	}
+	return nil
 }
 
 func dialectName(d string) string {

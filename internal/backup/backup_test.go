@@ -25,7 +25,7 @@ import (
 )
 
 const (
-	masterKey   = "backup test master key"
+	masterKey   = "da27c28fc9bcb82dbb5ed4b2e80443c320a5bc388ee7668046a99f2644191539" // 32 random bytes in hex
 	providerKey = "sk-backup-test-provider-key"
 )
 
@@ -212,7 +212,7 @@ func TestRoundTrip(t *testing.T) {
 		must(t, db.CreateOrg(ctx, &store.Org{Name: "after-restore"}))
 
 		// Provider keys are sealed: another master key cannot read them.
-		other := open(t, spec, dir, sealer(t, "another master key"))
+		other := open(t, spec, dir, sealer(t, "ed75b79a4f5a71e7f0f7032263f4f120f4d60f300f5db5ac96ec5707b7605626"))
 		if _, err := other.Load(ctx); !errors.Is(err, secret.ErrWrongMasterKey) {
 			t.Errorf("Load with another master key: %v, want ErrWrongMasterKey", err)
 		}

@@ -261,6 +261,11 @@ func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last outcome, ma
 	x.record(last)
 	v := verdicts[last.class]
 	msg := "all upstream attempts failed (" + strconv.Itoa(x.attempts) + " tried); the last ended with " + string(last.class)
+	if x.target != nil {
+		// The provider's slug, never its URL: the URL is in the log line
+		// and the admin view, not for a key holder.
+		msg += " at provider " + quoteModel(x.target.provider.slug)
+	}
 	if last.status != 0 {
 		msg += " (upstream status " + strconv.Itoa(last.status) + ")"
 	}

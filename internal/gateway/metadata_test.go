@@ -47,7 +47,7 @@ func newEngine(t *testing.T, kind string, context int, models ...string) *engine
 			}
 			_, _ = io.WriteString(w, `{"object":"list","data":[`+strings.Join(cards, ",")+`]}`)
 		case "/props":
-			fmt.Fprintf(w, `{"default_generation_settings":{"n_ctx":%d},"total_slots":4,"model_alias":%q,"model_path":"/models/x.gguf","modalities":{"vision":false,"audio":false},"build_info":"b6000-abc123"}`, e.context, e.alias)
+			fmt.Fprintf(w, `{"default_generation_settings":{"n_ctx":%d},"total_slots":4,"model_alias":%q,"model_ftype":"Q4_K - Medium","model_path":"/models/Qwen3-8B-Q4_K_M.gguf","modalities":{"vision":false,"audio":false},"build_info":"b6000-abc123"}`, e.context, e.alias)
 		default:
 			var req struct {
 				Model string `json:"model"`
@@ -170,6 +170,24 @@ func TestLlamaCppAliasMismatchIsNotReady(t *testing.T) {
 	h.probe()
 	if st, _, _, body := h.call("chat"); st != 503 || !strings.Contains(body, "metadata_unavailable") {
 		t.Fatalf("alias mismatch: %d %s", st, body)
+	}
+}
+
+// Design 003: llama.cpp supplies quantization through /props, and the
+// discovery projection (/v1/models) shows it on the provider's address.
+func TestLlamaCppQuantizationInModels(t *testing.T) {
+	h := newProbedHarness(t, Config{})
+	e := newEngine(t, "llamacpp", 16384, "qwen3-8b")
+	pid := h.upstreamProvider("llama", e.base())
+	h.route("chat", "", store.Target{ProviderID: pid, Weight: 1})
+	h.probe()
+	ms := h.models()
+	if got := ms["llama/qwen3-8b"].Quantization; got != "Q4_K_M" {
+		t.Fatalf("llama/qwen3-8b quantization %q, want Q4_K_M: %+v", got, ms)
+	}
+	// A route may pool several serves: it names no quantization.
+	if got := ms["chat"].Quantization; got != "" {
+		t.Fatalf("route chat quantization %q, want none", got)
 	}
 }
 

@@ -21,6 +21,10 @@ type modelEntry struct {
 	// group, the minimum of its routable members (design 002's pool rule).
 	ContextLength int      `json:"context_length,omitempty"`
 	Modalities    []string `json:"modalities,omitempty"`
+	// Quantization is the served model's file type ("Q4_K_M") on a
+	// provider-slug/model address whose upstream reports one (llama.cpp);
+	// a route or group may pool several, so it names none.
+	Quantization string `json:"quantization,omitempty"`
 	// Policy governs the address: the strictest of its own policy (route
 	// or group) and the policies of the providers that serve it, so a
 	// request within it is admitted on every target.

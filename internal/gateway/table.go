@@ -285,7 +285,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 				}
 				models = append(models, modelEntry{ID: p.Slug + "/" + m, Object: "model", Created: p.CreatedAt.Unix(),
 					OwnedBy: p.Slug, AddressKind: string(resolve.KindProvider), ContextLength: ctx, Modalities: st.Facts.Modalities,
-					Policy: rt.policy})
+					Quantization: st.Facts.Quantization, Policy: rt.policy})
 			}
 		}
 		for _, gr := range o.Groups {

@@ -47,7 +47,9 @@ func newHarness(t *testing.T, dialect string, master string) *harness {
 // under a master key, since recognising earlier imports reads them back.
 func each(t *testing.T, fn func(t *testing.T, h *harness)) {
 	storetest.EachWith(t, func(t *testing.T, d string) *harness { return newHarness(t, d, "") }, fn)
-	t.Run("sqlite-sealed", func(t *testing.T) { fn(t, newHarness(t, "sqlite", "litellm-test-master-key")) })
+	t.Run("sqlite-sealed", func(t *testing.T) {
+		fn(t, newHarness(t, "sqlite", "5dbe21dce6b133fc9be41e2a8b54b04db1af20adce1228c302512404e8f32776"))
+	})
 }
 
 func (h *harness) run(t *testing.T, cfg *litellm.Config, opts litellm.Options) string {

@@ -31,7 +31,8 @@ const maxContext = math.MaxInt32
 // modelCard is what rolter reads from the one card of GET /models.
 type modelCard struct {
 	id      string
-	context int // 0 if the card names none
+	context int    // 0 if the card names none
+	ftype   string // llama.cpp meta.ftype, e.g. "Q4_K - Medium"; "" if absent
 }
 
 // parseModels reads an OpenAI-style model list that must hold exactly one
@@ -56,6 +57,7 @@ func parseModels(body []byte) (modelCard, error) {
 		Meta          *struct {
 			NCtx      json.RawMessage `json:"n_ctx"`
 			NCtxTrain json.RawMessage `json:"n_ctx_train"`
+			Ftype     json.RawMessage `json:"ftype"`
 		} `json:"meta"`
 	}
 	if err := json.Unmarshal((*list.Data)[0], &card); err != nil {
@@ -73,6 +75,9 @@ func parseModels(body []byte) (modelCard, error) {
 		keys = append(keys, key{"meta.n_ctx", card.Meta.NCtx}, key{"meta.n_ctx_train", card.Meta.NCtxTrain})
 	}
 	mc := modelCard{id: *card.ID}
+	if card.Meta != nil {
+		mc.ftype = descriptiveString(card.Meta.Ftype)
+	}
 	for _, k := range keys {
 		n, ok, err := positiveInt(k.raw)
 		if err != nil {
@@ -93,11 +98,13 @@ type llamaProps struct {
 	slots      int
 	modalities []string
 	build      string
+	ftype      string // model_ftype, e.g. "Q4_K - Medium"; "" if absent
+	modelPath  string // model_path, the GGUF file
 }
 
 // parseProps reads llama.cpp's /props. The fields that drive routing
 // (n_ctx, model_alias) must be well-formed; the descriptive ones (slots,
-// modalities, build) are dropped when they are not.
+// modalities, build, model_ftype, model_path) are dropped when they are not.
 func parseProps(body []byte) (llamaProps, error) {
 	var doc struct {
 		DefaultGenerationSettings *struct {
@@ -107,6 +114,8 @@ func parseProps(body []byte) (llamaProps, error) {
 		TotalSlots json.RawMessage `json:"total_slots"`
 		Modalities json.RawMessage `json:"modalities"`
 		BuildInfo  json.RawMessage `json:"build_info"`
+		ModelFtype json.RawMessage `json:"model_ftype"`
+		ModelPath  json.RawMessage `json:"model_path"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return llamaProps{}, fmt.Errorf("GET /props: malformed JSON: %v", err)
@@ -129,11 +138,22 @@ func parseProps(body []byte) (llamaProps, error) {
 	if json.Unmarshal(doc.BuildInfo, &build) == nil {
 		pr.build = build
 	}
+	pr.ftype, pr.modelPath = descriptiveString(doc.ModelFtype), descriptiveString(doc.ModelPath)
 	var mods map[string]bool
 	if len(doc.Modalities) > 0 && json.Unmarshal(doc.Modalities, &mods) == nil && mods != nil {
 		pr.modalities = modalityNames(mods)
 	}
 	return pr, nil
+}
+
+// descriptiveString reads a JSON string for a descriptive fact; anything
+// else (absent, null, another type) gives "".
+func descriptiveString(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
 }
 
 // modalityNames turns llama.cpp's input modalities ({"vision":true,

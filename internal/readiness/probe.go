@@ -82,6 +82,7 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 		facts.Context = pr.context
 	}
 	facts.Slots, facts.Modalities, facts.Build = pr.slots, pr.modalities, pr.build
+	facts.Quantization = quantization(pr.ftype, card.ftype, pr.modelPath)
 	if facts.Context == 0 {
 		return unusableMetadata(redact(fmt.Sprintf(
 			"GET /models: model %q reports no context length (looked for %s)", card.id, contextKeysDoc)))
@@ -100,7 +101,7 @@ func fromModels(models []byte, redact func(string) string) observation {
 		return unusableMetadata(redact(fmt.Sprintf(
 			"GET /models: model %q reports no context length (looked for %s)", card.id, contextKeysDoc)))
 	}
-	return observation{facts: Facts{ModelID: card.id, Context: card.context}}
+	return observation{facts: Facts{ModelID: card.id, Context: card.context, Quantization: ftypeShort(card.ftype)}}
 }
 
 // metadataError classifies a failed metadata request: a body over the cap

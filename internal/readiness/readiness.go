@@ -82,12 +82,16 @@ type Facts struct {
 	Modalities []string // e.g. ["text","image","audio"]; nil if unknown
 	Slots      int      // llama.cpp total_slots; 0 if unknown
 	Build      string   // llama.cpp build_info
+	// Quantization is the model's file type in short form ("Q4_K_M"),
+	// from llama.cpp's model_ftype, meta.ftype or GGUF file name (quant.go);
+	// "" if unknown.
+	Quantization string
 }
 
 // Equal reports whether f and o are the same facts.
 func (f Facts) Equal(o Facts) bool {
 	return f.ModelID == o.ModelID && f.Context == o.Context && f.Slots == o.Slots &&
-		f.Build == o.Build && slices.Equal(f.Modalities, o.Modalities)
+		f.Build == o.Build && f.Quantization == o.Quantization && slices.Equal(f.Modalities, o.Modalities)
 }
 
 // Status is a provider's readiness as last observed.

@@ -287,7 +287,9 @@ func TestLlamaCppUpstream(t *testing.T) {
 	c.ProbeAll(context.Background())
 
 	st := mustStatus(t, c, 3)
-	want := Facts{ModelID: id, Context: 8192, Modalities: []string{"text", "image"}, Slots: 4, Build: "b6400-5d3a8b12"}
+	// Design 003: "llama.cpp may additionally supply n_ctx, quantization,
+	// build, slots, and modalities through a bounded /props read".
+	want := Facts{ModelID: id, Context: 8192, Modalities: []string{"text", "image"}, Slots: 4, Build: "b6400-5d3a8b12", Quantization: "Q4_K_M"}
 	if !st.Ready || !st.Facts.Equal(want) {
 		t.Fatalf("got %+v, want ready with %+v", st, want)
 	}
@@ -296,7 +298,7 @@ func TestLlamaCppUpstream(t *testing.T) {
 	eng.set("/props", 200, llamaPropsBody(id, 4096, 8, false, true, "b6401-0000000"))
 	c.ProbeAll(context.Background())
 	st = mustStatus(t, c, 3)
-	want = Facts{ModelID: id, Context: 4096, Modalities: []string{"text", "audio"}, Slots: 8, Build: "b6401-0000000"}
+	want = Facts{ModelID: id, Context: 4096, Modalities: []string{"text", "audio"}, Slots: 8, Build: "b6401-0000000", Quantization: "Q4_K_M"}
 	if !st.Ready || !st.Facts.Equal(want) {
 		t.Fatalf("got %+v, want ready with %+v", st, want)
 	}
@@ -312,7 +314,9 @@ func TestLlamaCppLegacyShapes(t *testing.T) {
 	c.ProbeAll(context.Background())
 	st := mustStatus(t, c, 3)
 	// model_alias "" is not compared; n_ctx comes from /props, not n_ctx_train.
-	want := Facts{ModelID: "/models/llama-2-7b.Q4_0.gguf", Context: 2048, Modalities: []string{"text"}, Slots: 1, Build: "b5000-8f1d81a0"}
+	// No model_ftype nor meta.ftype: the quantization is the GGUF file
+	// name's (design 003, quantization from /props).
+	want := Facts{ModelID: "/models/llama-2-7b.Q4_0.gguf", Context: 2048, Modalities: []string{"text"}, Slots: 1, Build: "b5000-8f1d81a0", Quantization: "Q4_0"}
 	if !st.Ready || !st.Facts.Equal(want) {
 		t.Fatalf("got %+v, want ready with %+v", st, want)
 	}

@@ -72,9 +72,9 @@ func TestHash(t *testing.T) {
 
 func TestSeal(t *testing.T) {
 	const plain = "sk-upstream-FAKE"
-	on, _ := NewSealer(New("master-1"))
+	on, _ := NewSealer(New(testKey1))
 	off, _ := NewSealer(Secret{})
-	other, _ := NewSealer(New("master-2"))
+	other, _ := NewSealer(New(testKey2))
 
 	stored := on.Seal(New(plain))
 	if strings.Contains(stored, plain) || !strings.HasPrefix(stored, sealedPrefix) {

@@ -210,7 +210,7 @@ func metricValue(text, name string) float64 {
 func TestScenario18_SecretHygiene(t *testing.T) {
 	const (
 		adminTok    = "ra-hygiene-admin-FAKE-7f3a"
-		masterKey   = "master-key-hygiene-FAKE-0123456789abcdef"
+		masterKey   = "9c7525327cd03b2d5ada7c7ca2a76c4086ba49ff5da81752bfbed41d47a1b60e" // 32 random bytes in hex
 		providerKey = "sk-provider-hygiene-FAKE-9c1d"
 	)
 	r := start(t, server.Config{DataDir: t.TempDir(), Demo: true, AdminToken: secret.New(adminTok), MasterKey: secret.New(masterKey)})

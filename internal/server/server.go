@@ -135,6 +135,8 @@ type Server struct {
 	bgDone chan struct{}
 	// closeIdle release outbound keep-alive connections at shutdown.
 	closeIdle []func()
+	// unmark releases the store's serving mark (sqlstore.HoldServing).
+	unmark func()
 }
 
 // Start opens the store, prepares it and starts serving. It returns once
@@ -153,8 +155,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	sqlstore.WarnLooseFiles(log, cfg.Store, cfg.DataDir)
-	s := &Server{cfg: cfg, log: log, db: db, done: make(chan error, 1)}
+	// The mark rolter restore looks for: replacing the store under a
+	// running gateway would leave it serving its old routing state.
+	unmark, err := db.HoldServing(ctx, cfg.Store, cfg.DataDir)
+	if err != nil {
+		log.Warn("could not mark the store as served; rolter restore will not see this gateway", "err", err)
+		unmark = func() {}
+	}
+	s := &Server{cfg: cfg, log: log, db: db, done: make(chan error, 1), unmark: unmark}
 	if err := s.prepare(ctx); err != nil {
+		unmark()
 		db.Close()
 		return nil, err
 	}
@@ -465,6 +475,7 @@ func (s *Server) Shutdown() error {
 	for _, f := range s.closeIdle {
 		f()
 	}
+	s.unmark()
 	if cerr := s.db.Close(); err == nil {
 		err = cerr
 	}

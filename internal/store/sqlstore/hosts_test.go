@@ -40,7 +40,7 @@ func routeTargets(t *testing.T, s store.Store, project int64, model string) []st
 }
 
 func TestHostLifecycle(t *testing.T) {
-	sealer, err := secret.NewSealer(secret.New("host test master key"))
+	sealer, err := secret.NewSealer(secret.New("6d501d6e7768cd94429a01bf52d49df202f337234c55805741aa9bf3cb2867e0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestRecordHostReports(t *testing.T) {
 // An hf source's token is sealed at rest, opens on read, and UpdateHost
 // rotates and clears it; a host without one stores ”.
 func TestHostHFTokenSealed(t *testing.T) {
-	sealer, err := secret.NewSealer(secret.New("host test master key"))
+	sealer, err := secret.NewSealer(secret.New("6d501d6e7768cd94429a01bf52d49df202f337234c55805741aa9bf3cb2867e0"))
 	if err != nil {
 		t.Fatal(err)
 	}

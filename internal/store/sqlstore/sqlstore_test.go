@@ -324,7 +324,7 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		const plain = "sk-FAKE-upstream-key-123"
-		sealer, _ := secret.NewSealer(secret.New("master"))
+		sealer, _ := secret.NewSealer(secret.New("cc730ada935c795cd52b1d3e148df4bf4133c2b7392dd78d48764c8b28178f1d"))
 		spec, dir := storetest.Spec(t, d)
 		s, err := sqlstore.Open(ctx, spec, dir, sealer)
 		if err != nil {
