@@ -1,8 +1,4 @@
-package litellm
-
-import (
-	"github.com/rolter/rolter/internal/admin"
-)
+package admin
 
 // suffixedBase is the longest base of a backfilled "base-N" (design 000,
 // "Slug collision handling" 1), so that it fits in 63.
@@ -11,8 +7,9 @@ const suffixedBase = 58
 // fallbackBase is the base of a name with no ASCII letter or digit.
 const fallbackBase = "provider"
 
-// Claimant is one provider of an org taking part in a slug backfill.
-type Claimant struct {
+// SlugClaimant is one provider or group of an org taking part in a slug
+// backfill.
+type SlugClaimant struct {
 	// Name is the provider's display name; its base slug is derived from it.
 	Name string
 	// Slug is the slug an existing provider already holds, which it keeps;
@@ -20,8 +17,8 @@ type Claimant struct {
 	Slug string
 }
 
-// Assigned is the backfill's answer for one claimant.
-type Assigned struct {
+// BackfilledSlug is the backfill's answer for one claimant.
+type BackfilledSlug struct {
 	// Base is the slug derived from the name (truncated to 63).
 	Base string
 	// Final is the slug the provider holds: Base, Base truncated to 58 with
@@ -29,17 +26,19 @@ type Assigned struct {
 	Final string
 }
 
-// BaseSlug is the backfill base of a provider name: admin.DeriveSlug, or
+// BaseSlug is the backfill base of a provider name: DeriveSlug, or
 // "provider" when the name has no ASCII letter or digit.
 func BaseSlug(name string) string {
-	if b := admin.DeriveSlug(name); b != "" {
+	if b := DeriveSlug(name); b != "" {
 		return b
 	}
 	return fallbackBase
 }
 
 // Backfill assigns slugs to the new claimants of one org, the bulk backfill
-// of design 000. claimants are the org's providers in id order: existing
+// of design 000 ("Slug collision handling" 1). It is the one implementation
+// every import path shares: the LiteLLM import (package litellm) and the
+// rolter file's (Apply, for --config, rolter import and rolter apply). claimants are the org's providers in id order: existing
 // ones first (they keep their slugs but count as claimants of their base),
 // then the new ones in the order they will be created. held lists every
 // slug already claimed in the org's namespace (providers, soft-deleted ones
@@ -51,7 +50,7 @@ func BaseSlug(name string) string {
 // earlier assignment, moves on to the next N until one is free, so the
 // backfill never fails. The result depends only on the order of claimants
 // and on the set of held slugs.
-func Backfill(claimants []Claimant, held []string) []Assigned {
+func Backfill(claimants []SlugClaimant, held []string) []BackfilledSlug {
 	taken := make(map[string]bool, len(held)+len(claimants))
 	for _, s := range held {
 		taken[s] = true
@@ -62,12 +61,12 @@ func Backfill(claimants []Claimant, held []string) []Assigned {
 		}
 	}
 	rows := map[string]int{} // claimants of each base so far
-	out := make([]Assigned, len(claimants))
+	out := make([]BackfilledSlug, len(claimants))
 	for i, c := range claimants {
 		base := BaseSlug(c.Name)
 		rows[base]++
 		if c.Slug != "" {
-			out[i] = Assigned{Base: base, Final: c.Slug}
+			out[i] = BackfilledSlug{Base: base, Final: c.Slug}
 			continue
 		}
 		n := rows[base]
@@ -77,7 +76,7 @@ func Backfill(claimants []Claimant, held []string) []Assigned {
 			cand = candidate(base, n)
 		}
 		taken[cand] = true
-		out[i] = Assigned{Base: base, Final: cand}
+		out[i] = BackfilledSlug{Base: base, Final: cand}
 	}
 	return out
 }
@@ -88,5 +87,5 @@ func candidate(base string, n int) string {
 	if n <= 1 {
 		return base
 	}
-	return admin.SuffixedSlug(base, n, suffixedBase)
+	return SuffixedSlug(base, n, suffixedBase)
 }
