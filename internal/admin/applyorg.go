@@ -82,7 +82,7 @@ func (a *applier) org(ctx context.Context, where string, do *DesiredOrg) error {
 	}
 	o.providers = indexSlugs(a.ix.providers[o.id], func(p *store.Provider) bool { return p.DeletedAt == nil && !o.fleet[p.ID] },
 		func(p *store.Provider) string { return p.Slug }, func(p *store.Provider) string { return p.Name })
-	o.groups = indexSlugs(a.ix.groups[o.id], func(*store.Group) bool { return true },
+	o.groups = indexSlugs(a.ix.groups[o.id], func(g *store.Group) bool { return g.DeletedAt == nil },
 		func(g *store.Group) string { return g.Slug }, func(g *store.Group) string { return g.Name })
 	for _, p := range do.Providers {
 		name, slug := p.Name, p.Slug

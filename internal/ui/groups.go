@@ -31,7 +31,8 @@ func init() {
 		u.get("/groups/_overlap", u.groupMemberOverlap)
 		u.get("/groups/{slug}", u.groupDetail)
 		u.post("/groups/{slug}", u.groupUpdate)
-		u.post("/groups/{slug}/delete", u.groupDelete)
+		u.post("/groups/{slug}/delete", u.groupDelete(false))
+		u.post("/groups/{slug}/purge", u.groupDelete(true))
 	})
 }
 
@@ -338,22 +339,31 @@ func (u *UI) groupUpdate(w http.ResponseWriter, r *request) error {
 	return finish(w, r, err, again, groupLink(v, g.Slug, "done", done, "from", d.G.Slug))
 }
 
-func (u *UI) groupDelete(w http.ResponseWriter, r *request) error {
-	v, d, err := u.groupsView(r, "detail")
-	if err != nil {
-		return err
-	}
-	slug := r.PathValue("slug")
-	err = u.svc.DeleteGroup(r.Context(), v.Org, slug)
-	return finish(w, r, err, func(e *formErr) error {
-		groups, providers, err := u.group(r, v, d)
+// groupDelete soft-deletes a group (its slug stays reserved) or, with
+// purge, removes it and frees the slug (design 000 §3). A purge that keys'
+// allowlists refuse shows their list; the console never forces it.
+func (u *UI) groupDelete(purge bool) handler {
+	return func(w http.ResponseWriter, r *request) error {
+		v, d, err := u.groupsView(r, "detail")
 		if err != nil {
 			return err
 		}
-		d.Form = groupFormOf(d.G.GroupView)
-		d.editor(groups, providers, d.G.Slug)
-		return u.formAgain(w, v, &d.Err)(e)
-	}, link("groups", "org", v.Org, "done", "deleted", "slug", slug))
+		slug := r.PathValue("slug")
+		err = u.svc.DeleteGroup(r.Context(), v.Org, slug, purge, false)
+		done := "deleted"
+		if purge {
+			done = "purged"
+		}
+		return finish(w, r, err, func(e *formErr) error {
+			groups, providers, err := u.group(r, v, d)
+			if err != nil {
+				return err
+			}
+			d.Form = groupFormOf(d.G.GroupView)
+			d.editor(groups, providers, d.G.Slug)
+			return u.formAgain(w, v, &d.Err)(e)
+		}, link("groups", "org", v.Org, "done", done, "slug", slug))
+	}
 }
 
 // groupLink is a link to a group's page in v's org.
