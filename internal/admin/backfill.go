@@ -1,5 +1,12 @@
 package admin
 
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
 // suffixedBase is the longest base of a backfilled "base-N" (design 000,
 // "Slug collision handling" 1), so that it fits in 63.
 const suffixedBase = 58
@@ -88,4 +95,80 @@ func candidate(base string, n int) string {
 		return base
 	}
 	return SuffixedSlug(base, n, suffixedBase)
+}
+
+// inFamily reports whether slug is base or a backfilled "base-N" (N >= 2).
+func inFamily(slug, base string) bool {
+	if slug == base {
+		return true
+	}
+	i := strings.LastIndexByte(slug, '-')
+	if i < 0 {
+		return false
+	}
+	n, err := strconv.Atoi(slug[i+1:])
+	return err == nil && n >= 2 && candidate(base, n) == slug
+}
+
+// slugEntry is a provider or group entry of a desired org, for the
+// backfill of its slug.
+type slugEntry struct {
+	name, prev string
+	slug       *string // the entry's slug, filled in when it names none
+	where      string
+}
+
+// slugHolder is an existing provider or group an entry may turn out to be.
+type slugHolder struct{ slug, name string }
+
+// backfillEntries gives every entry that names no slug (and whose name
+// has an ASCII letter or digit: the others are refused as the API refuses
+// them) a slug, the backfill of design 000 ("Slug collision handling"):
+//
+//   - an entry is first matched to an existing one of its kind (mine, in
+//     id order) of the same name whose slug is its base or a backfilled
+//     "base-N", that no other entry names or matched: it keeps that slug,
+//     so that re-applying a file maps every entry to the slug it got the
+//     first time, however its entries are reordered;
+//   - the others, in file order, go through Backfill: the first claimant
+//     of a base keeps it bare, the later ones get "base-2", "base-3", …,
+//     skipping held (what the namespace holds that an entry of this kind
+//     may not take: another kind's slugs, deleted and fleet ones) and
+//     every slug the file names or has assigned.
+//
+// A slug mine holds that no entry matched by name stays takeable: an
+// entry that derives it is that provider or group, as before (the slug is
+// its identity). It returns, by entry path, the base of every entry that
+// was given another slug than its base (not of one matched by name).
+func backfillEntries(entries []slugEntry, mine []slugHolder, held []string, named map[string]bool) map[string]string {
+	var (
+		claimants []SlugClaimant
+		which     []int // the entry of each claimant
+		taken     = map[string]bool{}
+	)
+	for i, e := range entries {
+		if *e.slug != "" || DeriveSlug(e.name) == "" {
+			continue
+		}
+		c := SlugClaimant{Name: e.name}
+		if e.prev == "" {
+			base := DeriveSlug(e.name)
+			for _, m := range mine {
+				if m.name == e.name && !taken[m.slug] && !named[m.slug] && inFamily(m.slug, base) {
+					c.Slug, taken[m.slug] = m.slug, true
+					break
+				}
+			}
+		}
+		claimants, which = append(claimants, c), append(which, i)
+	}
+	bases := map[string]string{}
+	for k, got := range Backfill(claimants, append(held, slices.Collect(maps.Keys(named))...)) {
+		e := entries[which[k]]
+		*e.slug = got.Final
+		if claimants[k].Slug == "" && got.Final != got.Base {
+			bases[e.where] = got.Base
+		}
+	}
+	return bases
 }
