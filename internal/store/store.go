@@ -255,6 +255,9 @@ type Store interface {
 	ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]Host, error)
 	// ListLiveHosts returns every non-retired host of every org.
 	ListLiveHosts(ctx context.Context) ([]Host, error)
+	// ListPoolHosts returns the live (non-retired) hosts of one pool: the
+	// org's project's hosts serving modelName, in id order.
+	ListPoolHosts(ctx context.Context, orgID, projectID int64, modelName string) ([]Host, error)
 	// UpdateHost writes port, model name, recipe, notes, auto-apply, the
 	// hf token and the drain timeout (not
 	// the apply request: see RequestApply); check as for CreateHost.
