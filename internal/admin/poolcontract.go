@@ -148,8 +148,18 @@ func (s *Service) checkHandTargets(ctx context.Context, orgID int64, r *store.Ro
 
 // checkRecipeTargets refuses a host's new recipe that breaks the contract
 // with the targets added by hand to its pool's route (design 002): the
-// same check as checkHandTargets, run from the other side.
+// same check as checkHandTargets, run from the other side, when the
+// recipe's caller-visible parameters change (tuning alone is free).
 func (s *Service) checkRecipeTargets(ctx context.Context, h *store.Host) error {
+	cur, err := s.st.GetHost(ctx, h.OrgID, h.ID)
+	if err != nil {
+		return fromStore(err, "host")
+	}
+	if cur.Recipe.VLLM != nil && h.Recipe.VLLM != nil {
+		if _, _, _, differ := fleet.ContractDiff(cur.Recipe.VLLM, h.Recipe.VLLM); !differ {
+			return nil
+		}
+	}
 	rt, err := s.st.GetRoute(ctx, h.ProjectID, h.ModelName)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
