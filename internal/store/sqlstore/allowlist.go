@@ -26,6 +26,7 @@ func (s *DB) purgeAllowlist(ctx context.Context, tx querier, orgID int64, slug s
 	if err != nil {
 		return nil, s.classify(err, "")
 	}
+	defer rows.Close()
 	type hit struct {
 		ref  store.AllowlistRef
 		kept []string
@@ -38,11 +39,9 @@ func (s *DB) purgeAllowlist(ctx context.Context, tx querier, orgID int64, slug s
 			all    []string
 		)
 		if err := rows.Scan(&h.ref.KeyID, &h.ref.Name, &h.ref.Project, &models); err != nil {
-			rows.Close()
 			return nil, s.classify(err, "")
 		}
 		if err := json.Unmarshal([]byte(models), &all); err != nil {
-			rows.Close()
 			return nil, fmt.Errorf("store: virtual key %d: models column: %w", h.ref.KeyID, err)
 		}
 		for _, m := range all {
@@ -56,10 +55,10 @@ func (s *DB) purgeAllowlist(ctx context.Context, tx querier, orgID int64, slug s
 			hits = append(hits, h)
 		}
 	}
-	if err := rows.Close(); err != nil {
+	if err := rows.Err(); err != nil {
 		return nil, s.classify(err, "")
 	}
-	if err := rows.Err(); err != nil {
+	if err := rows.Close(); err != nil { // before the updates below, on the same connection
 		return nil, s.classify(err, "")
 	}
 	refs := make([]store.AllowlistRef, 0, len(hits))
