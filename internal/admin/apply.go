@@ -134,6 +134,10 @@ type Change struct {
 	// Fields are the changes of an update.
 	Fields []FieldChange `json:"fields,omitempty"`
 	Notes  []string      `json:"notes,omitempty"`
+	// SlugBase is set on a provider or group entry that names no slug
+	// and was given a suffixed one by the backfill (design 000): the slug
+	// its name derives, which another claimant holds.
+	SlugBase string `json:"slug_base,omitempty"`
 	// Secret is a created virtual key's secret or host's API key: this
 	// answer is the only place it ever appears. Never set in a dry run.
 	Secret string `json:"secret,omitempty"`
@@ -286,10 +290,12 @@ type applier struct {
 }
 
 func (a *applier) run(ctx context.Context, d Desired) error {
-	if !a.opt.CreateOnly {
-		if err := checkDesired(d); err != nil {
-			return err
-		}
+	check := checkDesired
+	if a.opt.CreateOnly {
+		check = checkSlugs // it creates what is missing, but a slug is one entry's
+	}
+	if err := check(d); err != nil {
+		return err
 	}
 	state, err := a.s.st.Load(ctx)
 	if err != nil {
@@ -315,7 +321,7 @@ func (a *applier) fail(c Change, err error) error {
 func (a *applier) create(c Change, fn func() (string, error)) error {
 	sec, err := fn()
 	switch {
-	case err != nil && a.opt.CreateOnly && AlreadyExists(err):
+	case err != nil && a.opt.CreateOnly && AlreadyExists(err) && !slugClash(c, err):
 		c.Action, c.Notes = ActionUnchanged, []string{"exists; left as it is"}
 	case err != nil:
 		return a.fail(c, err)
@@ -327,6 +333,17 @@ func (a *applier) create(c Change, fn func() (string, error)) error {
 	}
 	a.add(c)
 	return nil
+}
+
+// slugClash reports whether err refuses c, a provider or group entry, its
+// slug: no existing entry matched it, so another provider or group (a
+// deleted one, the fleet's, the other kind) holds it. Backfilled slugs
+// avoid those, so it is an explicit slug, and an error even in a
+// create-only apply (design 000: an address the operator picked is never
+// silently another's).
+func slugClash(c Change, err error) bool {
+	var ae *Error
+	return (c.Kind == KindProvider || c.Kind == KindGroup) && errors.As(err, &ae) && ae.Code == CodeSlugTaken
 }
 
 // update runs fn, which writes c's entry over the existing one and returns

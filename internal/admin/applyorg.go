@@ -38,6 +38,9 @@ type orgRun struct {
 	// claimed are the existing providers and groups matched so far, by
 	// id.
 	claimedProviders, claimedGroups map[int64]bool
+	// backfilled are the entries whose slug the backfill suffixed, by
+	// path, with the base they derive (backfill).
+	backfilled map[string]string
 }
 
 func (a *applier) org(ctx context.Context, where string, do *DesiredOrg) error {
@@ -82,8 +85,9 @@ func (a *applier) org(ctx context.Context, where string, do *DesiredOrg) error {
 	}
 	o.providers = indexSlugs(a.ix.providers[o.id], func(p *store.Provider) bool { return p.DeletedAt == nil && !o.fleet[p.ID] },
 		func(p *store.Provider) string { return p.Slug }, func(p *store.Provider) string { return p.Name })
-	o.groups = indexSlugs(a.ix.groups[o.id], func(*store.Group) bool { return true },
+	o.groups = indexSlugs(a.ix.groups[o.id], func(g *store.Group) bool { return g.DeletedAt == nil },
 		func(g *store.Group) string { return g.Slug }, func(g *store.Group) string { return g.Name })
+	do = a.backfill(o, do)
 	for _, p := range do.Providers {
 		name, slug := p.Name, p.Slug
 		nameAndSlug(fieldErrors{}, &name, &slug)
@@ -170,6 +174,7 @@ func (a *applier) provider(ctx context.Context, o *orgRun, i int, dp *DesiredPro
 	name, slug := dp.Name, dp.Slug
 	nameAndSlug(fieldErrors{}, &name, &slug)
 	c := Change{Kind: KindProvider, Name: o.name + "/" + slug, Entry: fmt.Sprintf("%s.providers[%d]", o.where, i)}
+	o.backfillNote(&c)
 	m, err := matchSlug(a, o, KindProvider, o.providers, func(p *store.Provider) int64 { return p.ID },
 		func(p *store.Provider) string { return p.Slug }, o.claimedProviders, name, slug, dp.SlugChange)
 	if err != nil {
@@ -203,6 +208,7 @@ func (a *applier) group(ctx context.Context, o *orgRun, i int, dg *DesiredGroup)
 	name, slug := dg.Name, dg.Slug
 	nameAndSlug(fieldErrors{}, &name, &slug)
 	c := Change{Kind: KindGroup, Name: o.name + "/" + slug, Entry: fmt.Sprintf("%s.groups[%d]", o.where, i)}
+	o.backfillNote(&c)
 	if err := a.keptProviders(o, "members", len(dg.Members), func(j int) string { return dg.Members[j].Provider }); err != nil {
 		return a.fail(c, err)
 	}

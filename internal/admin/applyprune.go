@@ -106,12 +106,11 @@ func (a *applier) prune(ctx context.Context, o *orgRun, do *DesiredOrg) error {
 	}
 	for _, g := range a.ix.groups[o.id] {
 		// Groups with a fleet member are the fleet's too, as its routes.
-		if o.claimedGroups[g.ID] || slices.ContainsFunc(g.Members, func(m store.GroupMember) bool { return o.fleet[m.ProviderID] }) {
+		if g.DeletedAt != nil || o.claimedGroups[g.ID] || slices.ContainsFunc(g.Members, func(m store.GroupMember) bool { return o.fleet[m.ProviderID] }) {
 			continue
 		}
-		if err := a.remove(Change{Kind: KindGroup, Name: o.name + "/" + g.Slug}, func() error {
-			return a.s.DeleteGroup(ctx, o.name, g.Slug)
-		}); err != nil {
+		c := Change{Kind: KindGroup, Name: o.name + "/" + g.Slug, Notes: []string{"soft-deleted: its slug stays reserved until it is purged"}}
+		if err := a.remove(c, func() error { return a.s.DeleteGroup(ctx, o.name, g.Slug, false, false) }); err != nil {
 			return err
 		}
 	}
@@ -120,7 +119,7 @@ func (a *applier) prune(ctx context.Context, o *orgRun, do *DesiredOrg) error {
 			continue
 		}
 		c := Change{Kind: KindProvider, Name: o.name + "/" + p.Slug, Notes: []string{"soft-deleted: its slug stays reserved until it is purged"}}
-		if err := a.remove(c, func() error { return a.s.DeleteProvider(ctx, o.name, p.Slug, false) }); err != nil {
+		if err := a.remove(c, func() error { return a.s.DeleteProvider(ctx, o.name, p.Slug, false, false) }); err != nil {
 			return err
 		}
 	}

@@ -180,21 +180,10 @@ func checkDesired(d Desired) error {
 		if err := repeats(orgs, o.Name, where, KindOrg, o.Name, "name"); err != nil {
 			return err
 		}
-		slugs, projects, hosts := map[string]string{}, map[string]string{}, map[string]string{}
-		for i, p := range o.Providers {
-			name, slug := p.Name, p.Slug
-			nameAndSlug(fieldErrors{}, &name, &slug)
-			if err := repeats(slugs, slug, fmt.Sprintf("%s.providers[%d]", where, i), KindProvider, o.Name+"/"+slug, "slug"); err != nil {
-				return err
-			}
+		if err := checkOrgSlugs(o, where); err != nil {
+			return err
 		}
-		for i, g := range o.Groups {
-			name, slug := g.Name, g.Slug
-			nameAndSlug(fieldErrors{}, &name, &slug)
-			if err := repeats(slugs, slug, fmt.Sprintf("%s.groups[%d]", where, i), KindGroup, o.Name+"/"+slug, "slug"); err != nil {
-				return err
-			}
-		}
+		projects, hosts := map[string]string{}, map[string]string{}
 		for i, p := range o.Projects {
 			pw := fmt.Sprintf("%s.projects[%d]", where, i)
 			if err := repeats(projects, p.Name, pw, KindProject, o.Name+"/"+p.Name, "name"); err != nil {
@@ -217,6 +206,35 @@ func checkDesired(d Desired) error {
 			if err := repeats(hosts, name, fmt.Sprintf("%s.hosts[%d]", where, i), KindHost, name, "ip"); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// checkSlugs refuses a desired state in which two provider or group
+// entries of an org name one slug explicitly: an explicit slug is an
+// address the operator picked, never suffixed (design 000), so one of the
+// two would silently be another's. Entries that name no slug are given
+// distinct ones by the backfill.
+func checkSlugs(d Desired) error {
+	for oi, o := range d.Orgs {
+		if err := checkOrgSlugs(o, fmt.Sprintf("orgs[%d]", oi)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkOrgSlugs(o DesiredOrg, where string) error {
+	slugs := map[string]string{}
+	for i, p := range o.Providers {
+		if err := repeats(slugs, p.Slug, fmt.Sprintf("%s.providers[%d]", where, i), KindProvider, o.Name+"/"+p.Slug, "slug"); err != nil {
+			return err
+		}
+	}
+	for i, g := range o.Groups {
+		if err := repeats(slugs, g.Slug, fmt.Sprintf("%s.groups[%d]", where, i), KindGroup, o.Name+"/"+g.Slug, "slug"); err != nil {
+			return err
 		}
 	}
 	return nil

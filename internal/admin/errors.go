@@ -70,7 +70,10 @@ type Error struct {
 	Message    string            `json:"message"`
 	Fields     map[string]string `json:"fields,omitempty"`
 	Suggestion string            `json:"suggestion,omitempty"`
-	Err        error             `json:"-"`
+	// Keys are the virtual keys a purge refusal (CodeSlugInAllowlist)
+	// names.
+	Keys []AllowlistKey `json:"keys,omitempty"`
+	Err  error          `json:"-"`
 }
 
 func (e *Error) Error() string {

@@ -53,6 +53,9 @@ func exportOrg(ix *stateIndex, o store.Org, hosts []store.Host) DesiredOrg {
 		do.Providers = append(do.Providers, DesiredProvider{ProviderInput: exportProvider(p)})
 	}
 	for _, g := range ix.groups[o.ID] {
+		if g.DeletedAt != nil {
+			continue
+		}
 		in := GroupInput{Slug: g.Slug, Name: g.Name, Strategy: g.Strategy, Policy: g.Policy}
 		for _, m := range g.Members {
 			if live[m.ProviderID] {

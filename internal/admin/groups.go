@@ -52,7 +52,10 @@ type GroupView struct {
 	Policy    store.Policy      `json:"policy"`
 	CreatedAt time.Time         `json:"created_at"`
 	UpdatedAt time.Time         `json:"updated_at"`
-	Warnings  []string          `json:"warnings,omitempty"`
+	// DeletedAt is set on a soft-deleted group: out of routing, its slug
+	// reserved until it is purged.
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	Warnings  []string   `json:"warnings,omitempty"`
 }
 
 // GroupMemberView is a member as the API shows it. A soft-deleted provider
@@ -65,7 +68,7 @@ type GroupMemberView struct {
 
 func groupView(g store.Group) GroupView {
 	v := GroupView{Slug: g.Slug, Name: g.Name, Strategy: g.Strategy, Members: []GroupMemberView{}, Policy: g.Policy,
-		CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt}
+		CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt, DeletedAt: g.DeletedAt}
 	for _, m := range g.Members {
 		mm := m.ModelMap
 		if mm == nil {
@@ -185,8 +188,18 @@ func (s *Service) CreateGroup(ctx context.Context, org string, in GroupInput) (G
 	return groupView(*g), nil
 }
 
+// group finds a group by slug, soft-deleted included.
 func (s *Service) group(ctx context.Context, org, slug string) (*store.Org, *store.Group, error) {
 	return inOrg(ctx, s, org, "group", slug, s.st.GetGroup)
+}
+
+// liveGroup is group, but a soft-deleted one is not found for writes.
+func (s *Service) liveGroup(ctx context.Context, org, slug string) (*store.Org, *store.Group, error) {
+	o, g, err := s.group(ctx, org, slug)
+	if err == nil && g.DeletedAt != nil {
+		err = notFound("group %s is deleted; its slug stays reserved until it is purged (DELETE ?purge=true)", quote(slug))
+	}
+	return o, g, err
 }
 
 // UpdateGroup applies a patch. As for providers, changing the slug changes
@@ -194,7 +207,7 @@ func (s *Service) group(ctx context.Context, org, slug string) (*store.Org, *sto
 // carries a warning. Without members in the patch the stored ones stay as
 // they are, soft-deleted providers included.
 func (s *Service) UpdateGroup(ctx context.Context, org, slug string, in GroupPatch, allowSlugChange bool) (GroupView, error) {
-	o, g, err := s.group(ctx, org, slug)
+	o, g, err := s.liveGroup(ctx, org, slug)
 	if err != nil {
 		return GroupView{}, err
 	}
@@ -228,12 +241,27 @@ func (s *Service) UpdateGroup(ctx context.Context, org, slug string, in GroupPat
 	return v, nil
 }
 
-// DeleteGroup removes a group and frees its slug at once. Groups have no
-// soft delete: no route or key refers to a group, and its members stay.
-func (s *Service) DeleteGroup(ctx context.Context, org, slug string) error {
+// DeleteGroup soft-deletes a group, as DeleteProvider does a provider
+// (design 000 §3): it leaves routing and its slug stays reserved, so that
+// a key allowed "slug/*" is never silently re-pointed at whatever claims
+// the slug next. With purge it removes the group and frees the slug,
+// unless a key's allowlist names the slug (ErrConflict,
+// CodeSlugInAllowlist, listing the keys); force purges anyway and removes
+// those entries in the same transaction.
+func (s *Service) DeleteGroup(ctx context.Context, org, slug string, purge, force bool) error {
 	_, g, err := s.group(ctx, org, slug)
 	if err != nil {
 		return err
 	}
-	return s.committed(ctx, fromStore(s.st.DeleteGroup(ctx, g.ID), "group "+quote(slug)))
+	switch {
+	case purge:
+		var refs []store.AllowlistRef
+		refs, err = s.st.PurgeGroup(ctx, g.ID, force)
+		s.logAllowlistEdits(org, "group", g.Slug, refs)
+	case g.DeletedAt != nil:
+		err = notFound("group %s is already deleted; purge it with ?purge=true to free the slug", quote(g.Slug))
+	default:
+		err = s.st.SoftDeleteGroup(ctx, g.ID, s.now())
+	}
+	return s.committed(ctx, fromPurge(err, "group", g.Slug))
 }

@@ -397,6 +397,9 @@ func (s *Service) PatchHost(ctx context.Context, org, id string, in HostPatch) (
 	var check store.PoolCheck
 	if in.Recipe != nil {
 		check = poolCheck(h)
+		if err := s.checkRecipeTargets(ctx, h); err != nil {
+			return HostView{}, err
+		}
 	}
 	if err := s.st.UpdateHost(ctx, h, check); err != nil {
 		return HostView{}, fromStore(err, "host")

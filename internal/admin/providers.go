@@ -407,21 +407,25 @@ func (s *Service) UpdateProvider(ctx context.Context, org, slug string, in Provi
 
 // DeleteProvider soft-deletes a provider: the slug stays reserved and the
 // provider leaves routing. With purge it removes the provider and frees
-// the slug.
-func (s *Service) DeleteProvider(ctx context.Context, org, slug string, purge bool) error {
+// the slug, unless a key's allowlist names the slug (ErrConflict,
+// CodeSlugInAllowlist, listing the keys); force purges anyway and removes
+// those entries in the same transaction (design 000 §3).
+func (s *Service) DeleteProvider(ctx context.Context, org, slug string, purge, force bool) error {
 	_, p, err := s.provider(ctx, org, slug)
 	if err != nil {
 		return err
 	}
 	switch {
 	case purge:
-		err = s.st.PurgeProvider(ctx, p.ID)
+		var refs []store.AllowlistRef
+		refs, err = s.st.PurgeProvider(ctx, p.ID, force)
+		s.logAllowlistEdits(org, "provider", p.Slug, refs)
 	case p.DeletedAt != nil:
 		err = notFound("provider %s is already deleted; purge it with ?purge=true to free the slug", quote(p.Slug))
 	default:
 		err = s.st.SoftDeleteProvider(ctx, p.ID, s.now())
 	}
-	return s.committed(ctx, fromStore(err, "provider "+quote(p.Slug)))
+	return s.committed(ctx, fromPurge(err, "provider", p.Slug))
 }
 
 // AddProviderKey adds an upstream credential to a live provider.

@@ -216,7 +216,8 @@ func (s *Service) GetGroup(ctx context.Context, org, slug string) (GroupView, er
 }
 
 // CheckSlug says whether slug is free for a new provider or group of the
-// org, with a free suggestion when it is taken.
+// org, with a free suggestion when it is not: taken by a live provider or
+// group, or reserved by a deleted one until it is purged (design 000 §3).
 func (s *Service) CheckSlug(ctx context.Context, org, slug string) (SlugCheck, error) {
 	o, err := s.org(ctx, org)
 	if err != nil {
@@ -225,12 +226,12 @@ func (s *Service) CheckSlug(ctx context.Context, org, slug string) (SlugCheck, e
 	if !slugPattern.MatchString(slug) {
 		return SlugCheck{}, fieldErrors{"slug": slugRule}.err()
 	}
-	taken, err := s.st.SlugTaken(ctx, o.ID, slug)
+	state, reason, err := s.slugState(ctx, o.ID, slug)
 	if err != nil {
-		return SlugCheck{}, fromStore(err, "slug")
+		return SlugCheck{}, err
 	}
-	out := SlugCheck{Slug: slug, Available: !taken}
-	if taken {
+	out := SlugCheck{Slug: slug, Available: state == SlugAvailable, State: state, Reason: reason}
+	if !out.Available {
 		if out.Suggestion, err = s.suggestSlug(ctx, o.ID, slug); err != nil {
 			return SlugCheck{}, err
 		}

@@ -119,7 +119,7 @@ func TestServiceServingReadsTheSnapshot(t *testing.T) {
 		Targets: []admin.TargetInput{{Provider: "a", UpstreamModel: "big"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.DeleteProvider(ctx, "o", "b", false); err != nil {
+	if err := svc.DeleteProvider(ctx, "o", "b", false, false); err != nil {
 		t.Fatal(err)
 	}
 	sv, err := svc.Serving(ctx, "o", "p")

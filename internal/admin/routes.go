@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -240,6 +241,9 @@ func (s *Service) CreateRoute(ctx context.Context, org, project string, in Route
 	if err := s.resolveRoute(ctx, o.ID, r, in.Targets); err != nil {
 		return RouteView{}, err
 	}
+	if err := s.checkHandTargets(ctx, o.ID, r, nil); err != nil {
+		return RouteView{}, err
+	}
 	if err := s.committed(ctx, fromStore(s.st.CreateRoute(ctx, r), "route")); err != nil {
 		return RouteView{}, err
 	}
@@ -289,7 +293,14 @@ func (s *Service) PatchRoute(ctx context.Context, org, project, model string, in
 	if in.Targets != nil {
 		targets = *in.Targets
 	}
+	old := slices.Clone(rt.Targets)
+	if in.Model != nil && *in.Model != model {
+		old = nil // another pool's route now
+	}
 	if err := s.resolveRoute(ctx, o.ID, rt, targets); err != nil {
+		return RouteView{}, err
+	}
+	if err := s.checkHandTargets(ctx, o.ID, rt, old); err != nil {
 		return RouteView{}, err
 	}
 	if err := s.committed(ctx, fromStore(s.st.UpdateRoute(ctx, rt), "route")); err != nil {

@@ -105,9 +105,9 @@ func TestServiceWritesRunCommittedHook(t *testing.T) {
 			committed("purge virtual key", svc.PurgeVirtualKey(ctx, "o", "p", id))
 
 			refused("delete an org that holds a project", svc.DeleteOrg(ctx, "o"), admin.ErrConflict)
-			committed("delete provider", svc.DeleteProvider(ctx, "o", "prov", false))
-			refused("delete the deleted provider", svc.DeleteProvider(ctx, "o", "prov", false), admin.ErrNotFound)
-			committed("purge provider", svc.DeleteProvider(ctx, "o", "prov", true))
+			committed("delete provider", svc.DeleteProvider(ctx, "o", "prov", false, false))
+			refused("delete the deleted provider", svc.DeleteProvider(ctx, "o", "prov", false, false), admin.ErrNotFound)
+			committed("purge provider", svc.DeleteProvider(ctx, "o", "prov", true, false))
 			committed("delete project", svc.DeleteProject(ctx, "o", "p"))
 			committed("delete org", svc.DeleteOrg(ctx, "o"))
 			if _, err := db.GetOrg(ctx, "o"); !errors.Is(err, store.ErrNotFound) {

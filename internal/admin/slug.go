@@ -80,16 +80,56 @@ func (s *Service) slugTaken(ctx context.Context, orgID int64, slug string) error
 	if err != nil {
 		return err
 	}
-	return &Error{Kind: ErrConflict, Code: CodeSlugTaken,
-		Message:    "slug " + quote(slug) + " is taken in this org (providers and groups share one namespace; a deleted provider keeps its slug until purged)",
-		Suggestion: sug, Fields: map[string]string{"slug": "taken"}}
+	state, why, err := s.slugState(ctx, orgID, slug)
+	if err != nil {
+		return err
+	}
+	msg := "slug " + quote(slug) + " is taken in this org (providers and groups share one namespace)"
+	if state == SlugReserved {
+		msg = "slug " + quote(slug) + " is " + why + " in this org: a deleted provider or group keeps its slug until it is purged, so that no address is silently re-pointed"
+	}
+	field := "taken"
+	if state == SlugReserved {
+		field = why
+	}
+	return &Error{Kind: ErrConflict, Code: CodeSlugTaken, Message: msg, Suggestion: sug, Fields: map[string]string{"slug": field}}
 }
+
+// States of a slug (SlugCheck.State).
+const (
+	SlugAvailable = "available"
+	SlugTaken     = "taken"
+	// SlugReserved: held by a soft-deleted provider or group until it is
+	// purged (design 000 §3).
+	SlugReserved = "reserved"
+)
 
 // SlugCheck is the answer of GET /orgs/{org}/slugs/{slug}.
 type SlugCheck struct {
-	Slug       string `json:"slug"`
-	Available  bool   `json:"available"`
+	Slug      string `json:"slug"`
+	Available bool   `json:"available"`
+	// State is available, taken (by a live provider or group) or
+	// reserved (by a deleted one, until it is purged); Reason says which,
+	// e.g. "reserved (deleted group)".
+	State      string `json:"state"`
+	Reason     string `json:"reason,omitempty"`
 	Suggestion string `json:"suggestion,omitempty"`
+}
+
+// slugState says who holds slug: SlugAvailable, or SlugTaken or
+// SlugReserved with the reason, "taken (provider)" or "reserved (deleted
+// group)".
+func (s *Service) slugState(ctx context.Context, orgID int64, slug string) (state, reason string, err error) {
+	h, err := s.st.SlugHolder(ctx, orgID, slug)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return SlugAvailable, "", nil
+	case err != nil:
+		return "", "", fromStore(err, "slug")
+	case h.Deleted:
+		return SlugReserved, "reserved (deleted " + h.Kind + ")", nil
+	}
+	return SlugTaken, "taken (" + h.Kind + ")", nil
 }
 
 // fromSlugWrite maps the error of a write that claims a slug: a taken slug

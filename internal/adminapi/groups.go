@@ -32,6 +32,12 @@ func (h *Handler) patchGroup(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
+// deleteGroup soft-deletes a group (the slug stays reserved, the group
+// leaves routing); ?purge=true removes it and frees the slug (purgeFlags).
 func (h *Handler) deleteGroup(w http.ResponseWriter, r *http.Request) error {
-	return noContent(w, h.svc.DeleteGroup(r.Context(), r.PathValue("org"), r.PathValue("slug")))
+	purge, force, err := purgeFlags(r)
+	if err != nil {
+		return err
+	}
+	return noContent(w, h.svc.DeleteGroup(r.Context(), r.PathValue("org"), r.PathValue("slug"), purge, force))
 }

@@ -84,10 +84,17 @@ func TestGroupsCRUD(t *testing.T) {
 		if c := e.ok("GET", "/orgs/default/slugs/vllm-nsk", "", 200); c["available"] != false {
 			t.Fatalf("new slug after the change: %v", c)
 		}
-		// DELETE removes the group and frees the slug at once.
+		// DELETE soft-deletes (design 000 §3): the slug stays reserved
+		// until purge=true frees it.
 		e.ok("DELETE", "/orgs/default/groups/vllm-nsk", "", 204)
-		e.fail("GET", "/orgs/default/groups/vllm-nsk", "", 404, admin.CodeNotFound)
+		if g := e.ok("GET", "/orgs/default/groups/vllm-nsk", "", 200); g["deleted_at"] == nil {
+			t.Fatalf("deleted group: %v", g)
+		}
 		e.fail("DELETE", "/orgs/default/groups/vllm-nsk", "", 404, admin.CodeNotFound)
+		e.fail("PATCH", "/orgs/default/groups/vllm-nsk", `{"name":"x"}`, 404, admin.CodeNotFound)
+		e.fail("POST", "/orgs/default/providers", `{"slug":"vllm-nsk","kind":"vllm","base_url":"http://h/v1"}`, 409, admin.CodeSlugTaken)
+		e.ok("DELETE", "/orgs/default/groups/vllm-nsk?purge=true", "", 204)
+		e.fail("GET", "/orgs/default/groups/vllm-nsk", "", 404, admin.CodeNotFound)
 		e.ok("POST", "/orgs/default/providers", `{"slug":"vllm-nsk","kind":"vllm","base_url":"http://h/v1"}`, 201)
 		// The store's snapshot source sees the remaining group.
 		st, err := e.st.Load(context.Background())

@@ -35,13 +35,30 @@ func (h *Handler) patchProvider(w http.ResponseWriter, r *http.Request) error {
 }
 
 // deleteProvider soft-deletes (the slug stays reserved, the provider leaves
-// routing); ?purge=true removes it and frees the slug.
+// routing); ?purge=true removes it and frees the slug (purgeFlags).
 func (h *Handler) deleteProvider(w http.ResponseWriter, r *http.Request) error {
-	purge, err := boolQuery(r, "purge")
+	purge, force, err := purgeFlags(r)
 	if err != nil {
 		return err
 	}
-	return noContent(w, h.svc.DeleteProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"), purge))
+	return noContent(w, h.svc.DeleteProvider(r.Context(), r.PathValue("org"), r.PathValue("slug"), purge, force))
+}
+
+// purgeFlags reads a provider's or group's DELETE: ?purge=true removes it
+// and frees its slug; force (?force=true, or a body {"force": true})
+// purges even while keys' allowlists name the slug, removing those
+// entries (design 000 §3). force without purge is refused.
+func purgeFlags(r *http.Request) (purge, force bool, err error) {
+	if purge, err = boolQuery(r, "purge"); err != nil {
+		return false, false, err
+	}
+	if force, err = applyForce(r); err != nil {
+		return false, false, err
+	}
+	if force && !purge {
+		return false, false, admin.Invalid(map[string]string{"force": "applies only to a purge: add ?purge=true"})
+	}
+	return purge, force, nil
 }
 
 func (h *Handler) listProviderKeys(w http.ResponseWriter, r *http.Request) error {

@@ -250,8 +250,9 @@ func TestApplyPrune(t *testing.T) {
 		}
 		wantPlan(t, a.apply(less, "--prune"), "3 deleted")
 		wantPlan(t, a.apply(less, "--prune"), "No changes")
-		if r := a.run("", "groups", "get", "pool", "--org", "acme"); r.code != ExitNotFound {
-			t.Errorf("the pruned group: %v", r)
+		// design 000 §3: a pruned group is soft-deleted, its slug reserved.
+		if g := a.must("", "groups", "get", "pool", "--org", "acme"); !strings.Contains(g, "deleted_at") {
+			t.Errorf("the pruned group:\n%s", g)
 		}
 		// The revoked key stays listed, revoked; the default org, which
 		// the file does not name, is untouched.

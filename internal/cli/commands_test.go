@@ -197,7 +197,18 @@ func TestRouteAndGroupCommands(t *testing.T) {
 	if r := must(t, append([]string{"groups", "delete", "all"}, org...)...); r != "group all deleted\n" {
 		t.Errorf("groups delete: %q", r)
 	}
+	// design 000 §3: the deleted group keeps its slug until purged; its
+	// membership no longer holds the provider.
+	if g := must(t, append([]string{"groups", "list"}, org...)...); !regexp.MustCompile(`(?m)^all\s.*deleted\s*$`).MatchString(g) {
+		t.Errorf("groups list after delete:\n%s", g)
+	}
+	wantExit(t, ExitConflict, append([]string{"groups", "create", "--name", "all", "--member", "vllm-b"}, org...)...)
 	must(t, append([]string{"providers", "purge", "vllm-a"}, org...)...)
+	if r := must(t, append([]string{"groups", "purge", "all"}, org...)...); r != "group all purged\n" {
+		t.Errorf("groups purge: %q", r)
+	}
+	wantExit(t, ExitUsage, append([]string{"groups", "delete", "all", "--force"}, org...)...)
+	must(t, append([]string{"groups", "create", "--name", "all", "--member", "vllm-b"}, org...)...)
 }
 
 func TestKeyCommands(t *testing.T) {

@@ -66,7 +66,7 @@ func emptyList(*app, any) (any, error) { return []string{}, nil }
 func (a *app) revokeCmd(r *resource) *cobra.Command {
 	cmd := a.verbCmd(r, "revoke", "stop a "+r.singular+" at once; its record stays", true)
 	cmd.RunE = a.run(false, func(ctx context.Context, c *Client, _ *cobra.Command, args []string) error {
-		return a.delete(ctx, c, r, args[0], false)
+		return a.delete(ctx, c, r, args[0], false, false)
 	})
 	return cmd
 }

@@ -40,7 +40,9 @@ func providers() *resource {
 Their key secrets are never shown: give them with --key-env NAME (the
 variable's value is sent) or --key-stdin, never as a flag value.
 "delete" takes a provider out of routing and keeps its slug reserved;
-"purge" (or delete --purge) removes it and frees the slug.`,
+"purge" (or delete --purge) removes it and frees the slug; it is refused
+while virtual keys' allowlists name the slug (slug/*, slug/model), unless
+--force, which removes those entries.`,
 		coll: func(a *app) string { return ProvidersPath(a.org) },
 		item: func(a *app, id string) string { return ProviderPath(a.org, id) },
 		cols: []column{
@@ -50,7 +52,7 @@ variable's value is sent) or --key-stdin, never as a flag value.
 		create: create, update: update,
 		createHook: keysFromStdin,
 		del: deleteSpec{short: "take a provider out of routing; its slug stays reserved", verb: "deleted",
-			purge: true, purgeUsage: "remove it for good and free its slug (refused while routes or groups name it)"},
+			purge: true, purgeUsage: "remove it for good and free its slug (refused while routes, groups or keys' allowlists name it)", force: true},
 		extra: func(a *app, r *resource) []*cobra.Command {
 			return []*cobra.Command{a.purgeCmd(r), a.providerKeysCmd()}
 		},
@@ -63,7 +65,7 @@ variable's value is sent) or --key-stdin, never as a flag value.
   rolter providers create -f provider.yaml`,
 			"update": "  rolter providers update my-vllm --base-url http://10.0.0.6:8000/v1\n  rolter providers update my-vllm --slug vllm-msk --allow-slug-change",
 			"delete": "  rolter providers delete my-vllm\n  rolter providers delete my-vllm --purge",
-			"purge":  "  rolter providers purge my-vllm",
+			"purge":  "  rolter providers purge my-vllm\n  rolter providers purge my-vllm --force",
 		},
 	}
 }
@@ -126,11 +128,12 @@ func keysFromStdin(a *app, cmd *cobra.Command, body map[string]any) error {
 	return nil
 }
 
-// purgeCmd is `providers purge SLUG`: delete --purge.
+// purgeCmd is `providers purge SLUG` (and groups'): delete --purge.
 func (a *app) purgeCmd(r *resource) *cobra.Command {
-	cmd := a.verbCmd(r, "purge", "remove a provider for good and free its slug", true)
-	cmd.RunE = a.run(false, func(ctx context.Context, c *Client, _ *cobra.Command, args []string) error {
-		return a.delete(ctx, c, r, args[0], true)
+	cmd := a.verbCmd(r, "purge", "remove a "+r.singular+" for good and free its slug", true)
+	cmd.Flags().Bool("force", false, forceUsage)
+	cmd.RunE = a.run(false, func(ctx context.Context, c *Client, cmd *cobra.Command, args []string) error {
+		return a.delete(ctx, c, r, args[0], true, purgeForce(r, cmd))
 	})
 	return cmd
 }

@@ -55,6 +55,21 @@ type deleteSpec struct {
 	verb       string // past tense for the message: "deleted", "revoked"
 	purge      bool   // the API takes ?purge=true
 	purgeUsage string
+	// force: a purge takes ?force=true (providers and groups: purge even
+	// while keys' allowlists name the slug, removing those entries).
+	force bool
+}
+
+// forceUsage is the help of a purge's --force.
+const forceUsage = "purge even while virtual keys' allowlists name the slug, removing those entries (a key left with none is revoked)"
+
+// purgeForce reads --force where r's purge takes it.
+func purgeForce(r *resource, cmd *cobra.Command) bool {
+	if !r.del.force {
+		return false
+	}
+	f, _ := cmd.Flags().GetBool("force")
+	return f
 }
 
 func (a *app) resourceCmd(r *resource) *cobra.Command {
@@ -196,18 +211,25 @@ func (a *app) deleteCmd(r *resource) *cobra.Command {
 	if r.del.purge {
 		cmd.Flags().Bool("purge", false, r.del.purgeUsage)
 	}
+	if r.del.force {
+		cmd.Flags().Bool("force", false, "with --purge: "+forceUsage)
+	}
 	cmd.RunE = a.run(false, func(ctx context.Context, c *Client, cmd *cobra.Command, args []string) error {
 		purge := false
 		if r.del.purge {
 			purge, _ = cmd.Flags().GetBool("purge")
 		}
-		return a.delete(ctx, c, r, args[0], purge)
+		force := purgeForce(r, cmd)
+		if force && !purge {
+			return usageErrorf("--force applies only to a purge: add --purge")
+		}
+		return a.delete(ctx, c, r, args[0], purge, force)
 	})
 	return cmd
 }
 
 // delete sends the API's DELETE for one resource and says what it did.
-func (a *app) delete(ctx context.Context, c *Client, r *resource, id string, purge bool) error {
+func (a *app) delete(ctx context.Context, c *Client, r *resource, id string, purge, force bool) error {
 	var q url.Values
 	verb := r.del.verb
 	if verb == "" {
@@ -215,6 +237,9 @@ func (a *app) delete(ctx context.Context, c *Client, r *resource, id string, pur
 	}
 	if purge {
 		q, verb = url.Values{"purge": {"true"}}, "purged"
+	}
+	if force {
+		q.Set("force", "true")
 	}
 	raw, err := Delete(ctx, c, r.item(a, id), q)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
 // routes is `rolter routes`: the public model names of a project.
@@ -100,18 +102,36 @@ func groups() *resource {
 	return &resource{
 		name: "groups", singular: "group", scope: scopeOrg, id: "SLUG", idField: "slug",
 		short: "provider groups: several providers behind one slug",
-		coll:  func(a *app) string { return GroupsPath(a.org) },
-		item:  func(a *app, id string) string { return GroupPath(a.org, id) },
+		long: `Provider groups put several providers behind one address, slug/model.
+"delete" takes a group out of routing and keeps its slug reserved;
+"purge" (or delete --purge) removes it and frees the slug; it is refused
+while virtual keys' allowlists name the slug (slug/*, slug/model), unless
+--force, which removes those entries.`,
+		coll: func(a *app) string { return GroupsPath(a.org) },
+		item: func(a *app, id string) string { return GroupPath(a.org, id) },
 		cols: []column{
 			col("SLUG", "slug"), col("NAME", "name"), col("STRATEGY", "strategy"), {header: "MEMBERS", value: membersText},
+			{header: "STATE", value: groupState},
 		},
 		create: common, update: update,
+		del: deleteSpec{short: "take a group out of routing; its slug stays reserved", verb: "deleted",
+			purge: true, purgeUsage: "remove it for good and free its slug (refused while keys' allowlists name it)", force: true},
+		extra: func(a *app, r *resource) []*cobra.Command { return []*cobra.Command{a.purgeCmd(r)} },
 		examples: map[string]string{
 			"create": "  rolter groups create --name vllm-all --member vllm-msk --member vllm-nsk:2",
 			"update": "  rolter groups update vllm-all --member vllm-msk",
-			"delete": "  rolter groups delete vllm-all",
+			"delete": "  rolter groups delete vllm-all\n  rolter groups delete vllm-all --purge",
+			"purge":  "  rolter groups purge vllm-all\n  rolter groups purge vllm-all --force",
 		},
 	}
+}
+
+// groupState is "deleted" for a soft-deleted group, else "".
+func groupState(m map[string]any) string {
+	if lookup(m, "deleted_at") != nil {
+		return "deleted"
+	}
+	return ""
 }
 
 func membersFlag(_ *app, v any) (any, error) {

@@ -206,6 +206,11 @@ func (f *File) Desired() admin.Desired {
 // Apply creates every resource of f that does not exist yet, in dependency
 // order (org, providers, groups, projects, routes, keys, hosts), through
 // the admin service's Apply with CreateOnly, the code rolter apply runs.
+// Providers and groups that name no slug get their derived one,
+// backfilled as every import path does (design 000: the first claimant
+// keeps it bare, later ones get -2, -3, ..., each logged as "config: slug
+// backfilled"); an explicit slug that collides is an error naming the
+// entry.
 // Secrets of created virtual keys (and hosts' API keys) are printed once to
 // out. It stops at the first invalid resource; the resources created before
 // it stay, and a re-run skips them.
@@ -214,6 +219,9 @@ func Apply(ctx context.Context, svc *admin.Service, f *File, out io.Writer, log 
 	names := f.entryNames()
 	for _, c := range res.Changes {
 		e := names[c.Entry]
+		if c.SlugBase != "" {
+			log.Info("config: slug backfilled", "kind", e.kind, "entry", c.Entry, "name", e.name, "base_slug", c.SlugBase, "slug", c.Name)
+		}
 		switch {
 		case c.Action == admin.ActionUnchanged:
 			log.Info("config: exists, left unchanged", "kind", e.kind, "name", e.name)

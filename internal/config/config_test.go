@@ -906,7 +906,7 @@ func purgeOrg(t *testing.T, h *harness, o *store.Org) {
 		t.Fatal(err)
 	}
 	for _, g := range gs {
-		if err := h.db.DeleteGroup(ctx, g.ID); err != nil {
+		if _, err := h.db.PurgeGroup(ctx, g.ID, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -915,7 +915,7 @@ func purgeOrg(t *testing.T, h *harness, o *store.Org) {
 		t.Fatal(err)
 	}
 	for _, p := range ps {
-		if err := h.db.PurgeProvider(ctx, p.ID); err != nil {
+		if _, err := h.db.PurgeProvider(ctx, p.ID, false); err != nil {
 			t.Fatal(err)
 		}
 	}

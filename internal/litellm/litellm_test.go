@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rolter/rolter/internal/admin"
+
 	"github.com/rolter/rolter/internal/litellm"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/testkit"
@@ -286,8 +288,8 @@ func TestProviderName(t *testing.T) {
 		if name != tc.name {
 			t.Errorf("ProviderName(%q, %q) = %q, want %q", tc.kind, tc.base, name, tc.name)
 		}
-		if s := litellm.BaseSlug(name); s != tc.slug {
-			t.Errorf("BaseSlug(%q) = %q, want %q", name, s, tc.slug)
+		if s := admin.BaseSlug(name); s != tc.slug {
+			t.Errorf("admin.BaseSlug(%q) = %q, want %q", name, s, tc.slug)
 		}
 	}
 	long := litellm.ProviderName("openai", "https://h/"+strings.Repeat("p", 300))

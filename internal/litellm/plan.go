@@ -313,7 +313,7 @@ func (plan *Plan) match(existing []store.Provider) {
 	for _, p := range plan.Providers {
 		if m := claim(existing, p.IDs, claimed); m != nil {
 			claimed[m.ID] = true
-			p.Exists, p.Imported, p.ID, p.Slug, p.BaseSlug, p.storeKind, p.stored = true, true, m.ID, m.Slug, BaseSlug(m.Name), m.Kind, m
+			p.Exists, p.Imported, p.ID, p.Slug, p.BaseSlug, p.storeKind, p.stored = true, true, m.ID, m.Slug, admin.BaseSlug(m.Name), m.Kind, m
 			p.plan(m)
 		}
 	}
@@ -323,7 +323,7 @@ func (plan *Plan) match(existing []store.Provider) {
 		}
 		if m := sameProvider(existing, p, claimed); m != nil {
 			claimed[m.ID] = true
-			p.Exists, p.ID, p.Slug, p.BaseSlug, p.storeKind = true, m.ID, m.Slug, BaseSlug(m.Name), m.Kind
+			p.Exists, p.ID, p.Slug, p.BaseSlug, p.storeKind = true, m.ID, m.Slug, admin.BaseSlug(m.Name), m.Kind
 		}
 	}
 }
@@ -455,19 +455,19 @@ func sameRecord(a, b *store.ProviderImport) bool {
 // slugs Load may not show); a clash makes that slug held and the backfill
 // runs again, so the result still never fails on a collision.
 func (plan *Plan) assignSlugs(ctx context.Context, st Store, org *store.Org, existing []store.Provider, held []string) error {
-	claimants := make([]Claimant, 0, len(existing)+len(plan.Providers))
+	claimants := make([]admin.SlugClaimant, 0, len(existing)+len(plan.Providers))
 	for _, p := range existing {
-		claimants = append(claimants, Claimant{Name: p.Name, Slug: p.Slug})
+		claimants = append(claimants, admin.SlugClaimant{Name: p.Name, Slug: p.Slug})
 	}
 	var fresh []*Provider
 	for _, p := range plan.Providers {
 		if !p.Exists {
 			fresh = append(fresh, p)
-			claimants = append(claimants, Claimant{Name: p.Name})
+			claimants = append(claimants, admin.SlugClaimant{Name: p.Name})
 		}
 	}
 	for round := 0; ; round++ {
-		got := Backfill(claimants, held)[len(existing):]
+		got := admin.Backfill(claimants, held)[len(existing):]
 		clash := false
 		for i, p := range fresh {
 			p.BaseSlug, p.Slug = got[i].Base, got[i].Final

@@ -576,7 +576,7 @@ func TestProbe(t *testing.T) {
 		t.Fatalf("probed without Probe: %d requests\n%s", hits.Load(), out)
 	}
 	out := h.run(t, cfg, litellm.Options{DryRun: true, Probe: true})
-	slug := litellm.BaseSlug(litellm.ProviderName("openai", llama.URL+"/v1"))
+	slug := admin.BaseSlug(litellm.ProviderName("openai", llama.URL+"/v1"))
 	want := "suggestion: provider " + slug + " (model_list[0]) answers GET /props as a llama.cpp server does: with kind llamacpp rolter also reads its health and context (rolter providers update " + slug + " --kind llamacpp)\n"
 	if !strings.Contains(out, want) || strings.Count(out, "suggestion:") != 1 {
 		t.Errorf("output lacks %q alone:\n%s", want, out)

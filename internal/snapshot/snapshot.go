@@ -166,7 +166,7 @@ func Build(st *store.State, at time.Time) *Snapshot {
 	}
 	for _, g := range st.Groups {
 		org := orgByID[g.OrgID]
-		if org == nil {
+		if org == nil || g.DeletedAt != nil { // soft-deleted: slug reserved, out of routing
 			continue
 		}
 		grp := &Group{Group: g}

@@ -149,6 +149,9 @@ type Group struct {
 	Members   []GroupMember
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// DeletedAt is set on a soft-deleted group: out of routing, its slug
+	// still reserved until the group is purged (design 000 §3).
+	DeletedAt *time.Time
 }
 
 // GroupMember is one provider of a group. ModelMap maps the model a client

@@ -11,6 +11,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rolter/rolter/internal/money"
@@ -51,6 +52,36 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string { return "store: " + e.What + " already exists" }
+
+// SlugHolder is what claims a slug: a provider or a group, and whether it
+// is soft-deleted (the slug reserved, nothing routed by it).
+type SlugHolder struct {
+	Kind    string // "provider" or "group"
+	Deleted bool
+}
+
+// AllowlistRef is a live virtual key whose allowlist names a slug.
+type AllowlistRef struct {
+	KeyID   int64
+	Name    string
+	Project string
+	// Entries are the allowlist entries that name the slug.
+	Entries []string
+	// Revoked: a forced purge removed every entry of the key's allowlist
+	// and revoked the key, since an empty allowlist allows every model.
+	Revoked bool
+}
+
+// AllowlistError refuses a purge while virtual keys' allowlists name the
+// slug (design 000 §3: a freed slug is never silently re-pointed).
+type AllowlistError struct {
+	Slug string
+	Keys []AllowlistRef
+}
+
+func (e *AllowlistError) Error() string {
+	return fmt.Sprintf("store: slug %q is named in the allowlists of %d virtual keys", e.Slug, len(e.Keys))
+}
 
 // InUseError reports a delete refused because other rows still refer to the
 // row (a project with routes, a provider targeted by routes).
@@ -114,8 +145,11 @@ type Store interface {
 	DeleteProject(ctx context.Context, id int64) error
 
 	// SlugTaken reports whether slug is claimed in the org's namespace,
-	// including by soft-deleted providers.
+	// including by soft-deleted providers and groups.
 	SlugTaken(ctx context.Context, orgID int64, slug string) (bool, error)
+	// SlugHolder says what claims slug in the org's namespace; ErrNotFound
+	// when nothing does.
+	SlugHolder(ctx context.Context, orgID int64, slug string) (SlugHolder, error)
 	// CreateProvider claims the slug and inserts the provider and its keys
 	// in one transaction.
 	CreateProvider(ctx context.Context, p *Provider) error
@@ -126,8 +160,13 @@ type Store interface {
 	// the provider's claim in the namespace.
 	UpdateProvider(ctx context.Context, p *Provider) error
 	SoftDeleteProvider(ctx context.Context, id int64, at time.Time) error
-	// PurgeProvider removes the provider, its keys and its slug claim.
-	PurgeProvider(ctx context.Context, id int64) error
+	// PurgeProvider removes the provider, its keys and its slug claim. A
+	// live virtual key of the org whose allowlist names the slug
+	// ("slug/*", "slug/model") refuses it with an *AllowlistError, unless
+	// force: then those entries are removed in the same transaction (a
+	// key left with none is revoked rather than allowed every model), and
+	// the keys changed are returned.
+	PurgeProvider(ctx context.Context, id int64, force bool) ([]AllowlistRef, error)
 	AddProviderKey(ctx context.Context, k *ProviderKey) error
 	DeleteProviderKey(ctx context.Context, providerID, keyID int64) error
 	// SetProviderKeyWeight changes a pool key's weight; ErrNotFound when
@@ -145,8 +184,12 @@ type Store interface {
 	// UpdateGroup writes the group and replaces its members; a changed Slug
 	// moves the claim in the namespace.
 	UpdateGroup(ctx context.Context, g *Group) error
-	// DeleteGroup removes the group and frees its slug.
-	DeleteGroup(ctx context.Context, id int64) error
+	// SoftDeleteGroup takes the group out of routing and keeps its slug
+	// reserved; ErrNotFound when it is already deleted.
+	SoftDeleteGroup(ctx context.Context, id int64, at time.Time) error
+	// PurgeGroup removes the group, its members and its slug claim, with
+	// the allowlist rule of PurgeProvider.
+	PurgeGroup(ctx context.Context, id int64, force bool) ([]AllowlistRef, error)
 
 	// CreateRoute inserts the route and its targets in one transaction.
 	CreateRoute(ctx context.Context, r *Route) error
@@ -227,6 +270,9 @@ type Store interface {
 	ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]Host, error)
 	// ListLiveHosts returns every non-retired host of every org.
 	ListLiveHosts(ctx context.Context) ([]Host, error)
+	// ListPoolHosts returns the live (non-retired) hosts of one pool: the
+	// org's project's hosts serving modelName, in id order.
+	ListPoolHosts(ctx context.Context, orgID, projectID int64, modelName string) ([]Host, error)
 	// UpdateHost writes port, model name, recipe, notes, auto-apply, the
 	// hf token and the drain timeout (not
 	// the apply request: see RequestApply); check as for CreateHost.

@@ -31,7 +31,8 @@ func init() {
 		u.get("/groups/_overlap", u.groupMemberOverlap)
 		u.get("/groups/{slug}", u.groupDetail)
 		u.post("/groups/{slug}", u.groupUpdate)
-		u.post("/groups/{slug}/delete", u.groupDelete)
+		u.post("/groups/{slug}/delete", u.groupDelete(false))
+		u.post("/groups/{slug}/purge", u.groupDelete(true))
 	})
 }
 
@@ -344,19 +345,28 @@ func (u *UI) groupUpdate(w http.ResponseWriter, r *request) error {
 	return finish(w, r, err, again, groupLink(v, g.Slug, "done", done, "from", d.G.Slug))
 }
 
-func (u *UI) groupDelete(w http.ResponseWriter, r *request) error {
-	v, d, err := u.groupsView(r, "detail")
-	if err != nil {
-		return err
-	}
-	slug := r.PathValue("slug")
-	err = u.svc.DeleteGroup(r.Context(), v.Org, slug)
-	return finish(w, r, err, func(e *formErr) error {
-		if err := u.groupAsStored(r, v, d); err != nil {
+// groupDelete soft-deletes a group (its slug stays reserved) or, with
+// purge, removes it and frees the slug (design 000 §3). A purge that keys'
+// allowlists refuse shows their list; the console never forces it.
+func (u *UI) groupDelete(purge bool) handler {
+	return func(w http.ResponseWriter, r *request) error {
+		v, d, err := u.groupsView(r, "detail")
+		if err != nil {
 			return err
 		}
-		return u.formAgain(w, v, &d.Err)(e)
-	}, link("groups", "org", v.Org, "done", "deleted", "slug", slug))
+		slug := r.PathValue("slug")
+		err = u.svc.DeleteGroup(r.Context(), v.Org, slug, purge, false)
+		done := "deleted"
+		if purge {
+			done = "purged"
+		}
+		return finish(w, r, err, func(e *formErr) error {
+			if err := u.groupAsStored(r, v, d); err != nil {
+				return err
+			}
+			return u.formAgain(w, v, &d.Err)(e)
+		}, link("groups", "org", v.Org, "done", done, "slug", slug))
+	}
 }
 
 // groupLink is a link to a group's page in v's org.

@@ -147,9 +147,22 @@ func TestGroupEditSlugChangeAndDelete(t *testing.T) {
 	if r.status != http.StatusSeeOther {
 		t.Fatalf("delete: %d %s", r.status, r.body)
 	}
-	mustContain(t, "deleted", b.get(r.header.Get("Location")).body, "Group <code>pool-2</code> deleted", "No group yet")
+	// design 000 §3: a deleted group stays listed, its slug reserved,
+	// until the Purge button frees it.
+	mustContain(t, "deleted", b.get(r.header.Get("Location")).body, "Group <code>pool-2</code> deleted. Its slug stays reserved",
+		`pool-2</a> <span class="status st-off">deleted</span>`)
+	r = b.get("/ui/groups/pool-2?org=default")
+	mustContain(t, "deleted page", r.body, `id="purge-group"`, "/ui/groups/pool-2/purge")
+	if strings.Contains(r.body, `id="delete-group"`) {
+		t.Fatal("a deleted group's page offers Delete again")
+	}
+	r = b.postCSRF("/ui/groups/pool-2/purge", url.Values{"org": {"default"}})
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("purge: %d %s", r.status, r.body)
+	}
+	mustContain(t, "purged", b.get(r.header.Get("Location")).body, "Group <code>pool-2</code> purged; its slug is free", "No group yet")
 	if r = b.get("/ui/groups/pool-2"); r.status != http.StatusNotFound {
-		t.Fatalf("deleted group's page: %d", r.status)
+		t.Fatalf("purged group's page: %d", r.status)
 	}
 }
 
@@ -159,7 +172,7 @@ func TestGroupEditorFragments(t *testing.T) {
 	mustProvider(t, h, admin.ProviderInput{Name: "gone"})
 	mustGroup(t, h, "pool-a", "alpha", "gone")
 	mustGroup(t, h, "pool-b", "alpha")
-	if err := h.svc.DeleteProvider(context.Background(), "default", "gone", false); err != nil {
+	if err := h.svc.DeleteProvider(context.Background(), "default", "gone", false, false); err != nil {
 		t.Fatal(err)
 	}
 	b := h.browser()
@@ -229,4 +242,28 @@ func TestBrowserCreateGroupWithTwoMembersShowsOverlap(t *testing.T) {
 	}
 	tb.screenshot("groups")
 	tb.clean()
+}
+
+// TestSlugCheckSaysReserved: design 000 §3 — the pre-check tells a slug
+// held by a deleted group or provider ("reserved (deleted group)") from
+// one a live one holds ("taken"), and still offers the next free slug.
+func TestSlugCheckSaysReserved(t *testing.T) {
+	h := newHarness(t, Options{})
+	b := h.browser()
+	b.login(h.token)
+	mustProvider(t, h, admin.ProviderInput{Name: "alpha"})
+	ctx := context.Background()
+	if _, err := h.svc.CreateGroup(ctx, "default", admin.GroupInput{Slug: "pool", Members: []admin.GroupMemberInput{{Provider: "alpha"}}}); err != nil {
+		t.Fatal(err)
+	}
+	r := b.get("/ui/slug-check?org=default&slug=pool")
+	mustContain(t, "taken", r.body, ">taken<", `data-fill-value="pool-2"`)
+	if err := h.svc.DeleteGroup(ctx, "default", "pool", false, false); err != nil {
+		t.Fatal(err)
+	}
+	r = b.get("/ui/slug-check?org=default&slug=pool")
+	mustContain(t, "reserved", r.body, "reserved (deleted group)", "kept until purged", `data-fill-value="pool-2"`)
+	if strings.Contains(r.body, ">taken<") {
+		t.Fatalf("a reserved slug reads as taken: %s", r.body)
+	}
 }

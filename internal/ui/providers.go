@@ -191,7 +191,7 @@ func (u *UI) providerDelete(purge bool) handler {
 			return err
 		}
 		slug := r.PathValue("slug")
-		err = u.svc.DeleteProvider(r.Context(), v.Org, slug, purge)
+		err = u.svc.DeleteProvider(r.Context(), v.Org, slug, purge, false)
 		done := "deleted"
 		if purge {
 			done = "purged"

@@ -21,10 +21,12 @@ type slugCheck struct {
 	// because the slug field is empty.
 	Slug    string
 	Derived bool
-	// State is "available", "taken", "current", "invalid" or "" (nothing
-	// to check yet).
-	State      string
-	Suggestion string
+	// State is "available", "taken", "reserved" (by a deleted provider
+	// or group until it is purged; Reason says which, e.g. "reserved
+	// (deleted group)"), "current", "invalid" or "" (nothing to check
+	// yet).
+	State, Reason string
+	Suggestion    string
 	// Message and Code explain an invalid slug.
 	Message, Code string
 	// Target is the id of the slug input a suggestion fills.
@@ -62,7 +64,7 @@ func (u *UI) slugCheck(w http.ResponseWriter, r *request) error {
 		}
 		out.State, out.Suggestion = "available", ""
 		if !check.Available {
-			out.State, out.Suggestion = "taken", check.Suggestion
+			out.State, out.Reason, out.Suggestion = check.State, check.Reason, check.Suggestion
 		}
 	}
 	u.renderPartial(w, "slug-check", out)

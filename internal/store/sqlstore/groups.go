@@ -2,23 +2,26 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/rolter/rolter/internal/store"
 )
 
-const groupCols = `id, org_id, slug, name, strategy, policy, created_at, updated_at`
+const groupCols = `id, org_id, slug, name, strategy, policy, created_at, updated_at, deleted_at`
 
 func scanGroup(sc interface{ Scan(...any) error }) (store.Group, error) {
 	var (
-		g      store.Group
-		policy string
+		g       store.Group
+		policy  string
+		deleted sql.NullTime
 	)
-	if err := sc.Scan(&g.ID, &g.OrgID, &g.Slug, &g.Name, &g.Strategy, &policy, &g.CreatedAt, &g.UpdatedAt); err != nil {
+	if err := sc.Scan(&g.ID, &g.OrgID, &g.Slug, &g.Name, &g.Strategy, &policy, &g.CreatedAt, &g.UpdatedAt, &deleted); err != nil {
 		return g, err
 	}
-	g.CreatedAt, g.UpdatedAt = g.CreatedAt.UTC(), g.UpdatedAt.UTC()
+	g.CreatedAt, g.UpdatedAt, g.DeletedAt = g.CreatedAt.UTC(), g.UpdatedAt.UTC(), nullTime(deleted)
 	if err := json.Unmarshal([]byte(policy), &g.Policy); err != nil {
 		return g, fmt.Errorf("store: group %d: policy column: %w", g.ID, err)
 	}
@@ -146,16 +149,28 @@ func (s *DB) UpdateGroup(ctx context.Context, g *store.Group) error {
 	})
 }
 
-// DeleteGroup implements store.Store. Groups have no soft delete: nothing
-// else refers to a group, so removing it frees the slug at once.
-func (s *DB) DeleteGroup(ctx context.Context, id int64) error {
-	return s.tx(ctx, func(tx querier) error {
+// SoftDeleteGroup implements store.Store. The row, its members and its
+// slug claim stay; the snapshot leaves the group out of routing.
+func (s *DB) SoftDeleteGroup(ctx context.Context, id int64, at time.Time) error {
+	return s.exec(ctx, s.qr, "", `UPDATE provider_groups SET deleted_at = ?, updated_at = ? WHERE id = ? AND deleted_at IS NULL`,
+		at.UTC().Truncate(time.Microsecond), now(), id)
+}
+
+// PurgeGroup implements store.Store: the group, its members and its slug
+// claim go in one transaction, after the allowlist rule (purgeAllowlist).
+func (s *DB) PurgeGroup(ctx context.Context, id int64, force bool) ([]store.AllowlistRef, error) {
+	var refs []store.AllowlistRef
+	err := s.tx(ctx, func(tx querier) error {
 		var (
 			org  int64
 			slug string
 		)
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT org_id, slug FROM provider_groups WHERE id = ?`), id).Scan(&org, &slug); err != nil {
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT org_id, slug FROM provider_groups WHERE id = ?`+s.forUpdate()), id).Scan(&org, &slug); err != nil {
 			return s.classify(err, "")
+		}
+		var err error
+		if refs, err = s.purgeAllowlist(ctx, tx, org, slug, force); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM group_members WHERE group_id = ?`), id); err != nil {
 			return s.classify(err, "")
@@ -165,4 +180,8 @@ func (s *DB) DeleteGroup(ctx context.Context, id int64) error {
 		}
 		return s.exec(ctx, tx, "", `DELETE FROM slugs WHERE org_id = ? AND slug = ? AND owner_kind = 'group'`, org, slug)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return refs, nil
 }

@@ -131,13 +131,13 @@ func TestGroups(t *testing.T) {
 			t.Fatalf("delete org with groups: %v", err)
 		}
 		// Delete removes the group and frees the slug.
-		if err := s.DeleteGroup(ctx, g.ID); err != nil {
+		if _, err := s.PurgeGroup(ctx, g.ID, false); err != nil {
 			t.Fatal(err)
 		}
 		if taken, _ := s.SlugTaken(ctx, o.ID, "vllm-msk"); taken {
 			t.Fatal("delete kept the slug")
 		}
-		if err := s.DeleteGroup(ctx, g.ID); !errors.Is(err, store.ErrNotFound) {
+		if _, err := s.PurgeGroup(ctx, g.ID, false); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("delete twice: %v", err)
 		}
 		mustProvider(t, s, o.ID, "vllm-msk") // the freed slug is reusable by either kind
@@ -266,7 +266,7 @@ func TestLoadGroupsAndPurge(t *testing.T) {
 		// Purge is refused while the provider is a member, soft-deleted or not.
 		var in *store.InUseError
 		for _, id := range []int64{a.ID, b.ID} {
-			if err := s.PurgeProvider(ctx, id); !errors.As(err, &in) || in.What != "group members" {
+			if _, err := s.PurgeProvider(ctx, id, false); !errors.As(err, &in) || in.What != "group members" {
 				t.Fatalf("purge of a member: %v", err)
 			}
 		}
@@ -277,13 +277,13 @@ func TestLoadGroupsAndPurge(t *testing.T) {
 		if err := s.UpdateGroup(ctx, g); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PurgeProvider(ctx, b.ID); err != nil {
+		if _, err := s.PurgeProvider(ctx, b.ID, false); err != nil {
 			t.Fatalf("purge after leaving the group: %v", err)
 		}
-		if err := s.DeleteGroup(ctx, g.ID); err != nil {
+		if _, err := s.PurgeGroup(ctx, g.ID, false); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PurgeProvider(ctx, a.ID); err != nil {
+		if _, err := s.PurgeProvider(ctx, a.ID, false); err != nil {
 			t.Fatalf("purge after the group is gone: %v", err)
 		}
 		st, err = s.Load(ctx)

@@ -246,6 +246,13 @@ func (s *DB) ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]store
 		`SELECT `+hostCols+` FROM hosts WHERE org_id = ? AND ip = ? AND state <> 'retired' ORDER BY id`, orgID, ip)
 }
 
+// ListPoolHosts implements store.Store.
+func (s *DB) ListPoolHosts(ctx context.Context, orgID, projectID int64, modelName string) ([]store.Host, error) {
+	return list(ctx, s, s.qr, s.scanHost,
+		`SELECT `+hostCols+` FROM hosts WHERE org_id = ? AND project_id = ? AND model_name = ? AND state <> 'retired' ORDER BY id`,
+		orgID, projectID, modelName)
+}
+
 // ListLiveHosts implements store.Store.
 func (s *DB) ListLiveHosts(ctx context.Context) ([]store.Host, error) {
 	return list(ctx, s, s.qr, s.scanHost, `SELECT `+hostCols+` FROM hosts WHERE state <> 'retired' ORDER BY id`)

@@ -65,6 +65,21 @@ func (s *DB) SlugTaken(ctx context.Context, orgID int64, slug string) (bool, err
 	return n > 0, s.classify(err, "")
 }
 
+// SlugHolder implements store.Store.
+func (s *DB) SlugHolder(ctx context.Context, orgID int64, slug string) (store.SlugHolder, error) {
+	var h store.SlugHolder
+	err := s.qr.QueryRowContext(ctx, s.q(`SELECT c.owner_kind,
+		CASE WHEN p.deleted_at IS NOT NULL OR g.deleted_at IS NOT NULL THEN 1 ELSE 0 END
+		FROM slugs c
+		LEFT JOIN providers p ON c.owner_kind = 'provider' AND p.org_id = c.org_id AND p.slug = c.slug
+		LEFT JOIN provider_groups g ON c.owner_kind = 'group' AND g.org_id = c.org_id AND g.slug = c.slug
+		WHERE c.org_id = ? AND c.slug = ?`), orgID, slug).Scan(&h.Kind, &h.Deleted)
+	if err != nil {
+		return h, s.classify(err, "")
+	}
+	return h, nil
+}
+
 // CreateProvider implements store.Store.
 func (s *DB) CreateProvider(ctx context.Context, p *store.Provider) error {
 	t := now()
@@ -181,21 +196,25 @@ func (s *DB) SoftDeleteProvider(ctx context.Context, id int64, at time.Time) err
 }
 
 // PurgeProvider implements store.Store. It is refused while route targets
-// or group members name the provider.
-func (s *DB) PurgeProvider(ctx context.Context, id int64) error {
-	return s.tx(ctx, func(tx querier) error {
+// or group members name the provider, and by the allowlist rule
+// (purgeAllowlist).
+func (s *DB) PurgeProvider(ctx context.Context, id int64, force bool) ([]store.AllowlistRef, error) {
+	var refs []store.AllowlistRef
+	err := s.tx(ctx, func(tx querier) error {
 		var (
 			org  int64
 			slug string
 		)
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT org_id, slug FROM providers WHERE id = ?`), id).Scan(&org, &slug); err != nil {
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT org_id, slug FROM providers WHERE id = ?`+s.forUpdate()), id).Scan(&org, &slug); err != nil {
 			return s.classify(err, "")
 		}
 		// Soft delete is always allowed (the snapshot drops the provider
 		// from rotation); purge waits until nothing names it.
+		// Membership of a soft-deleted group (which only holds its slug)
+		// does not count, and goes with the provider.
 		for _, c := range []struct{ what, query string }{
 			{"route targets", `SELECT COUNT(*) FROM route_targets WHERE provider_id = ?`},
-			{"group members", `SELECT COUNT(*) FROM group_members WHERE provider_id = ?`},
+			{"group members", `SELECT COUNT(*) FROM group_members m JOIN provider_groups g ON g.id = m.group_id WHERE m.provider_id = ? AND g.deleted_at IS NULL`},
 		} {
 			var n int
 			if err := tx.QueryRowContext(ctx, s.q(c.query), id).Scan(&n); err != nil {
@@ -205,6 +224,13 @@ func (s *DB) PurgeProvider(ctx context.Context, id int64) error {
 				return &store.InUseError{What: c.what}
 			}
 		}
+		var err error
+		if refs, err = s.purgeAllowlist(ctx, tx, org, slug, force); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM group_members WHERE provider_id = ?`), id); err != nil {
+			return s.classify(err, "")
+		}
 		if err := s.exec(ctx, tx, "", `DELETE FROM provider_keys WHERE provider_id = ?`, id); err != nil && err != store.ErrNotFound {
 			return err
 		}
@@ -213,6 +239,10 @@ func (s *DB) PurgeProvider(ctx context.Context, id int64) error {
 		}
 		return s.exec(ctx, tx, "", `DELETE FROM slugs WHERE org_id = ? AND slug = ?`, org, slug)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return refs, nil
 }
 
 // AddProviderKey implements store.Store.

@@ -161,7 +161,7 @@ func TestProvidersAndSlugs(t *testing.T) {
 		if back, _ := s.GetProvider(ctx, o.ID, "vllm-msk"); back.DeletedAt == nil {
 			t.Fatal("deleted_at not set")
 		}
-		if err := s.PurgeProvider(ctx, p.ID); err != nil {
+		if _, err := s.PurgeProvider(ctx, p.ID, false); err != nil {
 			t.Fatal(err)
 		}
 		if taken, _ := s.SlugTaken(ctx, o.ID, "vllm-msk"); taken {
@@ -256,7 +256,7 @@ func TestRoutes(t *testing.T) {
 			t.Fatalf("get route: %+v %v", got, err)
 		}
 		var in *store.InUseError
-		if err := s.PurgeProvider(ctx, b.ID); !errors.As(err, &in) {
+		if _, err := s.PurgeProvider(ctx, b.ID, false); !errors.As(err, &in) {
 			t.Fatalf("purge targeted provider: %v", err)
 		}
 		got.Targets = []store.Target{{ProviderID: b.ID, Weight: 5}}
@@ -274,7 +274,7 @@ func TestRoutes(t *testing.T) {
 		if err := s.DeleteRoute(ctx, got.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PurgeProvider(ctx, b.ID); err != nil {
+		if _, err := s.PurgeProvider(ctx, b.ID, false); err != nil {
 			t.Fatalf("purge after route delete: %v", err)
 		}
 	})

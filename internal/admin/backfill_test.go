@@ -1,4 +1,4 @@
-package litellm_test
+package admin_test
 
 import (
 	"math/rand/v2"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rolter/rolter/internal/litellm"
+	"github.com/rolter/rolter/internal/admin"
 )
 
 var slugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -28,23 +28,23 @@ func TestBackfill(t *testing.T) {
 	type row struct{ base, final string }
 	for _, tc := range []struct {
 		name      string
-		claimants []litellm.Claimant
+		claimants []admin.SlugClaimant
 		held      []string
 		want      []row
 	}{
 		{
 			name:      "distinct names keep their bases",
-			claimants: []litellm.Claimant{{Name: "vLLM Moscow"}, {Name: "vLLM SPb"}},
+			claimants: []admin.SlugClaimant{{Name: "vLLM Moscow"}, {Name: "vLLM SPb"}},
 			want:      []row{{"vllm-moscow", "vllm-moscow"}, {"vllm-spb", "vllm-spb"}},
 		},
 		{
 			name:      "later claimants get their row number",
-			claimants: []litellm.Claimant{{Name: "vllm"}, {Name: "VLLM"}, {Name: "other"}, {Name: "v.l.l.m"}},
+			claimants: []admin.SlugClaimant{{Name: "vllm"}, {Name: "VLLM"}, {Name: "other"}, {Name: "v.l.l.m"}},
 			want:      []row{{"vllm", "vllm"}, {"vllm", "vllm-2"}, {"other", "other"}, {"v-l-l-m", "v-l-l-m"}},
 		},
 		{
 			name:      "three of one base",
-			claimants: []litellm.Claimant{{Name: "openai api.openai.com/v1"}, {Name: "openai api.openai.com/v1"}, {Name: "openai api.openai.com/v1"}},
+			claimants: []admin.SlugClaimant{{Name: "openai api.openai.com/v1"}, {Name: "openai api.openai.com/v1"}, {Name: "openai api.openai.com/v1"}},
 			want: []row{
 				{"openai-api-openai-com-v1", "openai-api-openai-com-v1"},
 				{"openai-api-openai-com-v1", "openai-api-openai-com-v1-2"},
@@ -53,50 +53,50 @@ func TestBackfill(t *testing.T) {
 		},
 		{
 			name:      "existing providers hold their slugs and count as claimants",
-			claimants: []litellm.Claimant{{Name: "vllm", Slug: "vllm"}, {Name: "vllm", Slug: "vllm-msk"}, {Name: "vllm"}},
+			claimants: []admin.SlugClaimant{{Name: "vllm", Slug: "vllm"}, {Name: "vllm", Slug: "vllm-msk"}, {Name: "vllm"}},
 			want:      []row{{"vllm", "vllm"}, {"vllm", "vllm-msk"}, {"vllm", "vllm-3"}},
 		},
 		{
 			name:      "held base and base-2 are skipped",
-			claimants: []litellm.Claimant{{Name: "vllm"}, {Name: "vllm"}},
+			claimants: []admin.SlugClaimant{{Name: "vllm"}, {Name: "vllm"}},
 			held:      []string{"vllm", "vllm-2"},
 			want:      []row{{"vllm", "vllm-3"}, {"vllm", "vllm-4"}},
 		},
 		{
 			name:      "existing providers on base and base-2",
-			claimants: []litellm.Claimant{{Name: "vllm", Slug: "vllm"}, {Name: "vllm", Slug: "vllm-2"}, {Name: "vllm"}},
+			claimants: []admin.SlugClaimant{{Name: "vllm", Slug: "vllm"}, {Name: "vllm", Slug: "vllm-2"}, {Name: "vllm"}},
 			want:      []row{{"vllm", "vllm"}, {"vllm", "vllm-2"}, {"vllm", "vllm-3"}},
 		},
 		{
 			name:      "an unrelated holder of base-N pushes on",
-			claimants: []litellm.Claimant{{Name: "a"}, {Name: "a"}, {Name: "a"}},
+			claimants: []admin.SlugClaimant{{Name: "a"}, {Name: "a"}, {Name: "a"}},
 			held:      []string{"a-2"},
 			want:      []row{{"a", "a"}, {"a", "a-3"}, {"a", "a-4"}},
 		},
 		{
 			name:      "a bare base held by a group",
-			claimants: []litellm.Claimant{{Name: "vllm cluster"}},
+			claimants: []admin.SlugClaimant{{Name: "vllm cluster"}},
 			held:      []string{"vllm-cluster"},
 			want:      []row{{"vllm-cluster", "vllm-cluster-2"}},
 		},
 		{
 			name:      "no letters or digits",
-			claimants: []litellm.Claimant{{Name: "ÄÖÜ"}, {Name: "---"}, {Name: "provider"}},
+			claimants: []admin.SlugClaimant{{Name: "ÄÖÜ"}, {Name: "---"}, {Name: "provider"}},
 			want:      []row{{"provider", "provider"}, {"provider", "provider-2"}, {"provider", "provider-3"}},
 		},
 		{
 			name:      "70-character names",
-			claimants: []litellm.Claimant{{Name: name70}, {Name: name70B}, {Name: name70}},
+			claimants: []admin.SlugClaimant{{Name: name70}, {Name: name70B}, {Name: name70}},
 			want:      []row{{slug70, slug70}, {slug70, slug70s + "-2"}, {slug70, slug70s + "-3"}},
 		},
 		{
 			name:      "a '-' at the 58 cut is trimmed",
-			claimants: []litellm.Claimant{{Name: name70D}, {Name: name70D}},
+			claimants: []admin.SlugClaimant{{Name: name70D}, {Name: name70D}},
 			want:      []row{{slug70D, slug70D}, {slug70D, slug70Ds + "-2"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := litellm.Backfill(tc.claimants, tc.held)
+			got := admin.Backfill(tc.claimants, tc.held)
 			rows := make([]row, len(got))
 			for i, a := range got {
 				rows[i] = row{a.Base, a.Final}
@@ -115,16 +115,16 @@ func TestBackfillLengths(t *testing.T) {
 	if len(name70) != 70 || len(slug70) != 63 {
 		t.Fatalf("test names are off: %d %d", len(name70), len(slug70))
 	}
-	got := litellm.Backfill([]litellm.Claimant{{Name: name70}, {Name: name70}}, nil)
+	got := admin.Backfill([]admin.SlugClaimant{{Name: name70}, {Name: name70}}, nil)
 	if len(got[0].Final) != 63 || len(got[1].Final) != 60 || !strings.HasPrefix(got[1].Final, slug70s+"-") {
 		t.Errorf("lengths: %q (%d), %q (%d)", got[0].Final, len(got[0].Final), got[1].Final, len(got[1].Final))
 	}
 	// Five-digit suffixes cut the base further so the slug stays at 63.
-	var cs []litellm.Claimant
+	var cs []admin.SlugClaimant
 	for range 10001 {
-		cs = append(cs, litellm.Claimant{Name: name70})
+		cs = append(cs, admin.SlugClaimant{Name: name70})
 	}
-	last := litellm.Backfill(cs, nil)[10000].Final
+	last := admin.Backfill(cs, nil)[10000].Final
 	if last != strings.Repeat("a", 57)+"-10001" {
 		t.Errorf("claimant 10001: %q", last)
 	}
@@ -134,17 +134,17 @@ func TestBackfillLengths(t *testing.T) {
 // the held set only, never on the order held slugs are listed in (they
 // come from maps and queries).
 func TestBackfillDeterministic(t *testing.T) {
-	var cs []litellm.Claimant
+	var cs []admin.SlugClaimant
 	for i := range 40 {
-		cs = append(cs, litellm.Claimant{Name: []string{"vllm", "openai api", "x", name70}[i%4]})
+		cs = append(cs, admin.SlugClaimant{Name: []string{"vllm", "openai api", "x", name70}[i%4]})
 	}
 	held := []string{"vllm-2", "x", "x-3", "openai-api-5", slug70s + "-4"}
-	want := litellm.Backfill(cs, held)
+	want := admin.Backfill(cs, held)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 50 {
 		h := append([]string(nil), held...)
 		rng.Shuffle(len(h), func(i, j int) { h[i], h[j] = h[j], h[i] })
-		if got := litellm.Backfill(cs, h); !reflect.DeepEqual(got, want) {
+		if got := admin.Backfill(cs, h); !reflect.DeepEqual(got, want) {
 			t.Fatalf("held order %q changed the answer", h)
 		}
 	}
@@ -156,15 +156,15 @@ func FuzzBackfill(f *testing.F) {
 	f.Add("", "ÄÖ", "provider", 1)
 	f.Fuzz(func(t *testing.T, a, b, held string, n int) {
 		n = max(1, min(n, 20))
-		var cs []litellm.Claimant
+		var cs []admin.SlugClaimant
 		for i := range n {
 			name := a
 			if i%2 == 1 {
 				name = b
 			}
-			cs = append(cs, litellm.Claimant{Name: name})
+			cs = append(cs, admin.SlugClaimant{Name: name})
 		}
-		got := litellm.Backfill(cs, []string{held, held + "-2"})
+		got := admin.Backfill(cs, []string{held, held + "-2"})
 		seen := map[string]bool{held: true, held + "-2": true}
 		for i, as := range got {
 			if !slugPattern.MatchString(as.Final) {
@@ -178,7 +178,7 @@ func FuzzBackfill(f *testing.F) {
 				t.Fatalf("claimant %d: %q does not start with its base %q", i, as.Final, as.Base)
 			}
 		}
-		if !reflect.DeepEqual(got, litellm.Backfill(cs, []string{held + "-2", held})) {
+		if !reflect.DeepEqual(got, admin.Backfill(cs, []string{held + "-2", held})) {
 			t.Fatal("not deterministic")
 		}
 	})
