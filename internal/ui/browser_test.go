@@ -102,8 +102,9 @@ type tab struct {
 	problems []string
 }
 
-// newTab opens a tab in a fresh browser context for h's server, with a 60 s
-// budget for the whole test.
+// newTab opens a tab in a fresh browser context for h's server, with a
+// 120 s budget for the whole test: a test takes 5-15 s, a few times that
+// on a loaded two-core CI machine.
 func newTab(t *testing.T, h *harness) *tab {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath()); err != nil {
@@ -123,7 +124,7 @@ func newTab(t *testing.T, h *harness) *tab {
 		t.Fatalf("open tab: %v", err)
 	}
 	tb.base = ctx
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 120*time.Second)
 	t.Cleanup(cancelTimeout)
 	tb.ctx = ctx
 	return tb
@@ -179,6 +180,84 @@ func (tb *tab) waitFor(what, cond string) {
 	tb.do(what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(50*time.Second)))
 }
 
+// htmxSettled, appended to a waitFor condition, also waits for htmx to
+// finish a swap: it wires up what it swapped in (hx-* attributes) only
+// when the swap settles, so a click before that would go unheard.
+const htmxSettled = ` && !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')`
+
+// navigate runs act, a click or submit that loads a new page (a link
+// followed, a form posted and redirected), waits until that page is in,
+// then runs then. A wait for an element alone could be met by the page
+// being left, whose nodes vanish under the next step; so the page is
+// marked first, and the new one is in once it is unmarked, at want (a
+// path, or a path and query when want has a "?"), fully loaded, and htmx
+// is done with it.
+func (tb *tab) navigate(what, want string, act chromedp.Action[chromedp.Void], then ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	tb.do(what+": mark the page being left", chromedp.Evaluate[chromedp.Void](`window.rolterLeftPage = true`))
+	tb.do(what, act)
+	at := `location.pathname`
+	if strings.Contains(want, "?") {
+		at = `location.pathname + location.search`
+	}
+	tb.untilAcrossNav(what+": the page at "+want, `(() => {
+		if (window.rolterLeftPage) return 'still on the page being left, ' + location.href;
+		if (`+at+` !== `+jsString(want)+`) return 'at ' + location.pathname + location.search;
+		if (document.readyState !== 'complete') return 'document ' + document.readyState;
+		if (!window.htmx) return 'no htmx';
+		if (document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')) return 'htmx busy';
+		return '';
+	})()`)
+	if len(then) > 0 {
+		tb.do(what, then...)
+	}
+}
+
+// waitAfterNav waits until cond holds in the page, across the navigation
+// just started (see untilAcrossNav).
+func (tb *tab) waitAfterNav(what, cond string) {
+	tb.t.Helper()
+	tb.untilAcrossNav(what, `(`+cond+`) ? '' : 'not yet'`)
+}
+
+// untilAcrossNav waits until the JavaScript expression state, which says
+// what is still missing, gives "". It asks with plain evaluations on an
+// interval, for up to 50 s: an evaluation that a navigation cuts short is
+// simply asked again in the new page, and after a restore from the
+// back/forward cache chromedp's polling (and its load wait) may never see
+// the page's frame settle.
+func (tb *tab) untilAcrossNav(what, state string) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 50*time.Second)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := "not asked yet"
+	for {
+		ectx, ecancel := context.WithTimeout(ctx, 10*time.Second)
+		got, err := chromedp.Run(ectx, chromedp.Evaluate[string](state))
+		ecancel()
+		switch {
+		case err == nil && got == "":
+			return
+		case err != nil:
+			last = "evaluation: " + err.Error()
+		default:
+			last = got
+		}
+		select {
+		case <-ctx.Done():
+			tb.t.Fatalf("%s: %v (last seen: %s)", what, ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`).Replace(s) + "'"
+}
+
 // screenshot writes the page as a PNG under the test's temp dir and logs
 // where. With ROLTER_UI_SCREENSHOTS set to a directory, the PNGs go there
 // instead and are kept (for docs/ui.md).
@@ -218,11 +297,8 @@ func (tb *tab) login(token string) {
 	tb.t.Helper()
 	tb.do("open the UI", chromedp.Navigate(tb.h.srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	tb.screenshot("login")
-	tb.do("log in",
-		chromedp.SendKeys(chromedp.CSS("#token"), token),
-		chromedp.Submit(chromedp.CSS("#token")),
-		chromedp.WaitVisible(chromedp.CSS("#models-table")),
-	)
+	tb.do("type the token", chromedp.SendKeys(chromedp.CSS("#token"), token))
+	tb.navigate("log in", "/ui/models", chromedp.Submit(chromedp.CSS("#token")), chromedp.WaitVisible(chromedp.CSS("#models-table")))
 }
 
 // demoLike gives the harness what `rolter serve --demo` registers: a
@@ -260,7 +336,7 @@ func TestBrowserLoginModelsSearchAndLogout(t *testing.T) {
 	tb.do("search", chromedp.SendKeys(chromedp.CSS("#models-q"), "demo/"))
 	tb.waitFor("search result", `document.querySelector('#models-table').innerText.includes('1 of 2 addresses match')`)
 	tb.waitFor("deep link", `location.search.includes('q=demo%2F')`)
-	tb.do("log out", chromedp.Click(chromedp.CSS(".topbar button[type=submit]:not(.js-hide)")), chromedp.WaitVisible(chromedp.CSS("#token")))
+	tb.navigate("log out", "/ui/login", chromedp.Click(chromedp.CSS(".topbar button[type=submit]:not(.js-hide)")), chromedp.WaitVisible(chromedp.CSS("#token")))
 	tb.do("after logout", chromedp.Navigate(h.srv.URL+"/ui/models"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	tb.clean()
 }
@@ -270,24 +346,23 @@ func TestBrowserCreateProviderAcceptingTheSlugSuggestion(t *testing.T) {
 	demoLike(t, h)
 	tb := newTab(t, h)
 	tb.login(h.token)
-	tb.do("providers", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/providers"]`)), chromedp.WaitVisible(chromedp.CSS("table")))
+	tb.navigate("providers", "/ui/providers", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/providers"]`)), chromedp.WaitVisible(chromedp.CSS("table")))
 	tb.screenshot("providers")
-	tb.do("add provider", chromedp.Click(chromedp.CSS(`a.btn-primary`)), chromedp.WaitVisible(chromedp.CSS("#name")))
+	tb.navigate("add provider", "/ui/providers/_new", chromedp.Click(chromedp.CSS(`a.btn-primary`)), chromedp.WaitVisible(chromedp.CSS("#name")))
 	// "demo" is taken: the pre-check offers demo-2, and one click takes it.
 	tb.do("type a taken name", chromedp.SendKeys(chromedp.CSS("#name"), "Demo"))
-	tb.waitFor("slug conflict", `document.querySelector('#slug-check').innerText.includes('taken')`)
+	tb.waitFor("slug conflict", `document.querySelector('#slug-check').innerText.includes('taken')`+htmxSettled)
 	if got := tb.text("#slug-check"); !strings.Contains(got, "demo-2") {
 		t.Fatalf("slug check: %q", got)
 	}
 	tb.screenshot("provider-slug-conflict")
 	tb.do("accept the suggestion", chromedp.Click(chromedp.CSS(`#slug-check button[data-fill-value="demo-2"]`)))
 	tb.waitFor("suggestion taken", `document.querySelector('#slug').value === 'demo-2' && document.querySelector('#slug-check').innerText.includes('available')`)
-	tb.do("fill and submit",
+	tb.do("fill",
 		chromedp.SendKeys(chromedp.CSS("#base_url"), "http://10.0.0.7:8000/v1"),
 		chromedp.SendKeys(chromedp.CSS("#models"), "demo-model"),
-		chromedp.Submit(chromedp.CSS("#base_url")),
-		chromedp.WaitVisible(chromedp.CSS(".flash")),
 	)
+	tb.navigate("submit", "/ui/providers/demo-2", chromedp.Submit(chromedp.CSS("#base_url")), chromedp.WaitVisible(chromedp.CSS(".flash")))
 	if got := tb.text("h1"); got != "demo-2 Demo" {
 		t.Fatalf("provider page heading %q", got)
 	}

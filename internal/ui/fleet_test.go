@@ -486,7 +486,7 @@ func TestBrowserApplyPendingFleetRestart(t *testing.T) {
 
 	tb := newTab(t, h)
 	tb.login(h.token)
-	tb.do("fleet", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/fleet"]`)), chromedp.WaitVisible(chromedp.CSS("#fleet-table")))
+	tb.navigate("fleet", "/ui/fleet", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/fleet"]`)), chromedp.WaitVisible(chromedp.CSS("#fleet-table")))
 	if got := tb.text(row); !strings.Contains(got, "skew") || !strings.Contains(got, "pending") || !strings.Contains(got, "rented for the scan") {
 		t.Fatalf("host row: %q", got)
 	}
@@ -499,7 +499,7 @@ func TestBrowserApplyPendingFleetRestart(t *testing.T) {
 		t.Fatalf("dialog: %q", got)
 	}
 	tb.screenshot("fleet-apply-confirm")
-	tb.do("confirm", chromedp.Click(chromedp.CSS(dialog+` button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	tb.navigate("confirm", "/ui/fleet", chromedp.Click(chromedp.CSS(dialog+` button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
 	tb.waitFor("apply requested", `document.querySelector('`+row+`').innerText.includes('apply requested')`)
 	if getHost(t, h, v.ID).ApplyRequested != true {
 		t.Fatal("the host has no apply request")
@@ -527,7 +527,7 @@ func TestBrowserApplyPendingFleetRestart(t *testing.T) {
 	}
 
 	// The host's page: recipe and edit form.
-	tb.do("host page", chromedp.Click(chromedp.CSS(row+` a[href^="/ui/fleet/`+id+`"]`)), chromedp.WaitVisible(chromedp.CSS("#recipe-view")))
+	tb.navigate("host page", "/ui/fleet/"+id, chromedp.Click(chromedp.CSS(row+` a[href^="/ui/fleet/`+id+`"]`)), chromedp.WaitVisible(chromedp.CSS("#recipe-view")))
 	tb.screenshot("fleet-host")
 	tb.clean()
 }

@@ -203,11 +203,11 @@ func TestBrowserCreateGroupWithTwoMembersShowsOverlap(t *testing.T) {
 	mustGroup(t, h, "pool-a", "alpha")
 	tb := newTab(t, h)
 	tb.login(h.token)
-	tb.do("groups", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/groups"]`)), chromedp.WaitVisible(chromedp.CSS("table")))
-	tb.do("add group", chromedp.Click(chromedp.CSS(`a.btn-primary`)), chromedp.WaitVisible(chromedp.CSS("#name")))
+	tb.navigate("groups", "/ui/groups", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/groups"]`)), chromedp.WaitVisible(chromedp.CSS("table")))
+	tb.navigate("add group", "/ui/groups/_new", chromedp.Click(chromedp.CSS(`a.btn-primary`)), chromedp.WaitVisible(chromedp.CSS("#name")))
 	// Groups share the slug namespace with providers: "alpha" is taken.
 	tb.do("type a taken name", chromedp.SendKeys(chromedp.CSS("#name"), "Alpha"))
-	tb.waitFor("slug conflict", `document.querySelector('#slug-check').innerText.includes('taken') && !!document.querySelector('#slug-check button[data-fill-value="alpha-2"]')`)
+	tb.waitFor("slug conflict", `document.querySelector('#slug-check').innerText.includes('taken') && !!document.querySelector('#slug-check button[data-fill-value="alpha-2"]')`+htmxSettled)
 	tb.do("accept the suggestion", chromedp.Click(chromedp.CSS(`#slug-check button[data-fill-value="alpha-2"]`)))
 	tb.waitFor("suggestion taken", `document.querySelector('#slug').value === 'alpha-2' && document.querySelector('#slug-check').innerText.includes('available')`)
 	pick := func(sel, value string) {
@@ -224,7 +224,7 @@ func TestBrowserCreateGroupWithTwoMembersShowsOverlap(t *testing.T) {
 	tb.waitFor("no overlap", `document.querySelector('#m1-overlap').innerText.includes('in no other group')`+htmxSettled)
 	tb.do("weigh it", chromedp.SetValue(chromedp.CSS("#m1-weight"), "3"))
 	tb.screenshot("group-editor")
-	tb.do("save", chromedp.Click(chromedp.CSS(`#group-form button.btn-primary[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	tb.navigate("save", "/ui/groups/alpha-2", chromedp.Click(chromedp.CSS(`#group-form button.btn-primary[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
 	if got := tb.text("h1"); got != "alpha-2 Alpha" {
 		t.Fatalf("group page heading %q", got)
 	}
@@ -232,7 +232,7 @@ func TestBrowserCreateGroupWithTwoMembersShowsOverlap(t *testing.T) {
 	if err != nil || len(g.Members) != 2 || g.Members[0].ModelMap["chat"] != "qwen3" || g.Members[1].Weight != 3 {
 		t.Fatalf("stored group %+v %v", g, err)
 	}
-	tb.do("the list", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/groups"]`)), chromedp.WaitVisible(chromedp.CSS("#overlap")))
+	tb.navigate("the list", "/ui/groups", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/groups"]`)), chromedp.WaitVisible(chromedp.CSS("#overlap")))
 	if got := tb.text("h1"); got != "Groups (2)" {
 		t.Fatalf("heading %q", got)
 	}

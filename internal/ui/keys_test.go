@@ -237,8 +237,8 @@ func TestBrowserMintKeySeenExactlyOnce(t *testing.T) {
 	}
 	tb := newTab(t, h)
 	tb.login(h.token)
-	tb.do("keys", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/keys"]`)), chromedp.WaitVisible(chromedp.CSS(".page-head")))
-	tb.do("mint form", chromedp.Click(chromedp.CSS(`a.btn-primary`)), chromedp.WaitVisible(chromedp.CSS("#name")))
+	tb.navigate("keys", "/ui/keys", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/keys"]`)), chromedp.WaitVisible(chromedp.CSS(".page-head")))
+	tb.navigate("mint form", "/ui/keys/_new", chromedp.Click(chromedp.CSS(`a.btn-primary`)), chromedp.WaitVisible(chromedp.CSS("#name")))
 	tb.do("fill", chromedp.SendKeys(chromedp.CSS("#name"), "ci-bot"), chromedp.SendKeys(chromedp.CSS("#models"), "demo"),
 		chromedp.SendKeys(chromedp.CSS("#rpm-limit"), "60"))
 	tb.do("mint", chromedp.Click(chromedp.CSS(`form button.btn-primary`)), chromedp.WaitVisible(chromedp.CSS("dialog[open] input.secret")))
@@ -299,35 +299,4 @@ func TestBrowserMintKeySeenExactlyOnce(t *testing.T) {
 	tb.waitAfterNav("gone after leaving", `location.pathname === '/ui/keys' && document.readyState === 'complete' &&
 		!document.documentElement.outerHTML.includes(`+jsString(second)+`)`)
 	tb.clean()
-}
-
-// waitAfterNav waits until cond holds in the page, across the navigation
-// just started. It asks with plain evaluations on an interval: after a
-// restore from the back/forward cache chromedp's polling (and its load
-// wait) may never see the page's frame settle, and an evaluation that the
-// navigation cuts short is simply asked again in the new page.
-func (tb *tab) waitAfterNav(what, cond string) {
-	tb.t.Helper()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		ctx, cancel := context.WithTimeout(tb.ctx, 5*time.Second)
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond))
-		cancel()
-		if err == nil && ok {
-			return
-		}
-		last = err
-		select {
-		case <-tb.ctx.Done():
-			tb.t.Fatalf("%s: %v (last evaluation: %v)", what, tb.ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
-}
-
-// jsString quotes s as a JavaScript string literal.
-func jsString(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`).Replace(s) + "'"
 }

@@ -322,11 +322,6 @@ func TestRouteEditorCreatesAProviderInItsDialog(t *testing.T) {
 	}
 }
 
-// htmxSettled, appended to a waitFor condition, also waits for htmx to
-// finish a swap: it wires up what it swapped in (hx-* attributes) only
-// when the swap settles, so a click before that would go unheard.
-const htmxSettled = ` && !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')`
-
 // TestBrowserInlineAddProviderFromARoute is design 000's flow: in the route
 // editor, "+ New provider…" opens the provider form in a dialog; saved, the
 // dialog closes, the new provider is picked in that row and its models are
@@ -337,8 +332,8 @@ func TestBrowserInlineAddProviderFromARoute(t *testing.T) {
 	h.svc.SetReadiness(readyFor{providerID(t, h, "demo"): {Ready: true}})
 	tb := newTab(t, h)
 	tb.login(h.token)
-	tb.do("routes", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/routes"]`)), chromedp.WaitVisible(chromedp.CSS("#routes-table table")))
-	tb.do("add route", chromedp.Click(chromedp.CSS(`a.btn-primary`)), chromedp.WaitVisible(chromedp.CSS("#route-model")))
+	tb.navigate("routes", "/ui/routes", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/routes"]`)), chromedp.WaitVisible(chromedp.CSS("#routes-table table")))
+	tb.navigate("add route", "/ui/routes/_new", chromedp.Click(chromedp.CSS(`a.btn-primary`)), chromedp.WaitVisible(chromedp.CSS("#route-model")))
 	tb.do("name it", chromedp.SendKeys(chromedp.CSS("#route-model"), "chat"))
 	// A person picks the picker's last entry.
 	tb.do("+ New provider…", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('#t0-provider');
@@ -373,7 +368,7 @@ func TestBrowserInlineAddProviderFromARoute(t *testing.T) {
 	tb.do("remove rows", chromedp.Click(chromedp.CSS(`#t2 [data-remove-closest]`)), chromedp.Click(chromedp.CSS(`#t1 [data-remove-closest]`)))
 	tb.waitFor("rows removed", `document.querySelectorAll('#targets-body .trow').length === 1`)
 	tb.screenshot("route-editor")
-	tb.do("save the route", chromedp.Click(chromedp.CSS(`#route-form button.btn-primary[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	tb.navigate("save the route", "/ui/routes", chromedp.Click(chromedp.CSS(`#route-form button.btn-primary[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
 	if got := tb.text(".flash"); !strings.Contains(got, "Route chat created.") {
 		t.Fatalf("notice %q", got)
 	}

@@ -73,8 +73,8 @@ func TestDocsScreenshots(t *testing.T) {
 	}
 	tb.do("login page", chromedp.Navigate(h.srv.URL+"/ui/login"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	shoot("login")
-	tb.do("log in", chromedp.SendKeys(chromedp.CSS("#token"), h.token), chromedp.Submit(chromedp.CSS("#token")),
-		chromedp.WaitVisible(chromedp.CSS("#models-table")))
+	tb.do("type the token", chromedp.SendKeys(chromedp.CSS("#token"), h.token))
+	tb.navigate("log in", "/ui/models", chromedp.Submit(chromedp.CSS("#token")), chromedp.WaitVisible(chromedp.CSS("#models-table")))
 	var missing []string
 	for _, p := range nav {
 		tb.do(p.Name, chromedp.Navigate(h.srv.URL+link(p.Name, "org", "default")), chromedp.WaitVisible(chromedp.CSS("#content h1")))

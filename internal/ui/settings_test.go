@@ -212,7 +212,7 @@ func TestBrowserSettingsFleetKeyShownOnce(t *testing.T) {
 	h.mintTokenView(`{"org":"default"}`)
 	tb := newTab(t, h)
 	tb.login(h.token)
-	tb.do("settings", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/settings"]`)), chromedp.WaitVisible(chromedp.CSS("#tokens-table")))
+	tb.navigate("settings", "/ui/settings", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/settings"]`)), chromedp.WaitVisible(chromedp.CSS("#tokens-table")))
 	tb.do("mint", chromedp.SendKeys(chromedp.CSS("#fleet-key-name"), "gpu-template-2026-11"),
 		chromedp.Click(chromedp.CSS(`#fleet-keys form button.btn-primary`)), chromedp.WaitVisible(chromedp.CSS("dialog[open] input.secret")))
 	key, err := chromedp.Run(tb.ctx, chromedp.Value(chromedp.CSS("dialog[open] input.secret")))

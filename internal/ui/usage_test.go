@@ -426,7 +426,7 @@ func TestBrowserUsageChartsTableAndFilter(t *testing.T) {
 	seedUsage(t, h)
 	tb := newTab(t, h)
 	tb.login(h.token)
-	tb.do("usage", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/usage"]`)), chromedp.WaitVisible(chromedp.CSS("#usage-table")))
+	tb.navigate("usage", "/ui/usage", chromedp.Click(chromedp.CSS(`.sidebar a[href^="/ui/usage"]`)), chromedp.WaitVisible(chromedp.CSS("#usage-table")))
 	// A chart with its lines drawn and a hover title on the points.
 	tb.waitFor("chart drawn", `(() => {
 		const s = document.querySelectorAll('#chart-requests svg g.series');
@@ -442,15 +442,12 @@ func TestBrowserUsageChartsTableAndFilter(t *testing.T) {
 	}
 	tb.screenshot("usage")
 	// Filter by key: the form's GET puts the filters in the address.
-	// The old page is marked, so the waits are for the new one.
-	tb.do("group by key", chromedp.Evaluate[chromedp.Void](`document.body.dataset.old = "1"`),
-		chromedp.SetValue(chromedp.CSS("#usage-group"), "key"), chromedp.Submit(chromedp.CSS("#usage-group")),
-		chromedp.WaitVisible(chromedp.CSS("body:not([data-old]) #usage-table")))
+	tb.do("pick key", chromedp.SetValue(chromedp.CSS("#usage-group"), "key"))
+	tb.navigate("group by key", "/ui/usage", chromedp.Submit(chromedp.CSS("#usage-group")), chromedp.WaitVisible(chromedp.CSS("#usage-table")))
 	tb.waitFor("grouped by key", `location.search.includes('group_by=key') &&
 		document.querySelector('#usage-table tbody').innerText.includes('alice (#')`)
-	tb.do("a bad since", chromedp.Evaluate[chromedp.Void](`document.body.dataset.old = "1"`),
-		chromedp.SetValue(chromedp.CSS("#usage-since"), "last week"), chromedp.Submit(chromedp.CSS("#usage-since")),
-		chromedp.WaitVisible(chromedp.CSS("body:not([data-old]) #err-since")))
+	tb.do("type a bad since", chromedp.SetValue(chromedp.CSS("#usage-since"), "last week"))
+	tb.navigate("a bad since", "/ui/usage", chromedp.Submit(chromedp.CSS("#usage-since")), chromedp.WaitVisible(chromedp.CSS("#err-since")))
 	if got := tb.text("#err-since"); !strings.Contains(got, "RFC 3339") || !strings.Contains(got, "validation_failed") {
 		t.Fatalf("since error: %q", got)
 	}
