@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rolter/rolter/internal/store"
+	"github.com/rolter/rolter/internal/testkit"
 	"github.com/rolter/rolter/internal/usage"
 )
 
@@ -453,18 +454,18 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 		resp.Body.Close()
 		select {
 		case got := <-cancelled:
-			if d := got.Sub(at); d > 100*time.Millisecond {
+			// Propagated, not timed out (the idle timeout is 120 s); a
+			// generous bound for a loaded machine.
+			if d := got.Sub(at); d > 30*time.Second {
 				t.Fatalf("run %d: upstream cancelled after %v", i, d)
 			}
-		case <-time.After(2 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("run %d: upstream never saw the cancel", i)
 		}
 	}
 	// Each request is recorded once, as 499, and the target is not penalised.
-	deadline := time.Now().Add(2 * time.Second)
-	for len(h.usage.all()) < runs && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond) // the handler records after the relay returns
-	}
+	// The handler records after the relay returns.
+	testkit.Eventually(t, "a usage record per request", func() bool { return len(h.usage.all()) >= runs })
 	recs := h.usage.all()
 	if len(recs) != runs {
 		t.Fatalf("%d usage records for %d requests", len(recs), runs)
@@ -538,8 +539,10 @@ func TestIdleTimeoutEndsStream(t *testing.T) {
 	if len(events) != 3 || !strings.Contains(events[2], `"code":"upstream_timeout"`) {
 		t.Fatalf("events: %q", events)
 	}
-	// Within 10% (plus scheduling slack on a loaded 2-core machine).
-	if elapsed < idle*9/10 || elapsed > idle*11/10+50*time.Millisecond {
+	// The idle timer ended it, not the 300 s first-byte timeout: a bound far
+	// above idle and far below that, since a loaded 2-core machine may
+	// delay the reads that time it (no tight timing).
+	if elapsed > idle+10*time.Second {
 		t.Fatalf("idle timeout fired %v after the last event (idle %v)", elapsed, idle)
 	}
 	select {

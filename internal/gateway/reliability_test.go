@@ -101,7 +101,7 @@ func TestScenario05_ClientDisconnectBeforeFirstByte(t *testing.T) {
 		}()
 		select {
 		case <-arrived:
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
 			cancel()
 			t.Fatalf("run %d: request never reached the upstream", i)
 		}
@@ -110,19 +110,20 @@ func TestScenario05_ClientDisconnectBeforeFirstByte(t *testing.T) {
 		if err := <-done; err == nil {
 			t.Fatalf("run %d: the client got a response after cancelling", i)
 		}
+		// The cancel must travel to the upstream, not wait out a timeout:
+		// the first-byte timeout is 300 s, so 30 s tells the two apart
+		// with room for a loaded machine (no tight timing here).
 		select {
 		case got := <-cancelled:
-			if d := got.Sub(at); d > 100*time.Millisecond {
+			if d := got.Sub(at); d > 30*time.Second {
 				t.Fatalf("run %d: upstream cancelled after %v", i, d)
 			}
-		case <-time.After(2 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("run %d: upstream never saw the cancel", i)
 		}
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for len(h.usage.all()) < runs && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond) // the handler records after the attempt returns
-	}
+	// The handler records after the attempt returns.
+	testkit.Eventually(t, "a usage record per request", func() bool { return len(h.usage.all()) >= runs })
 	recs := h.usage.all()
 	if len(recs) != runs {
 		t.Fatalf("%d usage records for %d requests", len(recs), runs)
