@@ -15,11 +15,21 @@ type blockIter struct {
 	at  path   // its path
 	typ []byte // its type, a JSON string
 	err error  // what stopped the walk early; nil at the end of the array
+
+	anthropic bool   // the blocks are Anthropic's: text blocks are checked
+	text      []byte // a checked text block's text (a JSON string)
 }
 
 // walkBlocks walks raw, a JSON array at p.
 func (w *writer) walkBlocks(raw []byte, p path, keys []string) blockIter {
 	return blockIter{w: w, it: arrayElems(raw), p: p, keys: keys}
+}
+
+// walkAnthropicBlocks walks raw, an array of Anthropic content blocks at p,
+// on their way to OpenAI: a text block is also checked by textBlock, and
+// its text is in bi.text.
+func (w *writer) walkAnthropicBlocks(raw []byte, p path) blockIter {
+	return blockIter{w: w, it: arrayElems(raw), p: p, keys: keysBlock, anthropic: true}
 }
 
 // next moves to the next block. It reports false at the end of the array or
@@ -37,23 +47,24 @@ func (bi *blockIter) next() bool {
 	if bi.err = decodeObj(&bi.o, b, bi.at, bi.keys); bi.err != nil {
 		return false
 	}
-	bi.typ, bi.err = bi.o.reqStr("type", bi.at)
+	if bi.typ, bi.err = bi.o.reqStr("type", bi.at); bi.err != nil {
+		return false
+	}
+	if bi.anthropic && eqText(bi.typ, "text") {
+		bi.text, bi.err = textBlock(&bi.o, bi.at)
+	}
 	return bi.err == nil
 }
 
 // textOnlyBlocks adds the text of each block of raw, an array at p, to ts. A
 // block of another type is an error told with notText, a format for its type.
 func (w *writer) textOnlyBlocks(raw []byte, p path, ts *texts, notText string) error {
-	bi := w.walkBlocks(raw, p, keysBlock)
+	bi := w.walkAnthropicBlocks(raw, p)
 	for bi.next() {
 		if !eqText(bi.typ, "text") {
 			return errf(bi.at.key("type").String(), notText, echo(bi.typ))
 		}
-		t, err := textBlock(&bi.o, bi.at)
-		if err != nil {
-			return err
-		}
-		ts.add(w, t)
+		ts.add(w, bi.text)
 	}
 	return bi.err
 }

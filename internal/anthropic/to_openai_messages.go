@@ -73,21 +73,17 @@ func (w *writer) messageToOpenAI(raw []byte, p path, n *int) error {
 		w.lit(`,"role":"user"}`)
 		parts = 0
 	}
-	bi := w.walkBlocks(content, cp, keysBlock)
+	bi := w.walkAnthropicBlocks(content, cp)
 	for bi.next() {
 		bo, bp, typ := &bi.o, bi.at, bi.typ
 		switch {
 		case eqText(typ, "text"):
-			t, err := textBlock(bo, bp)
-			if err != nil {
-				return err
-			}
 			if parts == 0 {
 				start()
-				held = t
+				held = bi.text
 			} else {
 				next()
-				w.textPart("", t)
+				w.textPart("", bi.text)
 			}
 			parts++
 		case eqText(typ, "image"):
@@ -178,16 +174,12 @@ func (w *writer) assistantToOpenAI(content []byte, cp path) error {
 	w.lit(`{"content":`)
 	var ts texts
 	calls := 0
-	bi := w.walkBlocks(content, cp, keysBlock)
+	bi := w.walkAnthropicBlocks(content, cp)
 	for bi.next() {
 		bo, bp, typ := &bi.o, bi.at, bi.typ
 		switch {
 		case eqText(typ, "text"):
-			t, err := textBlock(bo, bp)
-			if err != nil {
-				return err
-			}
-			ts.add(w, t)
+			ts.add(w, bi.text)
 		case eqText(typ, "tool_use"):
 			if err := toolUseToOpenAI(nil, bo, bp); err != nil {
 				return err

@@ -76,25 +76,24 @@ func (x *exchange) writeError(w http.ResponseWriter, e *apiError) {
 	writeErrorBody(w, e, anthropicError(e))
 }
 
+// anthropicTypes maps a status to Anthropic's error type; any other status
+// is an api_error.
+var anthropicTypes = map[int]string{
+	http.StatusBadRequest:            "invalid_request_error",
+	http.StatusUnauthorized:          "authentication_error",
+	http.StatusForbidden:             "permission_error",
+	http.StatusNotFound:              "not_found_error",
+	http.StatusRequestEntityTooLarge: "request_too_large",
+	http.StatusTooManyRequests:       "rate_limit_error",
+	http.StatusServiceUnavailable:    "overloaded_error",
+}
+
 // anthropicError is {"type":"error","error":{"type","message"}}, with the
 // stable code added.
 func anthropicError(e *apiError) any {
-	typ := "api_error"
-	switch e.status {
-	case http.StatusBadRequest:
-		typ = "invalid_request_error"
-	case http.StatusUnauthorized:
-		typ = "authentication_error"
-	case http.StatusForbidden:
-		typ = "permission_error"
-	case http.StatusNotFound:
-		typ = "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		typ = "request_too_large"
-	case http.StatusTooManyRequests:
-		typ = "rate_limit_error"
-	case http.StatusServiceUnavailable:
-		typ = "overloaded_error"
+	typ, ok := anthropicTypes[e.status]
+	if !ok {
+		typ = "api_error"
 	}
 	return map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": e.Message, "code": e.Code}}
 }

@@ -200,9 +200,9 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		client:    &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		transport: o.Transport,
 		metrics:   NewMetrics(o.Registry), mux: http.NewServeMux()}
-	o.Registry.MustRegister(cooldownCollector{g: g, desc: prometheus.NewDesc("rolter_cooldown",
+	o.Registry.MustRegister(tableCollector{g: g, collect: g.collectCooldowns, desc: prometheus.NewDesc("rolter_cooldown",
 		"Targets and keys per provider by breaker state.", []string{"org", "provider", "kind", "state"}, nil)})
-	o.Registry.MustRegister(readyCollector{g: g, desc: prometheus.NewDesc("rolter_provider_ready",
+	o.Registry.MustRegister(tableCollector{g: g, collect: g.collectReady, desc: prometheus.NewDesc("rolter_provider_ready",
 		"1 while the provider is ready (its active health and metadata probes pass), else 0.", []string{"org", "provider"}, nil)})
 	snap.OnSwap(func(s *snapshot.Snapshot) {
 		g.mu.Lock()

@@ -93,20 +93,30 @@ func (m *Metrics) UsageRejected(n int) { m.usageRejects.Add(float64(n)) }
 
 func statusLabel(code int) string { return strconv.Itoa(code) }
 
-// cooldownCollector reports, at scrape time, how many targets and keys of
-// each provider are cooling: no per-request work.
-type cooldownCollector struct {
-	g    *Gateway
-	desc *prometheus.Desc
+// tableCollector reports a gauge computed at scrape time from the current
+// routing table, so it costs no per-request work. Before the first table
+// it reports nothing.
+type tableCollector struct {
+	g       *Gateway
+	desc    *prometheus.Desc
+	collect func(t *table, gauge func(v float64, labels ...string))
 }
 
-func (c cooldownCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c tableCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-func (c cooldownCollector) Collect(ch chan<- prometheus.Metric) {
+func (c tableCollector) Collect(ch chan<- prometheus.Metric) {
 	t := c.g.table.Load()
 	if t == nil {
 		return
 	}
+	c.collect(t, func(v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, labels...)
+	})
+}
+
+// collectCooldowns reports how many targets and keys of each provider are
+// in each breaker state.
+func (g *Gateway) collectCooldowns(t *table, gauge func(v float64, labels ...string)) {
 	type key struct{ org, provider, kind, state string }
 	counts := map[key]int{}
 	for _, p := range t.providers {
@@ -114,38 +124,27 @@ func (c cooldownCollector) Collect(ch chan<- prometheus.Metric) {
 			counts[key{p.org, p.slug, "key", k.breaker.State()}]++
 		}
 	}
-	c.g.states.Range(func(k, v any) bool {
+	g.states.Range(func(k, v any) bool {
 		if p := t.providers[k.(targetID).provider]; p != nil {
 			counts[key{p.org, p.slug, "target", v.(*deployState).breaker.State()}]++
 		}
 		return true
 	})
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k.org, k.provider, k.kind, k.state)
+		gauge(float64(n), k.org, k.provider, k.kind, k.state)
 	}
 }
 
-// readyCollector reports, at scrape time, each provider's readiness as
-// the request path sees it (1 ready, 0 not): the readiness cache's
-// verdict, or ready for a configured provider it does not know yet. One
-// series per provider of the routing table.
-type readyCollector struct {
-	g    *Gateway
-	desc *prometheus.Desc
-}
-
-func (c readyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c readyCollector) Collect(ch chan<- prometheus.Metric) {
-	t := c.g.table.Load()
-	if t == nil {
-		return
-	}
+// collectReady reports each provider's readiness as the request path sees
+// it (1 ready, 0 not): the readiness cache's verdict, or ready for a
+// configured provider it does not know yet. One series per provider of the
+// routing table.
+func (g *Gateway) collectReady(t *table, gauge func(v float64, labels ...string)) {
 	for _, p := range t.providers {
 		v := 0.0
-		if c.g.status(p).Ready {
+		if g.status(p).Ready {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, p.org, p.slug)
+		gauge(v, p.org, p.slug)
 	}
 }
