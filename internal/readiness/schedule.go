@@ -50,7 +50,9 @@ func (h *dueHeap) Pop() any {
 // schedules) until ctx is cancelled, following Sync as providers come and
 // go. A provider never probed yet is probed at once; one whose readings
 // another prober feeds (Feed) is probed only when the readings stop. Run
-// returns after all its probes have finished.
+// returns after all its probes have finished. What is due is judged by
+// the cache's clock; Run sleeps on a timer until then, and also looks
+// again at each receive from Config.Ticks.
 func (c *Cache) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -65,7 +67,7 @@ func (c *Cache) Run(ctx context.Context) {
 	synced := c.synced
 	c.mu.Unlock()
 	follow := func() {
-		now := time.Now()
+		now := c.clock.Now()
 		for _, e := range *c.entries.Load() {
 			if known[e] {
 				continue
@@ -80,7 +82,7 @@ func (c *Cache) Run(ctx context.Context) {
 	}
 	follow()
 	for {
-		now := time.Now()
+		now := c.clock.Now()
 		cur := *c.entries.Load()
 		for len(q) > 0 && !q[0].at.After(now) && len(c.sem) < cap(c.sem) {
 			d := heap.Pop(&q).(due)
@@ -109,7 +111,7 @@ func (c *Cache) Run(ctx context.Context) {
 		}
 		var wake <-chan time.Time
 		if len(q) > 0 {
-			d := time.Until(q[0].at)
+			d := q[0].at.Sub(c.clock.Now())
 			if len(c.sem) == cap(c.sem) {
 				// Every slot is busy: a worker of Run's says when it is
 				// done; a ProbeAll's does not, so look again soon.
@@ -128,11 +130,12 @@ func (c *Cache) Run(ctx context.Context) {
 			follow()
 		case e := <-finished:
 			if (*c.entries.Load())[e.key.id] == e {
-				heap.Push(&q, due{time.Now().Add(c.jitter()), e})
+				heap.Push(&q, due{c.clock.Now().Add(c.jitter()), e})
 			} else {
 				delete(known, e)
 			}
 		case <-wake:
+		case <-c.cfg.Ticks: // a nil channel never delivers
 		}
 		timer.Stop() // since Go 1.23 a stopped timer delivers nothing stale
 	}
