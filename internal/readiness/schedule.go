@@ -18,8 +18,9 @@ import (
 // each.
 
 // ProbeIdleTimeout is how long a probe connection may stay idle. A probe
-// Interval longer than it makes each probe request close its connection:
-// the inference servers probed drop idle connections sooner anyway
+// Interval longer than it makes each probe of a self-hosted server close
+// its connection with its last request (a hosted API's is kept): the
+// inference servers probed drop idle connections sooner anyway
 // (uvicorn, which vLLM and SGLang serve with, after 5s), and a connection
 // kept per provider would cost a descriptor and two goroutines per host
 // at rest. A probe transport's IdleConnTimeout should not exceed it.
