@@ -34,6 +34,9 @@ type HandlerConfig struct {
 	// replicas reload their directories; this one's is invalidated
 	// already.
 	HostsChanged func(context.Context)
+	// Now is the clock of liveness, the directory's age and reports
+	// (default time.Now).
+	Now func() time.Time
 }
 
 // HandlerStore is the part of store.Store the fleet endpoints use. The
@@ -64,8 +67,12 @@ type Handler struct {
 
 // NewHandler returns the fleet endpoints over st.
 func NewHandler(st HandlerStore, cfg HandlerConfig, log *slog.Logger) *Handler {
-	return &Handler{st: st, cfg: cfg, log: log, now: time.Now, dir: NewDirectory(st, nil),
-		live: NewLiveness(st, cfg.Liveness, log)}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Handler{st: st, cfg: cfg, log: log, now: now, dir: NewDirectory(st, now),
+		live: NewLiveness(st, cfg.Liveness, now, log)}
 }
 
 // Invalidate makes the next request reload the hosts and fleet keys: call
