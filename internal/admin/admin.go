@@ -32,6 +32,9 @@ type Service struct {
 	allowLinkLocal bool
 	// publish, when set, announces a committed write to other replicas.
 	publish func(context.Context)
+	// publishFleet, when set, announces a write to hosts or fleet keys
+	// only (no snapshot holds them); publish does when it is not set.
+	publishFleet func(context.Context)
 	// fleetHealth, when set, adds probe results to host views.
 	fleetHealth FleetHealth
 	// fleetChanged, when set, tells this replica's fleet endpoints that a
@@ -59,6 +62,11 @@ func (s *Service) inStore(st store.Store) *Service {
 // SetPublisher sets what announces a committed write to the other replicas
 // sharing the store, after the local snapshot is rebuilt.
 func (s *Service) SetPublisher(fn func(context.Context)) { s.publish = fn }
+
+// SetFleetPublisher sets what announces a write to fleet hosts or fleet
+// keys alone to the other replicas, which then reload their fleet
+// endpoints only, not their snapshots.
+func (s *Service) SetFleetPublisher(fn func(context.Context)) { s.publishFleet = fn }
 
 // SetFleetChanged sets what tells this replica's fleet endpoints that a
 // host or a fleet key changed without a snapshot rebuild; the other
@@ -90,7 +98,7 @@ const changedTimeout = 30 * time.Second
 
 // hostsChanged announces a committed write to hosts or fleet keys that
 // changes no routing: the fleet endpoints here reload, and the other
-// replicas are told (they rebuild, and their fleet endpoints reload).
+// replicas are told (their fleet endpoints reload).
 func (s *Service) hostsChanged(ctx context.Context) {
 	if s.inTx {
 		return
@@ -98,10 +106,14 @@ func (s *Service) hostsChanged(ctx context.Context) {
 	if s.fleetChanged != nil {
 		s.fleetChanged()
 	}
-	if s.publish != nil {
+	publish := s.publishFleet
+	if publish == nil {
+		publish = s.publish
+	}
+	if publish != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), changedTimeout)
 		defer cancel()
-		s.publish(ctx)
+		publish(ctx)
 	}
 }
 
@@ -109,7 +121,9 @@ func (s *Service) hostsChanged(ctx context.Context) {
 // leaves the previous snapshot serving; the write itself has succeeded and
 // the next successful rebuild includes it. The write's context is not the
 // rebuild's: a client that leaves right after the commit must not leave
-// this replica on the old snapshot and the others untold.
+// this replica on the old snapshot and the others untold. The fleet
+// endpoints are told whether or not the rebuild succeeds (a retired host
+// must leave /vllm/config even while the snapshot cannot be rebuilt).
 func (s *Service) changed(ctx context.Context) {
 	if s.inTx {
 		return
@@ -120,6 +134,9 @@ func (s *Service) changed(ctx context.Context) {
 		if err := s.snap.Reload(ctx); err != nil {
 			s.log.Error("snapshot rebuild after admin write failed; serving the previous one", "err", err)
 		}
+	}
+	if s.fleetChanged != nil {
+		s.fleetChanged()
 	}
 	if s.publish != nil {
 		s.publish(ctx)

@@ -48,7 +48,7 @@ func TestRestoreUnderRunningGateway(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			gw.ListenChanges(lctx, func() { heard.Add(1) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			gw.ListenChanges(lctx, func(sqlstore.Change) { heard.Add(1) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		}()
 		defer func() { stop(); wg.Wait() }()
 		if d == dialectPostgres {

@@ -22,9 +22,13 @@ import (
 // replicas' announcements, and after admin writes to hosts and fleet
 // keys); the next request reloads it, once, however many wait. A directory
 // older than MaxAge is reloaded too, which bounds what a missed
-// announcement can leave stale. A failed reload keeps the previous
-// directory serving: a box gets the assignment it already has, not an
-// error, while the store is down.
+// announcement can leave stale: the fleet keys belong to the directory
+// they were found under, so a reload forgets them, and a key revoked on a
+// replica whose announcement was missed stops working here within MaxAge.
+// A failed reload keeps the previous directory serving: a box gets the
+// assignment it already has, not an error, while the store is down. After
+// an invalidation the previous directory's keys are not trusted any more:
+// each request looks its key up again.
 
 // DirectoryStore is what the directory reads when it (re)loads, never per
 // request.
@@ -37,11 +41,40 @@ type DirectoryStore interface {
 // reload when no change was announced.
 const DefaultDirectoryMaxAge = time.Minute
 
-// directory is one loaded state, immutable once built.
+// directoryLoadTimeout bounds one reload. The reload runs apart from the
+// request that started it (others wait for it), so a client that leaves
+// does not cut it short.
+const directoryLoadTimeout = 10 * time.Second
+
+// directoryRetry is how long a failed reload is not retried, unless a
+// change is announced meanwhile.
+const directoryRetry = time.Second
+
+// directory is one loaded state: immutable once built, but for the fleet
+// keys found while it serves.
 type directory struct {
 	gen    uint64 // the invalidation count it was loaded after
 	loaded time.Time
 	byAddr map[addrKey]*addrEntry
+	// keys are the fleet keys found by lookup while this directory
+	// serves (unrevoked then), copy on write; unknown lookups are not
+	// kept, so a caller cannot grow it. A reload starts empty.
+	keys atomic.Pointer[map[string]store.FleetKey]
+}
+
+// addKey remembers k, found by lookup.
+func (dir *directory) addKey(lookup string, k store.FleetKey) {
+	for {
+		cur := dir.keys.Load()
+		next := make(map[string]store.FleetKey, len(*cur)+1)
+		for l, v := range *cur {
+			next[l] = v
+		}
+		next[lookup] = k
+		if dir.keys.CompareAndSwap(cur, &next) {
+			return
+		}
+	}
 }
 
 type addrKey struct {
@@ -62,64 +95,110 @@ type Directory struct {
 	now    func() time.Time
 	maxAge time.Duration
 
-	gen atomic.Uint64 // bumped by Invalidate
-	cur atomic.Pointer[directory]
-	// keys are the fleet keys found by lookup since the last
-	// invalidation (unrevoked then); unknown lookups are not kept, so a
-	// caller cannot grow it.
-	keys atomic.Pointer[map[string]store.FleetKey]
+	gen   atomic.Uint64 // bumped by Invalidate
+	cur   atomic.Pointer[directory]
+	retry atomic.Pointer[retryAt] // set by a failed reload
 
-	mu        sync.Mutex // serialises loads and key additions
-	retryLoad time.Time  // guarded by mu: no reload before, after a failed one
+	loadMu  sync.Mutex // guards loading; never held across a store call
+	loading *dirLoad   // the reload under way; nil when none
 }
 
-// NewDirectory returns an empty directory over st; it loads on first use.
+// retryAt holds reloads back after a failed one, until at, unless a
+// change is announced (gen moves on).
+type retryAt struct {
+	gen uint64
+	at  time.Time
+}
+
+// dirLoad is one reload, which every request that needs it waits for.
+type dirLoad struct {
+	gen  uint64
+	done chan struct{} // closed when dir and err are set
+	dir  *directory
+	err  error
+}
+
+// NewDirectory returns an empty directory over st, timed by now (nil:
+// time.Now); it loads on first use.
 func NewDirectory(st DirectoryStore, now func() time.Time) *Directory {
 	if now == nil {
 		now = time.Now
 	}
 	d := &Directory{st: st, now: now, maxAge: DefaultDirectoryMaxAge}
 	d.gen.Store(1)
-	d.keys.Store(&map[string]store.FleetKey{})
 	return d
 }
 
-// Invalidate makes the next request reload the hosts and forget the keys
-// (a revoked one stops working at once).
-func (d *Directory) Invalidate() {
-	d.mu.Lock()
-	d.gen.Add(1)
-	d.keys.Store(&map[string]store.FleetKey{})
-	d.retryLoad = time.Time{}
-	d.mu.Unlock()
-}
+// Invalidate makes the next request reload the hosts and look fleet keys
+// up again (a revoked one stops working at once). It only bumps a
+// counter, so it is safe to call under any lock (snapshot.OnSwap) and
+// never waits for a reload under way.
+func (d *Directory) Invalidate() { d.gen.Add(1) }
 
 // current returns the directory, reloading it first when invalidated or
 // older than maxAge. A failed reload returns the previous one when there
-// is one.
+// is one. A request that waits for another's reload stops waiting when
+// ctx ends; the reload goes on for the others.
 func (d *Directory) current(ctx context.Context) (*directory, error) {
-	if cur := d.cur.Load(); cur != nil && cur.gen == d.gen.Load() && d.now().Sub(cur.loaded) < d.maxAge {
-		return cur, nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	gen, cur := d.gen.Load(), d.cur.Load()
-	now := d.now()
-	if cur != nil && cur.gen == gen && now.Sub(cur.loaded) < d.maxAge {
-		return cur, nil // another request reloaded it while this one waited
-	}
-	if cur != nil && now.Before(d.retryLoad) {
-		return cur, nil
-	}
-	hosts, err := d.st.ListLiveHosts(ctx)
-	if err != nil {
-		d.retryLoad = now.Add(time.Second)
-		if cur != nil && ctx.Err() == nil {
+	for {
+		gen, cur, now := d.gen.Load(), d.cur.Load(), d.now()
+		if cur != nil && cur.gen == gen && now.Sub(cur.loaded) < d.maxAge {
 			return cur, nil
 		}
-		return nil, err
+		if r := d.retry.Load(); cur != nil && r != nil && r.gen == gen && now.Before(r.at) {
+			return cur, nil
+		}
+		d.loadMu.Lock()
+		l, mine := d.loading, false
+		if l == nil {
+			l, mine = &dirLoad{gen: gen, done: make(chan struct{})}, true
+			d.loading = l
+		}
+		d.loadMu.Unlock()
+		if mine {
+			d.load(ctx, l, now)
+		} else {
+			select {
+			case <-l.done:
+			case <-ctx.Done():
+				if cur != nil {
+					return cur, nil
+				}
+				return nil, ctx.Err()
+			}
+		}
+		if l.err != nil {
+			if cur := d.cur.Load(); cur != nil {
+				return cur, nil
+			}
+			return nil, l.err
+		}
+		if l.gen >= gen {
+			return l.dir, nil
+		}
+		// That reload began before the change this request saw: reload.
 	}
-	next := &directory{gen: gen, loaded: now, byAddr: map[addrKey]*addrEntry{}}
+}
+
+// load runs l (the only reload under way) under its own deadline, not
+// ctx's cancellation, and publishes it.
+func (d *Directory) load(ctx context.Context, l *dirLoad, now time.Time) {
+	defer func() {
+		d.loadMu.Lock()
+		d.loading = nil
+		d.loadMu.Unlock()
+		close(l.done)
+	}()
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), directoryLoadTimeout)
+	hosts, err := d.st.ListLiveHosts(lctx)
+	cancel()
+	if err != nil {
+		d.retry.Store(&retryAt{gen: l.gen, at: now.Add(directoryRetry)})
+		l.err = err
+		return
+	}
+	next := &directory{gen: l.gen, loaded: now, byAddr: map[addrKey]*addrEntry{}}
+	next.keys.Store(&map[string]store.FleetKey{})
 	for _, h := range hosts {
 		k := addrKey{h.OrgID, h.IP}
 		e := next.byAddr[k]
@@ -133,7 +212,7 @@ func (d *Directory) current(ctx context.Context) (*directory, error) {
 		e.body = configBody(k.ip, e.hosts)
 	}
 	d.cur.Store(next)
-	return next, nil
+	l.dir = next
 }
 
 // configBody is the /vllm/config answer for the box at ip with hosts.
@@ -162,27 +241,28 @@ func (d *Directory) hostsAt(ctx context.Context, org int64, ip string) ([]store.
 	return nil, nil, nil
 }
 
-// fleetKey finds an unrevoked fleet key by lookup: from memory when it was
-// found since the last invalidation, else from the store.
+// fleetKey finds an unrevoked fleet key by lookup: from memory when the
+// current directory found it already, else from the store. The directory
+// is reloaded first when it is due, which forgets the keys it had.
 func (d *Directory) fleetKey(ctx context.Context, lookup string) (*store.FleetKey, error) {
-	if k, ok := (*d.keys.Load())[lookup]; ok {
-		return &k, nil
+	cur, err := d.current(ctx)
+	if err != nil {
+		return nil, err
 	}
-	gen := d.gen.Load()
+	// A directory serving after a failed reload that followed a change
+	// keeps its hosts, not its keys: the change may be a revocation.
+	trusted := func() bool { return cur.gen == d.gen.Load() }
+	if trusted() {
+		if k, ok := (*cur.keys.Load())[lookup]; ok {
+			return &k, nil
+		}
+	}
 	k, err := d.st.FleetKeyByLookup(ctx, lookup)
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	if d.gen.Load() == gen { // not revoked meanwhile, as far as this replica knows
-		cur := *d.keys.Load()
-		next := make(map[string]store.FleetKey, len(cur)+1)
-		for l, v := range cur {
-			next[l] = v
-		}
-		next[lookup] = *k
-		d.keys.Store(&next)
+	if trusted() { // not revoked meanwhile, as far as this replica knows
+		cur.addKey(lookup, *k)
 	}
-	d.mu.Unlock()
 	return k, nil
 }

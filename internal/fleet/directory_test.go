@@ -22,7 +22,12 @@ import (
 // make, by method.
 type queryCounter struct {
 	store.Store
-	lists, keys, fetches, fetchRows atomic.Int64
+	lists, keys, fetches, fetchRows, reports atomic.Int64
+}
+
+func (q *queryCounter) RecordHostReports(ctx context.Context, entries []store.HostReportEntry, at time.Time) error {
+	q.reports.Add(1)
+	return q.Store.RecordHostReports(ctx, entries, at)
 }
 
 func (q *queryCounter) ListLiveHosts(ctx context.Context) ([]store.Host, error) {
@@ -56,8 +61,7 @@ type dirFixture struct {
 func newDirFixture(t *testing.T, dialect string, lcfg LivenessConfig) *dirFixture {
 	f := newFleetFixture(t, dialect, HandlerConfig{})
 	d := &dirFixture{fleetFixture: f, q: &queryCounter{Store: f.st.Store}, now: time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)}
-	d.h = NewHandler(d.q, HandlerConfig{Liveness: lcfg}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	d.h.now = d.clock
+	d.h = NewHandler(d.q, HandlerConfig{Liveness: lcfg, Now: d.clock}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f.srv.Close()
 	f.srv = httptest.NewServer(d.h)
 	t.Cleanup(f.srv.Close)
@@ -125,6 +129,20 @@ func TestConfigAnsweredFromMemory(t *testing.T) {
 			t.Fatalf("after Invalidate: %s", got)
 		}
 
+		// Unannounced changes are served once the directory is over its
+		// age: one reload, on the handler's clock.
+		h1.Port = 9002
+		must(t, d.st.UpdateHost(ctx, h1, nil))
+		lists := d.q.lists.Load()
+		d.advance(DefaultDirectoryMaxAge - time.Second)
+		if got := d.config(t); strings.Contains(got, `"port":9002`) || d.q.lists.Load() != lists {
+			t.Fatalf("reloaded before its age: %d reloads, %s", d.q.lists.Load()-lists, got)
+		}
+		d.advance(time.Second)
+		if got := d.config(t); !strings.Contains(got, `"port":9002`) || d.q.lists.Load() != lists+1 {
+			t.Fatalf("over its age: %d reloads, %s", d.q.lists.Load()-lists, got)
+		}
+
 		// The store goes away: the endpoint still answers from memory,
 		// even after a change is announced (the reload fails, the last
 		// directory serves) and once the directory is over its age.
@@ -133,9 +151,20 @@ func TestConfigAnsweredFromMemory(t *testing.T) {
 		if got := d.config(t); got != steady {
 			t.Fatalf("with the store closed: %s", got)
 		}
+		lists = d.q.lists.Load()
 		d.advance(2 * DefaultDirectoryMaxAge)
 		if got := d.config(t); got != steady {
 			t.Fatalf("with the store closed, past the directory's age: %s", got)
+		}
+		if d.q.lists.Load() != lists+1 {
+			t.Fatalf("past its age with the store closed: %d reload attempts, want 1", d.q.lists.Load()-lists)
+		}
+		// A failed reload is not retried by every request.
+		for range 5 {
+			d.config(t)
+		}
+		if d.q.lists.Load() != lists+1 {
+			t.Fatalf("a failed reload was retried %d times within a second", d.q.lists.Load()-lists-1)
 		}
 	})
 }
@@ -236,6 +265,109 @@ func TestLivenessBatched(t *testing.T) {
 			t.Fatalf("final flush: %d hosts, stored %v, want %v", n, stored(d.h2.ID), end)
 		}
 	})
+}
+
+// A fleet key revoked where this replica never heard of it (a missed
+// announcement; here a write straight to the store) stops working once
+// the directory is over its age: the keys are reloaded with the hosts.
+func TestRevokedKeyExpiresWithDirectory(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dialect string) {
+		d := newDirFixture(t, dialect, LivenessConfig{})
+		ctx := context.Background()
+		d.config(t)
+		keys, err := d.st.ListFleetKeys(ctx, d.org, store.Page{Limit: 10})
+		must(t, err)
+		must(t, d.st.RevokeFleetKey(ctx, d.org, keys[0].ID, time.Now()))
+		d.advance(DefaultDirectoryMaxAge / 2)
+		d.config(t) // unannounced: still in memory
+		d.advance(DefaultDirectoryMaxAge / 2)
+		if code, body, _ := d.do(t, "GET", fleetapi.ConfigPath, d.key, ""); code != http.StatusUnauthorized {
+			t.Fatalf("revoked key past the directory's age: %d %s", code, body)
+		}
+		if code, _, _ := d.do(t, "POST", fleetapi.ReportPath, d.key, `{"applied":[]}`); code != http.StatusUnauthorized {
+			t.Fatalf("revoked key on report: %d", code)
+		}
+	})
+}
+
+// gatedStore is a real store whose ListLiveHosts waits for the test.
+type gatedStore struct {
+	store.Store
+	entered chan struct{} // receives when a ListLiveHosts starts
+	release chan struct{} // closed to let it go on
+	ctxErr  chan error    // what its context said when let go
+	lists   atomic.Int64
+}
+
+func (g *gatedStore) ListLiveHosts(ctx context.Context) ([]store.Host, error) {
+	if g.lists.Add(1) == 1 {
+		g.entered <- struct{}{}
+		<-g.release
+		g.ctxErr <- ctx.Err()
+	}
+	return g.Store.ListLiveHosts(ctx)
+}
+
+// A reload runs apart from the request that started it: Invalidate (run
+// under the snapshot holder's lock) never waits for it, a request that
+// waits for it may leave, and the requester leaving does not cut it short
+// or hold further reloads back.
+func TestDirectoryReloadApart(t *testing.T) {
+	f := newFleetFixture(t, "sqlite", HandlerConfig{})
+	g := &gatedStore{Store: f.st.Store, entered: make(chan struct{}, 1), release: make(chan struct{}), ctxErr: make(chan error, 1)}
+	now := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
+	dir := NewDirectory(g, func() time.Time { return now })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	loaded := make(chan error, 1)
+	go func() {
+		_, err := dir.current(ctx)
+		loaded <- err
+	}()
+	<-g.entered // the reload holds the store call
+	invalidated := make(chan struct{})
+	go func() { dir.Invalidate(); close(invalidated) }()
+	select {
+	case <-invalidated:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Invalidate waited for a reload")
+	}
+	// Another request waits for that reload; its client leaves.
+	wctx, wcancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	go func() {
+		_, err := dir.current(wctx)
+		waited <- err
+	}()
+	wcancel()
+	select {
+	case err := <-waited:
+		if err == nil {
+			t.Fatal("a waiter whose client left got a directory out of nothing")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a waiter stayed after its client left")
+	}
+	// The requester leaves too; the reload goes on.
+	cancel()
+	close(g.release)
+	if err := <-g.ctxErr; err != nil {
+		t.Fatalf("the reload ran under the requester's context: %v", err)
+	}
+	if err := <-loaded; err != nil {
+		t.Fatalf("the reload failed: %v", err)
+	}
+	// It loaded before the Invalidate: the next request reloads, and
+	// nothing holds it back.
+	if _, err := dir.current(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.lists.Load(); n != 2 {
+		t.Fatalf("%d loads, want 2 (the first, then one after the Invalidate)", n)
+	}
+	if _, err := dir.current(context.Background()); err != nil || g.lists.Load() != 2 {
+		t.Fatalf("a fresh directory reloaded: %d loads, %v", g.lists.Load(), err)
+	}
 }
 
 // BenchmarkConfig is one GET /vllm/config in the steady state, from the

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,23 +28,30 @@ type HandlerConfig struct {
 	ProxyHeader    string
 	TrustedProxies []netip.Prefix
 	// Liveness tunes the batching of last_config_fetch writes
-	// (liveness.go).
+	// (liveness.go). Its Flush interval also bounds how long an unchanged
+	// report is not written again (report).
 	Liveness LivenessConfig
 	// HostsChanged, when set, is called after a report changed what a
 	// box's /vllm/config says (it applied a revision), so that other
 	// replicas reload their directories; this one's is invalidated
-	// already.
+	// already. A report changes hosts only, never routing, so a
+	// fleet-only announcement is enough.
 	HostsChanged func(context.Context)
+	// Now is the clock of liveness, the directory's age and reports
+	// (default time.Now).
+	Now func() time.Time
 }
 
 // HandlerStore is the part of store.Store the fleet endpoints use. The
 // methods behave as documented on store.Store: FleetKeyByLookup finds only
-// unrevoked keys, ListLiveHosts only live hosts, and RecordHostReports
-// writes every entry or none. None is called per GET /vllm/config in the
-// steady state: the directory and the liveness batcher stand between.
+// unrevoked keys, ListLiveHosts and ListHostsByIP only live hosts, and
+// RecordHostReports writes every entry or none. None is called per GET
+// /vllm/config in the steady state: the directory and the liveness
+// batcher stand between. A report reads its hosts fresh (ListHostsByIP).
 type HandlerStore interface {
 	DirectoryStore
 	LivenessStore
+	ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]store.Host, error)
 	RecordHostReports(ctx context.Context, entries []store.HostReportEntry, at time.Time) error
 }
 
@@ -64,8 +72,12 @@ type Handler struct {
 
 // NewHandler returns the fleet endpoints over st.
 func NewHandler(st HandlerStore, cfg HandlerConfig, log *slog.Logger) *Handler {
-	return &Handler{st: st, cfg: cfg, log: log, now: time.Now, dir: NewDirectory(st, nil),
-		live: NewLiveness(st, cfg.Liveness, log)}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Handler{st: st, cfg: cfg, log: log, now: now, dir: NewDirectory(st, now),
+		live: NewLiveness(st, cfg.Liveness, now, log)}
 }
 
 // Invalidate makes the next request reload the hosts and fleet keys: call
@@ -256,6 +268,14 @@ func (h *Handler) config(w http.ResponseWriter, r *http.Request, orgID int64, ip
 // only. The report is checked whole first (ParseReport: bounds, unknown
 // fields, one entry per host); a bad one is refused with 400 and nothing
 // is written. A good one is written in one transaction.
+//
+// The hosts are read from the store, not the directory: what a report
+// writes (the applied assignment, clearing the apply request) is decided
+// on the hosts as they are now, so an apply requested through another
+// replica, whose announcement has not reached this one yet, is not
+// cleared by a report of the revision before it. The agent reports after
+// every fetch; a report that says what is stored already, stored less than
+// a liveness interval ago, is not written again.
 func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip string) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, fleetapi.MaxReportBody))
 	if err != nil {
@@ -273,17 +293,19 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		writeFieldErrors(w, codeBadReport, "the report is invalid; nothing was recorded", fe)
 		return
 	}
-	hosts, _, err := h.dir.hostsAt(r.Context(), orgID, ip)
+	hosts, err := h.st.ListHostsByIP(r.Context(), orgID, ip)
 	if err != nil {
 		h.storeError(w, r, err)
 		return
 	}
+	now := h.now()
 	byID := make(map[int64]*store.Host, len(hosts))
 	for i := range hosts {
 		byID[hosts[i].ID] = &hosts[i]
 	}
 	entries := make([]store.HostReportEntry, 0, len(rep.Applied))
 	changed := false // what a /vllm/config says changes: reload the directories
+	write := false   // what is stored differs, or was stored long ago
 	for _, a := range rep.Applied {
 		host := byID[a.HostID]
 		if host == nil {
@@ -297,14 +319,17 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 			changed = changed || host.ApplyRequested
 		}
 		changed = changed || a.Revision != host.AppliedRevision
+		write = write || !h.stored(host, &e, now)
 		entries = append(entries, e)
 		if a.Revision != "" && a.Revision != current {
 			h.log.Info("fleet host runs an older revision", "host", host.ID, "applied", a.Revision, "current", current)
 		}
 	}
-	if err := h.st.RecordHostReports(r.Context(), entries, h.now()); err != nil {
-		h.storeError(w, r, err)
-		return
+	if write {
+		if err := h.st.RecordHostReports(r.Context(), entries, now); err != nil {
+			h.storeError(w, r, err)
+			return
+		}
 	}
 	if changed {
 		h.dir.Invalidate()
@@ -313,4 +338,23 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"accepted": len(entries)})
+}
+
+// stored reports whether writing e would change nothing of host but its
+// reported_at, which is younger than the liveness interval.
+func (h *Handler) stored(host *store.Host, e *store.HostReportEntry, now time.Time) bool {
+	if host.ReportedAt == nil || now.Before(*host.ReportedAt) || now.Sub(*host.ReportedAt) >= h.live.cfg.Flush {
+		return false
+	}
+	if e.Applied != host.AppliedRevision || !sameJSON(e.Report, host.Report) {
+		return false
+	}
+	return e.Current == nil || (!host.ApplyRequested && host.Applied != nil && sameJSON(e.Current, host.Applied))
+}
+
+// sameJSON reports whether a and b encode alike, as the store keeps them.
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }

@@ -47,37 +47,58 @@ type LivenessConfig struct {
 
 // Liveness batches last_config_fetch writes. Create it with NewLiveness
 // and run Run; safe for concurrent use.
+//
+// It keeps, per host, the latest fetch seen, which only moves forward, and
+// whether a fetch newer than the last one written is pending (dirty): the
+// next flush writes the latest seen. A flush never moves anything back,
+// whatever order fetches and flushes finish in; flushes run one at a time,
+// and the store keeps the later of two times (RecordConfigFetches). A host not seen for
+// pruneAfter intervals is forgotten once written (a retired host, a box
+// gone): its next fetch, if any, is a change of state and written at once,
+// as it would be anyway after such a silence.
 type Liveness struct {
 	st  LivenessStore
 	cfg LivenessConfig
 	log *slog.Logger
+	now func() time.Time
 
-	mu      sync.Mutex
-	pending map[int64]time.Time // fetched since the last flush
-	written map[int64]time.Time // last written by this batcher
+	flushMu sync.Mutex // held for a whole flush: one at a time
+
+	mu    sync.Mutex
+	seen  map[int64]time.Time // latest fetch per host
+	dirty map[int64]struct{}  // hosts with a fetch newer than the last written
 }
 
-// NewLiveness returns a batcher writing to st.
-func NewLiveness(st LivenessStore, cfg LivenessConfig, log *slog.Logger) *Liveness {
+// pruneAfter is how many Flush intervals a host may stay unseen before
+// the batcher forgets it.
+const pruneAfter = 3
+
+// NewLiveness returns a batcher writing to st, timed by now (nil:
+// time.Now) for forgetting silent hosts.
+func NewLiveness(st LivenessStore, cfg LivenessConfig, now func() time.Time, log *slog.Logger) *Liveness {
 	if cfg.Flush <= 0 {
 		cfg.Flush = time.Minute
 	}
-	return &Liveness{st: st, cfg: cfg, log: log, pending: map[int64]time.Time{}, written: map[int64]time.Time{}}
+	if now == nil {
+		now = time.Now
+	}
+	return &Liveness{st: st, cfg: cfg, log: log, now: now,
+		seen: map[int64]time.Time{}, dirty: map[int64]struct{}{}}
 }
 
 // Seen records that host id's box fetched its configuration at at. It
 // reports whether that changes the host's liveness state, so the fetch
 // should be written now (Flush) rather than with the next batch: the
-// first fetch of the host this replica sees (after a start, or the host's
-// first ever), or the first after a silence longer than Flush.
+// first fetch of the host this replica knows of (after a start, or the
+// host's first ever), or the first after a silence longer than Flush.
 func (l *Liveness) Seen(id int64, at time.Time) (now bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	last, known := l.pending[id]
-	if !known {
-		last, known = l.written[id]
+	last, known := l.seen[id]
+	if !known || at.After(last) {
+		l.seen[id] = at
+		l.dirty[id] = struct{}{}
 	}
-	l.pending[id] = at
 	return !known || at.Sub(last) > l.cfg.Flush
 }
 
@@ -86,11 +107,15 @@ func (l *Liveness) Seen(id int64, at time.Time) (now bool) {
 func (l *Liveness) Last(id int64) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t, ok := l.pending[id]; ok {
-		return t, true
-	}
-	t, ok := l.written[id]
+	t, ok := l.seen[id]
 	return t, ok
+}
+
+// size is how many hosts the batcher remembers (tests).
+func (l *Liveness) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.seen)
 }
 
 // Run flushes every Flush interval until ctx ends; then it flushes what
@@ -113,30 +138,29 @@ func (l *Liveness) Run(ctx context.Context) {
 	}
 }
 
-// Flush writes the pending fetches in one store call. On failure they stay
-// pending (a newer fetch of the same host wins) for the next flush.
+// Flush writes the dirty hosts' latest fetches in one store call, after
+// any flush under way. On failure they stay dirty for the next flush.
 func (l *Liveness) Flush(ctx context.Context) {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
 	l.mu.Lock()
-	batch := make([]store.ConfigFetch, 0, len(l.pending))
-	for id, at := range l.pending {
-		batch = append(batch, store.ConfigFetch{HostID: id, At: at})
+	batch := make([]store.ConfigFetch, 0, len(l.dirty))
+	for id := range l.dirty {
+		batch = append(batch, store.ConfigFetch{HostID: id, At: l.seen[id]})
 	}
-	clear(l.pending)
+	clear(l.dirty)
 	l.mu.Unlock()
 	var err error
 	if len(batch) > 0 {
 		err = l.st.RecordConfigFetches(ctx, batch)
 	}
 	l.mu.Lock()
-	for _, f := range batch {
-		if err != nil {
-			if p, ok := l.pending[f.HostID]; !ok || p.Before(f.At) {
-				l.pending[f.HostID] = f.At
-			}
-			continue
+	if err != nil {
+		for _, f := range batch {
+			l.dirty[f.HostID] = struct{}{} // seen is f.At or newer
 		}
-		l.written[f.HostID] = f.At
 	}
+	l.prune()
 	l.mu.Unlock()
 	if err != nil && ctx.Err() == nil {
 		l.log.Warn("fleet liveness write failed; kept for the next flush", "hosts", len(batch), "err", err)
@@ -146,6 +170,17 @@ func (l *Liveness) Flush(ctx context.Context) {
 			l.cfg.Flushed(0, err)
 		} else {
 			l.cfg.Flushed(len(batch), nil)
+		}
+	}
+}
+
+// prune forgets the written hosts not seen for pruneAfter intervals. l.mu
+// is held.
+func (l *Liveness) prune() {
+	before := l.now().Add(-pruneAfter * l.cfg.Flush)
+	for id, t := range l.seen {
+		if _, dirty := l.dirty[id]; !dirty && t.Before(before) {
+			delete(l.seen, id)
 		}
 	}
 }

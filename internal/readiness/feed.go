@@ -41,8 +41,8 @@ type Reading struct {
 // the feeder: two intervals, so a sweep that runs late is not raced.
 func (c *Cache) FeedGrace() time.Duration { return 2 * c.cfg.Interval }
 
-// fedUntil is when the provider's last fed reading stops standing in for
-// a probe; zero when it was never fed.
+// fedUntil is when, by the cache's clock, the provider's last fed reading
+// stops standing in for a probe; zero when it was never fed.
 func (c *Cache) fedUntil(e *entry) time.Time {
 	n := e.fed.Load()
 	if n == 0 {
@@ -83,7 +83,7 @@ func (c *Cache) Feed(id int64, r Reading) bool {
 		models = []byte{} // no list read: the stale marks stay, and no request is sent for them
 	}
 	c.record(context.Background(), e, p, o, models)
-	e.fed.Store(time.Now().UnixNano())
+	e.fed.Store(c.clock.Now().UnixNano())
 	return true
 }
 

@@ -3,10 +3,10 @@ package readiness
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/testkit"
 )
@@ -18,7 +18,9 @@ import (
 func TestFeedStandsInForProbes(t *testing.T) {
 	eng := newEngine(t)
 	eng.set("/health", 200, "")
-	c, _ := newTestCache(t, Config{Interval: 50 * time.Millisecond, FailAfter: 2})
+	ticks := make(chan time.Time)
+	clk := clock.NewManual(testEpoch)
+	c, _ := newClockedCache(t, Config{Interval: 10 * time.Second, FailAfter: 2, Ticks: ticks}, clk)
 	base := eng.url() + "/v1"
 	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: base}})
 
@@ -55,34 +57,35 @@ func TestFeedStandsInForProbes(t *testing.T) {
 		t.Fatalf("fed readings sent %d requests", n)
 	}
 
-	// Run with readings every interval: no probe of its own.
+	// Run with a reading every half interval, on the cache's clock: no
+	// probe of its own. Each tick is sent twice: the second is received
+	// only once Run is done with what the first made due.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	stop := make(chan struct{})
-	fed := make(chan struct{})
-	var readings atomic.Int64
-	go func() {
-		defer close(fed)
-		tk := time.NewTicker(c.cfg.Interval / 2)
-		defer tk.Stop()
-		for {
+	tick := func() {
+		for range 2 {
 			select {
-			case <-stop:
-				return
-			case <-tk.C:
-				c.Feed(1, Reading{BaseURL: base})
-				readings.Add(1)
+			case ticks <- time.Time{}:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run took no tick")
 			}
 		}
-	}()
-	// Ten intervals of readings; FeedGrace is two.
-	testkit.Eventually(t, "ten intervals of readings", func() bool { return readings.Load() >= 20 })
-	if n := eng.hits("GET /health"); n != 0 {
-		t.Fatalf("Run probed a fed provider %d times", n)
 	}
-	close(stop)
-	<-fed
+	// Ten intervals of readings; FeedGrace is two.
+	for range 20 {
+		clk.Advance(c.cfg.Interval / 2)
+		c.Feed(1, Reading{BaseURL: base})
+		tick()
+		// A probe holds a slot from when Run starts it until it ends.
+		if n := eng.hits("GET /health"); n != 0 || len(c.sem) != 0 {
+			t.Fatalf("Run probed a fed provider: %d requests, %d probes running", n, len(c.sem))
+		}
+	}
+	// The readings stop: past the grace (and the recheck's jitter), Run
+	// probes the provider again.
+	clk.Advance(c.FeedGrace() + c.cfg.Interval)
+	tick()
 	testkit.Eventually(t, "Run probing again once the readings stop", func() bool { return eng.hits("GET /health") > 0 })
 }

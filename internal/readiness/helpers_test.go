@@ -105,11 +105,18 @@ type lockedBuffer = testkit.Buffer
 // test) and a debug logger writing to the returned buffer.
 func newTestCache(t *testing.T, cfg Config) (*Cache, *lockedBuffer) {
 	t.Helper()
+	return newClockedCache(t, cfg, clock.NewManual(testEpoch))
+}
+
+// newClockedCache is newTestCache on clk: clock.System for a test whose
+// Run probes on its own schedule in real time.
+func newClockedCache(t *testing.T, cfg Config, clk clock.Clock) (*Cache, *lockedBuffer) {
+	t.Helper()
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return New(cfg, clock.NewManual(testEpoch), &http.Client{Transport: tr}, log), logs
+	return New(cfg, clk, &http.Client{Transport: tr}, log), logs
 }
 
 func mustStatus(t *testing.T, c *Cache, id int64) Status {

@@ -22,22 +22,34 @@ const anthropicVersion = "2023-06-01"
 // errTooLarge is returned by get for a body over Config.MaxBody.
 var errTooLarge = errors.New("body too large")
 
+// selfHosted reports whether kind is an inference server probed on its
+// /health (vllm, sglang, llamacpp), not a hosted API.
+func selfHosted(kind string) bool {
+	return kind == store.KindVLLM || kind == store.KindSGLang || kind == store.KindLlamaCpp
+}
+
 // observe probes p once. It only ever sends GETs.
 func (c *Cache) observe(ctx context.Context, p Provider) observation {
 	base := p.BaseURL
 	root := strings.TrimSuffix(base, "/v1")
 	redact := func(s string) string { return redactSecret(s, p.Credential) }
 
+	// A self-hosted server's probe closes its connection with its last
+	// request when connections are not kept between probes (closeConns);
+	// a hosted API keeps it (a TLS handshake per probe costs more than
+	// the one connection). A probe that fails earlier leaves its
+	// connection to the transport's idle timeout.
+	closeLast := c.closeConns && p.Kind != store.KindLlamaCpp
 	var models []byte
 	switch p.Kind {
 	case store.KindVLLM, store.KindSGLang, store.KindLlamaCpp:
-		if _, err := c.get(ctx, p, root+"/health"); err != nil {
+		if _, err := c.get(ctx, p, root+"/health", c.closeConns && !p.Upstream); err != nil {
 			return healthFailed(redact("health probe failed: GET /health: " + err.Error()))
 		}
 		if !p.Upstream {
 			return observation{}
 		}
-		body, err := c.get(ctx, p, base+"/models")
+		body, err := c.get(ctx, p, base+"/models", closeLast)
 		if err != nil {
 			return metadataError("GET /models", err, redact)
 		}
@@ -45,7 +57,7 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 	default:
 		// A hosted API has no health endpoint; listing models is the
 		// cheapest authenticated GET it serves.
-		body, err := c.get(ctx, p, base+"/models")
+		body, err := c.get(ctx, p, base+"/models", false)
 		if err != nil {
 			return healthFailed(redact("health probe failed: GET /models: " + err.Error()))
 		}
@@ -64,7 +76,7 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 		return unusableMetadata(redact(err.Error()))
 	}
 	facts := Facts{ModelID: card.id, Context: card.context}
-	body, err := c.get(ctx, p, root+"/props")
+	body, err := c.get(ctx, p, root+"/props", c.closeConns)
 	if err != nil {
 		return metadataError("GET /props", err, redact)
 	}
@@ -115,9 +127,10 @@ func metadataError(what string, err error, redact func(string) string) observati
 }
 
 // get GETs u with p's credential and returns the body of a 2xx answer, read
-// through the MaxBody cap. Its errors name neither the host nor the
+// through the MaxBody cap; closeConn closes the connection after it (a
+// probe's last request). Its errors name neither the host nor the
 // credential.
-func (c *Cache) get(ctx context.Context, p Provider, u string) ([]byte, error) {
+func (c *Cache) get(ctx context.Context, p Provider, u string, closeConn bool) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -125,7 +138,7 @@ func (c *Cache) get(ctx context.Context, p Provider, u string) ([]byte, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	req.Close = c.closeConns
+	req.Close = closeConn
 	if !p.Credential.IsZero() {
 		if p.Kind == store.KindAnthropic {
 			req.Header.Set("x-api-key", p.Credential.Reveal())

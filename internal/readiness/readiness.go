@@ -146,6 +146,10 @@ type Config struct {
 	FailAfter    int           // consecutive failures before a ready provider goes down (default 2)
 	RecoverAfter int           // consecutive successes before a down provider is ready (default 1)
 	MaxBody      int64         // cap on every probe body read (default 1 MiB)
+	// Ticks, when set, is received from in addition to Run's timer: each
+	// receive makes Run look again at what is due by the cache's clock
+	// (tests that move a clock.Manual).
+	Ticks <-chan time.Time
 }
 
 // Defaults for the zero fields of Config.
@@ -234,9 +238,10 @@ type entry struct {
 	stale   atomic.Pointer[map[string]string]
 	staleMu sync.Mutex
 
-	// fed is when (UnixNano, wall clock) Feed last recorded a reading of
-	// the provider made by another prober; 0 when never. While it is
-	// recent, Run does not probe the provider itself (feed.go).
+	// fed is when (UnixNano, by the cache's clock) Feed last recorded a
+	// reading of the provider made by another prober; 0 when never.
+	// While it is recent, Run does not probe the provider itself
+	// (feed.go).
 	fed atomic.Int64
 	// soon: ProbeSoon asked for a probe now; Run takes it off when the
 	// probe starts, so that repeats before then are one probe.

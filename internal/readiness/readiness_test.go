@@ -353,7 +353,7 @@ func TestRunProbesUntilCancelled(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	c, _ := newTestCache(t, Config{Interval: 20 * time.Millisecond})
+	c, _ := newClockedCache(t, Config{Interval: 20 * time.Millisecond}, clock.System)
 	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: srv.URL + "/v1"}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -379,7 +379,7 @@ func TestRunFollowsSync(t *testing.T) {
 	eng := newEngine(t)
 	eng.set("/health", 200, "")
 	eng.set("/v1/models", 200, vllmModels(vllmCard("m", 8192)))
-	c, _ := newTestCache(t, Config{Interval: 10 * time.Millisecond})
+	c, _ := newClockedCache(t, Config{Interval: 10 * time.Millisecond}, clock.System)
 	ready := make(chan struct{})
 	var once sync.Once
 	c.OnChange(func() {

@@ -18,8 +18,9 @@ import (
 // each.
 
 // ProbeIdleTimeout is how long a probe connection may stay idle. A probe
-// Interval longer than it makes each probe request close its connection:
-// the inference servers probed drop idle connections sooner anyway
+// Interval longer than it makes each probe of a self-hosted server close
+// its connection with its last request (a hosted API's is kept): the
+// inference servers probed drop idle connections sooner anyway
 // (uvicorn, which vLLM and SGLang serve with, after 5s), and a connection
 // kept per provider would cost a descriptor and two goroutines per host
 // at rest. A probe transport's IdleConnTimeout should not exceed it.
@@ -50,7 +51,9 @@ func (h *dueHeap) Pop() any {
 // schedules) until ctx is cancelled, following Sync as providers come and
 // go. A provider never probed yet is probed at once; one whose readings
 // another prober feeds (Feed) is probed only when the readings stop. Run
-// returns after all its probes have finished.
+// returns after all its probes have finished. What is due is judged by
+// the cache's clock; Run sleeps on a timer until then, and also looks
+// again at each receive from Config.Ticks.
 func (c *Cache) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -65,7 +68,7 @@ func (c *Cache) Run(ctx context.Context) {
 	synced := c.synced
 	c.mu.Unlock()
 	follow := func() {
-		now := time.Now()
+		now := c.clock.Now()
 		for _, e := range *c.entries.Load() {
 			if known[e] {
 				continue
@@ -80,7 +83,7 @@ func (c *Cache) Run(ctx context.Context) {
 	}
 	follow()
 	for {
-		now := time.Now()
+		now := c.clock.Now()
 		cur := *c.entries.Load()
 		for len(q) > 0 && !q[0].at.After(now) && len(c.sem) < cap(c.sem) {
 			d := heap.Pop(&q).(due)
@@ -110,7 +113,7 @@ func (c *Cache) Run(ctx context.Context) {
 		}
 		var wake <-chan time.Time
 		if len(q) > 0 {
-			d := time.Until(q[0].at)
+			d := q[0].at.Sub(c.clock.Now())
 			if len(c.sem) == cap(c.sem) {
 				// Every slot is busy: a worker of Run's says when it is
 				// done; a ProbeAll's does not, so look again soon.
@@ -138,15 +141,16 @@ func (c *Cache) Run(ctx context.Context) {
 			heap.Init(&q)
 		case e := <-finished:
 			if (*c.entries.Load())[e.key.id] == e {
-				at := time.Now().Add(c.jitter())
+				at := c.clock.Now().Add(c.jitter())
 				if e.soon.Load() { // asked for while it was being probed
-					at = time.Now()
+					at = c.clock.Now()
 				}
 				heap.Push(&q, due{at, e})
 			} else {
 				delete(known, e)
 			}
 		case <-wake:
+		case <-c.cfg.Ticks: // a nil channel never delivers
 		}
 		timer.Stop() // since Go 1.23 a stopped timer delivers nothing stale
 	}

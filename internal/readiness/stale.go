@@ -93,7 +93,8 @@ func (c *Cache) recheckStale(ctx context.Context, e *entry, p Provider, o observ
 	body := models
 	if body == nil {
 		var err error
-		if body, err = c.get(ctx, p, p.BaseURL+"/models"); err != nil {
+		// A request after the probe's: the last, for a self-hosted server.
+		if body, err = c.get(ctx, p, p.BaseURL+"/models", c.closeConns && selfHosted(p.Kind)); err != nil {
 			return false
 		}
 	}

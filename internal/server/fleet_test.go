@@ -28,6 +28,9 @@ type fakeVLLM struct {
 	key     atomic.Value // string
 	chats   atomic.Int64
 	model   string
+	// health counts GET /health by whether it carried a key: the
+	// controller's probes do not, the readiness cache's do.
+	health, healthKeyed atomic.Int64
 }
 
 func newFakeVLLM(t *testing.T, model string) *fakeVLLM {
@@ -39,6 +42,10 @@ func newFakeVLLM(t *testing.T, model string) *fakeVLLM {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		f.health.Add(1)
+		if r.Header.Get("Authorization") != "" {
+			f.healthKeyed.Add(1)
+		}
 		if !f.healthy.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return

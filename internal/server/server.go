@@ -187,6 +187,14 @@ func (s *Server) prepare(ctx context.Context) error {
 		}
 	}
 	svc.SetPublisher(publish)
+	// A write to fleet hosts or fleet keys alone (no snapshot holds them)
+	// makes the other replicas reload their fleet endpoints only.
+	publishFleet := func(ctx context.Context) {
+		if err := s.db.NotifyFleetChange(ctx); err != nil {
+			s.log.Warn("could not announce a fleet change to other replicas; their fleet endpoints pick it up within a minute", "err", err)
+		}
+	}
+	svc.SetFleetPublisher(publishFleet)
 	svc.SetAllowLinkLocalUpstreams(s.cfg.AllowLinkLocalUpstreams)
 	fresh, err := bootstrap(ctx, svc, s.cfg.AdminToken, s.cfg.Out)
 	if err != nil {
@@ -276,7 +284,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	// registration, a drain, another replica's announcement) and every
 	// admin write to hosts or fleet keys makes them reload.
 	fcfg := s.cfg.Fleet.Handler
-	fcfg.HostsChanged = publish
+	fcfg.HostsChanged = publishFleet
 	fleetHandler := fleet.NewHandler(s.db, fcfg, s.log)
 	snap.OnSwap(func(*snapshot.Snapshot) { fleetHandler.Invalidate() })
 	svc.SetFleetChanged(fleetHandler.Invalidate)
@@ -311,6 +319,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		// requests are not counted here, so drains end at their deadline.
 		ccfg.PeersUncounted = s.db.Dialect() == "postgres"
 		ctl := fleet.NewController(s.db, ccfg, s.log, func(ctx context.Context) {
+			fleetHandler.Invalidate() // a drain's apply flags, even if the rebuild fails
 			if err := snap.Reload(ctx); err != nil {
 				s.log.Error("snapshot rebuild after fleet registration failed; serving the previous one", "err", err)
 			}
@@ -323,7 +332,13 @@ func (s *Server) prepare(ctx context.Context) error {
 	bgWG.Add(1)
 	go func() {
 		defer bgWG.Done()
-		s.db.ListenChanges(bg, func() {
+		s.db.ListenChanges(bg, func(c sqlstore.Change) {
+			// Whether or not the rebuild succeeds (OnSwap invalidates
+			// only after one that does).
+			fleetHandler.Invalidate()
+			if c == sqlstore.ChangeFleet {
+				return
+			}
 			if err := snap.Reload(bg); err != nil && bg.Err() == nil {
 				s.log.Error("snapshot rebuild after another replica's change failed; serving the previous one", "err", err)
 			}

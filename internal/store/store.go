@@ -292,9 +292,9 @@ type Store interface {
 	// TouchHosts sets last_config_fetch of ids to at.
 	TouchHosts(ctx context.Context, ids []int64, at time.Time) error
 	// RecordConfigFetches sets each host's last_config_fetch to its time,
-	// in one transaction. Where replicas share the store (PostgreSQL) it
-	// never moves a host's time back: a later fetch another replica
-	// recorded stays. Hosts that are gone are skipped.
+	// in one transaction. It never moves a host's time back: a later
+	// fetch another replica or an earlier call recorded stays. Hosts that
+	// are gone are skipped.
 	// The fleet endpoints batch liveness through it (fleet.Liveness).
 	RecordConfigFetches(ctx context.Context, fetches []ConfigFetch) error
 	// RecordHostReports stores a box's report, one entry per host, in one

@@ -384,9 +384,10 @@ func (s *DB) TouchHosts(ctx context.Context, ids []int64, at time.Time) error {
 const fetchChunk = 1000
 
 // RecordConfigFetches implements store.Store. On PostgreSQL each chunk of
-// hosts is one statement; on SQLite (one process, one writer, one clock,
-// so never a time from elsewhere to keep) one prepared statement runs per
-// host, all in one transaction either way.
+// hosts is one statement; on SQLite one prepared statement runs per host,
+// all in one transaction either way. Neither moves a time back: two
+// batches may commit out of order (one process still has several
+// writers: overlapping flushes, TouchHosts).
 func (s *DB) RecordConfigFetches(ctx context.Context, fetches []store.ConfigFetch) error {
 	if len(fetches) == 0 {
 		return nil
@@ -413,8 +414,9 @@ func (s *DB) RecordConfigFetches(ctx context.Context, fetches []store.ConfigFetc
 			return nil
 		}
 		for _, f := range fetches {
-			if _, err := tx.ExecContext(ctx, `UPDATE hosts SET last_config_fetch = ? WHERE id = ?`,
-				f.At.UTC().Truncate(time.Microsecond), f.HostID); err != nil {
+			at := f.At.UTC().Truncate(time.Microsecond)
+			if _, err := tx.ExecContext(ctx, `UPDATE hosts SET last_config_fetch = ? WHERE id = ?
+				AND (last_config_fetch IS NULL OR last_config_fetch < ?)`, at, f.HostID, at); err != nil {
 				return s.classify(err, "")
 			}
 		}

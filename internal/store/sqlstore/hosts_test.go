@@ -460,8 +460,8 @@ func TestHostHFTokenSealed(t *testing.T) {
 }
 
 // RecordConfigFetches writes many hosts' liveness at once, each its own
-// time, skips hosts that are gone, and (PostgreSQL, where replicas share
-// the store) keeps a later time another replica wrote.
+// time, skips hosts that are gone, and keeps a later time already
+// written (another replica's, or an overlapping flush's), on both stores.
 func TestRecordConfigFetches(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
@@ -510,8 +510,28 @@ func TestRecordConfigFetches(t *testing.T) {
 		if !h1.LastConfigFetch.Equal(later) {
 			t.Fatalf("host 1: %v, want %v", h1.LastConfigFetch, later)
 		}
-		if d == "postgres" && !h0.LastConfigFetch.Equal(later) {
+		if !h0.LastConfigFetch.Equal(later) {
 			t.Fatalf("an earlier fetch moved host 0 back: %v, want %v", h0.LastConfigFetch, later)
+		}
+		// Sub-second times compare as times, not as text (SQLite keeps
+		// them as text without trailing zeros).
+		steps := []struct {
+			at, want time.Time
+		}{
+			{later.Add(500 * time.Millisecond), later.Add(500 * time.Millisecond)},
+			{later.Add(time.Second - time.Microsecond), later.Add(time.Second - time.Microsecond)},
+			{later.Add(10 * time.Millisecond), later.Add(time.Second - time.Microsecond)},
+			{later.Add(time.Second), later.Add(time.Second)},
+			{later.Add(999 * time.Millisecond), later.Add(time.Second)},
+			{later.Add(time.Second + time.Microsecond), later.Add(time.Second + time.Microsecond)},
+		}
+		for i, st := range steps {
+			if err := s.RecordConfigFetches(ctx, []store.ConfigFetch{{HostID: ids[2], At: st.at}}); err != nil {
+				t.Fatal(err)
+			}
+			if h, _ := s.GetHost(ctx, o.ID, ids[2]); h.LastConfigFetch == nil || !h.LastConfigFetch.Equal(st.want) {
+				t.Fatalf("step %d: wrote %v: stored %v, want %v", i, st.at, h.LastConfigFetch, st.want)
+			}
 		}
 	})
 }

@@ -25,24 +25,53 @@ func newInstance() string {
 	return hex.EncodeToString(b)
 }
 
+// Change is what an announcement says changed.
+type Change int
+
+const (
+	// ChangeConfig: the routing state (what a snapshot holds) changed;
+	// the replicas rebuild their snapshots, and all that follows them.
+	ChangeConfig Change = iota
+	// ChangeFleet: only fleet hosts or fleet keys changed, which no
+	// snapshot holds; the replicas' fleet endpoints reload.
+	ChangeFleet
+)
+
+// fleetSuffix ends the payload of a ChangeFleet announcement. A replica
+// that does not know it takes the announcement for a ChangeConfig (the
+// instance does not match its own): it does more than needed, never less.
+const fleetSuffix = "|fleet"
+
 // NotifyChange tells the other replicas sharing the store that the routing
 // state changed. The payload is "schema|instance", so replicas of another
 // rolter in the same database, and this store itself, ignore it. On SQLite
 // (one process) it does nothing.
 func (s *DB) NotifyChange(ctx context.Context) error {
+	return s.notify(ctx, "")
+}
+
+// NotifyFleetChange tells the other replicas that only fleet hosts or
+// fleet keys changed (ChangeFleet): the payload is
+// "schema|instance|fleet". On SQLite it does nothing.
+func (s *DB) NotifyFleetChange(ctx context.Context) error {
+	return s.notify(ctx, fleetSuffix)
+}
+
+func (s *DB) notify(ctx context.Context, suffix string) error {
 	if s.dialect != dialectPostgres {
 		return nil
 	}
-	_, err := s.qr.ExecContext(ctx, `SELECT pg_notify($1, current_schema() || '|' || $2)`, changeChannel, s.instance)
+	_, err := s.qr.ExecContext(ctx, `SELECT pg_notify($1, current_schema() || '|' || $2)`, changeChannel, s.instance+suffix)
 	return s.classify(err, "")
 }
 
 // ListenChanges calls fn after another replica announces a change, until
-// ctx ends. Announcements that arrive together are coalesced into one call.
-// fn is also called each time LISTEN is (re-)established, because
-// announcements made before were missed; a lost connection is re-established
-// with backoff. On SQLite it returns at once.
-func (s *DB) ListenChanges(ctx context.Context, fn func(), log *slog.Logger) {
+// ctx ends, with what changed. Announcements that arrive together are
+// coalesced into one call, a ChangeConfig if any of them is one. fn is
+// also called (ChangeConfig) each time LISTEN is (re-)established, because
+// announcements made before were missed; a lost connection is
+// re-established with backoff. On SQLite it returns at once.
+func (s *DB) ListenChanges(ctx context.Context, fn func(Change), log *slog.Logger) {
 	if s.dialect != dialectPostgres {
 		return
 	}
@@ -67,7 +96,7 @@ func (s *DB) ListenChanges(ctx context.Context, fn func(), log *slog.Logger) {
 }
 
 // listen holds one connection in LISTEN until it fails or ctx ends.
-func (s *DB) listen(ctx context.Context, fn func()) error {
+func (s *DB) listen(ctx context.Context, fn func(Change)) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -92,26 +121,36 @@ func (s *DB) listen(ctx context.Context, fn func()) error {
 		}
 		// Announcements made before LISTEN took effect (at start-up, or
 		// while the connection was lost) were missed: rebuild once.
-		fn()
-		mine := func(payload string) bool {
+		fn(ChangeConfig)
+		// mine: an announcement of this schema by another store, and what
+		// it says changed.
+		mine := func(payload string) (bool, Change) {
 			sch, inst, _ := strings.Cut(payload, "|")
-			return sch == schema && inst != s.instance
+			c := ChangeConfig
+			if i, ok := strings.CutSuffix(inst, fleetSuffix); ok {
+				inst, c = i, ChangeFleet
+			}
+			return sch == schema && inst != s.instance, c
 		}
 		for {
 			n, err := pc.WaitForNotification(ctx)
 			if err != nil {
 				return err
 			}
-			if !mine(n.Payload) {
+			ok, change := mine(n.Payload)
+			if !ok {
 				continue
 			}
 			// Coalesce a burst (a YAML import, a sweep registering many
 			// hosts) into one rebuild.
 			for {
 				wait, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-				_, err := pc.WaitForNotification(wait)
+				n, err := pc.WaitForNotification(wait)
 				cancel()
 				if err == nil {
+					if ok, c := mine(n.Payload); ok && c == ChangeConfig {
+						change = ChangeConfig
+					}
 					continue // another one: keep draining
 				}
 				if ctx.Err() != nil {
@@ -122,7 +161,7 @@ func (s *DB) listen(ctx context.Context, fn func()) error {
 				}
 				break // quiet for 50ms (a timeout leaves the connection usable)
 			}
-			fn()
+			fn(change)
 		}
 	})
 }

@@ -1,0 +1,107 @@
+package fleet
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/store/storetest"
+)
+
+// reportOf is a box's report that it runs rev for host id, with errText.
+func reportOf(id int64, rev, errText string) string {
+	return `{"applied":[{"host_id":` + strconv.FormatInt(id, 10) + `,"revision":"` + rev + `","error":"` + errText + `"}],` +
+		`"discovered":{"gpu":"1x NVIDIA L4","gpu_count":1,"vram_gb":22.5,"disk_free_gb":300,"vllm_version":"0.11.0"}}`
+}
+
+func (d *dirFixture) report(t *testing.T, body string) {
+	t.Helper()
+	if code, resp, _ := d.do(t, "POST", fleetapi.ReportPath, d.key, body); code != 200 {
+		t.Fatalf("report: %d %s", code, resp)
+	}
+}
+
+// A report is judged on the hosts as stored, not on this replica's
+// directory: a change and an apply requested through another replica
+// (here: straight in the store, unannounced) are not undone by a report
+// of the revision before them, which the stale directory still calls
+// current.
+func TestReportReadsHostsFresh(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		d := newDirFixture(t, dialect, LivenessConfig{})
+		d.config(t) // the directory has h1 at its first revision
+		r1 := Revision(d.host(t, d.h1.ID))
+		h1 := d.host(t, d.h1.ID)
+		h1.Port = 9100
+		must(t, d.st.UpdateHost(ctx, h1, nil))
+		must(t, d.st.RequestApply(ctx, d.org, h1.ID))
+		r2 := Revision(d.host(t, d.h1.ID))
+
+		d.report(t, reportOf(d.h1.ID, r1, ""))
+		if x := d.host(t, d.h1.ID); !x.ApplyRequested || x.Applied != nil || x.AppliedRevision != r1 {
+			t.Fatalf("a report of the revision before the change: apply requested %v, applied %+v, revision %s",
+				x.ApplyRequested, x.Applied, x.AppliedRevision)
+		}
+		d.report(t, reportOf(d.h1.ID, r2, ""))
+		if x := d.host(t, d.h1.ID); x.ApplyRequested || x.Applied == nil || x.Applied.Revision != r2 || x.Applied.Port != 9100 {
+			t.Fatalf("a report of the current revision: apply requested %v, applied %+v", x.ApplyRequested, x.Applied)
+		}
+	})
+}
+
+// The agent reports after every fetch. A report that says what is stored
+// is written again only once the stored one is a liveness interval old;
+// any change is written at once, and only a change of what a box's
+// /vllm/config says is announced to the other replicas.
+func TestUnchangedReportNotRewritten(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dialect string) {
+		d := newDirFixture(t, dialect, LivenessConfig{Flush: time.Minute})
+		var announced atomic.Int64
+		d.h.cfg.HostsChanged = func(context.Context) { announced.Add(1) }
+		rev := Revision(d.host(t, d.h1.ID))
+		writes := func() int64 { return d.q.reports.Load() }
+
+		d.report(t, reportOf(d.h1.ID, rev, ""))
+		if writes() != 1 || announced.Load() != 1 {
+			t.Fatalf("first report: %d writes, %d announcements", writes(), announced.Load())
+		}
+		written := d.host(t, d.h1.ID).ReportedAt
+		for range 5 {
+			d.advance(10 * time.Second)
+			d.report(t, reportOf(d.h1.ID, rev, ""))
+		}
+		if writes() != 1 || announced.Load() != 1 {
+			t.Fatalf("unchanged reports within the interval: %d writes, %d announcements", writes(), announced.Load())
+		}
+		if x := d.host(t, d.h1.ID); !x.ReportedAt.Equal(*written) {
+			t.Fatalf("reported_at moved without a write: %v", x.ReportedAt)
+		}
+		d.advance(10 * time.Second) // a minute since the write
+		d.report(t, reportOf(d.h1.ID, rev, ""))
+		if writes() != 2 {
+			t.Fatalf("an unchanged report a minute on: %d writes, want 2", writes())
+		}
+		if x := d.host(t, d.h1.ID); !x.ReportedAt.Equal(d.clock()) {
+			t.Fatalf("reported_at %v, want %v", x.ReportedAt, d.clock())
+		}
+		d.advance(time.Second)
+		d.report(t, reportOf(d.h1.ID, rev, "vllm exited 1"))
+		if writes() != 3 || announced.Load() != 1 {
+			t.Fatalf("a changed report: %d writes, %d announcements", writes(), announced.Load())
+		}
+		if x := d.host(t, d.h1.ID); x.Report.Error != "vllm exited 1" {
+			t.Fatalf("stored error %q", x.Report.Error)
+		}
+		// An apply requested since: the same report clears it at once.
+		must(t, d.st.RequestApply(context.Background(), d.org, d.h1.ID))
+		d.advance(time.Second)
+		d.report(t, reportOf(d.h1.ID, rev, "vllm exited 1"))
+		if x := d.host(t, d.h1.ID); writes() != 4 || x.ApplyRequested {
+			t.Fatalf("a report clearing an apply request: %d writes, apply requested %v", writes(), x.ApplyRequested)
+		}
+	})
+}
