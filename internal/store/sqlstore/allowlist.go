@@ -10,6 +10,39 @@ import (
 	"github.com/rolter/rolter/internal/store"
 )
 
+// purgeSlugOwner is the purge path shared by the rows that own a slug
+// (providers, groups), in one transaction: it locks the row of table,
+// runs check (nil: none), applies the allowlist rule (purgeAllowlist)
+// and then remove, which deletes the row, what hangs on it and its slug
+// claim. It returns the keys the allowlist rule changed.
+func (s *DB) purgeSlugOwner(ctx context.Context, table string, id int64, force bool,
+	check func(tx querier) error, remove func(tx querier, org int64, slug string) error) ([]store.AllowlistRef, error) {
+	var refs []store.AllowlistRef
+	err := s.tx(ctx, func(tx querier) error {
+		var (
+			org  int64
+			slug string
+		)
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT org_id, slug FROM `+table+` WHERE id = ?`+s.forUpdate()), id).Scan(&org, &slug); err != nil {
+			return s.classify(err, "")
+		}
+		if check != nil {
+			if err := check(tx); err != nil {
+				return err
+			}
+		}
+		var err error
+		if refs, err = s.purgeAllowlist(ctx, tx, org, slug, force); err != nil {
+			return err
+		}
+		return remove(tx, org, slug)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return refs, nil
+}
+
 // purgeAllowlist applies the allowlist rule of a purge (design 000 §3: a
 // freed slug is never silently re-pointed) inside the purge's
 // transaction. The live virtual keys of the org whose allowlist names slug

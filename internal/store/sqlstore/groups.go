@@ -159,19 +159,7 @@ func (s *DB) SoftDeleteGroup(ctx context.Context, id int64, at time.Time) error 
 // PurgeGroup implements store.Store: the group, its members and its slug
 // claim go in one transaction, after the allowlist rule (purgeAllowlist).
 func (s *DB) PurgeGroup(ctx context.Context, id int64, force bool) ([]store.AllowlistRef, error) {
-	var refs []store.AllowlistRef
-	err := s.tx(ctx, func(tx querier) error {
-		var (
-			org  int64
-			slug string
-		)
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT org_id, slug FROM provider_groups WHERE id = ?`+s.forUpdate()), id).Scan(&org, &slug); err != nil {
-			return s.classify(err, "")
-		}
-		var err error
-		if refs, err = s.purgeAllowlist(ctx, tx, org, slug, force); err != nil {
-			return err
-		}
+	return s.purgeSlugOwner(ctx, "provider_groups", id, force, nil, func(tx querier, org int64, slug string) error {
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM group_members WHERE group_id = ?`), id); err != nil {
 			return s.classify(err, "")
 		}
@@ -180,8 +168,4 @@ func (s *DB) PurgeGroup(ctx context.Context, id int64, force bool) ([]store.Allo
 		}
 		return s.exec(ctx, tx, "", `DELETE FROM slugs WHERE org_id = ? AND slug = ? AND owner_kind = 'group'`, org, slug)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return refs, nil
 }

@@ -199,19 +199,11 @@ func (s *DB) SoftDeleteProvider(ctx context.Context, id int64, at time.Time) err
 // or group members name the provider, and by the allowlist rule
 // (purgeAllowlist).
 func (s *DB) PurgeProvider(ctx context.Context, id int64, force bool) ([]store.AllowlistRef, error) {
-	var refs []store.AllowlistRef
-	err := s.tx(ctx, func(tx querier) error {
-		var (
-			org  int64
-			slug string
-		)
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT org_id, slug FROM providers WHERE id = ?`+s.forUpdate()), id).Scan(&org, &slug); err != nil {
-			return s.classify(err, "")
-		}
-		// Soft delete is always allowed (the snapshot drops the provider
-		// from rotation); purge waits until nothing names it.
-		// Membership of a soft-deleted group (which only holds its slug)
-		// does not count, and goes with the provider.
+	// Soft delete is always allowed (the snapshot drops the provider
+	// from rotation); purge waits until nothing names it.
+	// Membership of a soft-deleted group (which only holds its slug)
+	// does not count, and goes with the provider.
+	inUse := func(tx querier) error {
 		for _, c := range []struct{ what, query string }{
 			{"route targets", `SELECT COUNT(*) FROM route_targets WHERE provider_id = ?`},
 			{"group members", `SELECT COUNT(*) FROM group_members m JOIN provider_groups g ON g.id = m.group_id WHERE m.provider_id = ? AND g.deleted_at IS NULL`},
@@ -224,10 +216,9 @@ func (s *DB) PurgeProvider(ctx context.Context, id int64, force bool) ([]store.A
 				return &store.InUseError{What: c.what}
 			}
 		}
-		var err error
-		if refs, err = s.purgeAllowlist(ctx, tx, org, slug, force); err != nil {
-			return err
-		}
+		return nil
+	}
+	return s.purgeSlugOwner(ctx, "providers", id, force, inUse, func(tx querier, org int64, slug string) error {
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM group_members WHERE provider_id = ?`), id); err != nil {
 			return s.classify(err, "")
 		}
@@ -239,10 +230,6 @@ func (s *DB) PurgeProvider(ctx context.Context, id int64, force bool) ([]store.A
 		}
 		return s.exec(ctx, tx, "", `DELETE FROM slugs WHERE org_id = ? AND slug = ?`, org, slug)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return refs, nil
 }
 
 // AddProviderKey implements store.Store.
