@@ -13,10 +13,12 @@ import (
 // least_busy, latency) or O(log n) (weighted) per call.
 //
 // Picking excludes members per request (targets already tried, a policy
-// that refuses the request) through a Skipper. A few draws that land on
-// excluded members are redrawn; after maxDraws of them the Set scans its
-// members once, so a request that excludes most of a large set still gets
-// an exact answer, in O(n) for that request only.
+// that refuses the request) through a Skipper. For weighted, least_busy
+// and latency, a few draws that land on excluded members are redrawn;
+// after maxDraws of them the Set scans its members once, so a request that
+// excludes most of a large set still gets an exact answer, in O(n) for
+// that request only. Round robin scans the members (O(n)) whenever the
+// member whose turn it is is excluded, to spread that turn evenly.
 //
 // A Set is immutable after NewSet and safe for concurrent use; the round
 // robin position lives outside it (Pick's rr), so it survives rebuilds.
@@ -82,15 +84,35 @@ func (s *Set) Pick(rr *atomic.Uint64, skip Skipper) int {
 	ok := func(k int) bool { return skip == nil || !skip.Skip(s.ids[k]) }
 	switch s.strategy {
 	case RoundRobin:
-		// The position counts picks; skipped members pass the turn to the
-		// next member in order.
-		start := int((rr.Add(1) - 1) % uint64(n))
-		for d := range n {
-			if k := (start + d) % n; ok(k) {
-				return s.ids[k]
+		// The position counts picks. When the member whose turn it is is
+		// skipped, the position indexes the members skip leaves instead
+		// (O(n), for that request only), so a skipped member's turn is
+		// spread evenly over the rest rather than falling on its
+		// neighbour, as Selector's round robin does.
+		pos := rr.Add(1) - 1
+		if k := int(pos % uint64(n)); ok(k) {
+			return s.ids[k]
+		}
+		left := 0
+		for k := range n {
+			if ok(k) {
+				left++
 			}
 		}
-		return -1
+		if left == 0 {
+			return -1
+		}
+		j := int(pos % uint64(left))
+		for k := range n {
+			if !ok(k) {
+				continue
+			}
+			if j == 0 {
+				return s.ids[k]
+			}
+			j--
+		}
+		return -1 // unreachable
 	case LeastBusy:
 		if n < exactBelow {
 			return s.leastBusyScan(ok)

@@ -113,8 +113,53 @@ func TestSetRoundRobin(t *testing.T) {
 	if got := s.Pick(&rr, nil); got != 10 {
 		t.Fatalf("after a rebuild: %d, want 10", got)
 	}
+	// Position 13 is member 11's turn; skipped, the position indexes the
+	// three members left (13 % 3 = 1: the second of 10, 12, 13).
 	if got := s.Pick(&rr, skipSet{11: true}); got != 12 {
-		t.Fatalf("a skipped member passes its turn on: %d, want 12", got)
+		t.Fatalf("a skipped member's turn: %d, want 12", got)
+	}
+	if got := s.Pick(&rr, skipSet{10: true, 11: true, 12: true, 13: true}); got != -1 {
+		t.Fatalf("every member skipped: picked %d, want -1", got)
+	}
+}
+
+// A member skipped on every request has its turns spread evenly over the
+// others, as Selector's round robin does, not handed to its neighbour
+// (which would get twice the traffic of the rest).
+func TestSetRoundRobinSkipSpreadsEvenly(t *testing.T) {
+	const picks = 4000
+	s := balancer.NewSet(balancer.RoundRobin, members(4))
+	sel, err := balancer.New(balancer.RoundRobin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rr atomic.Uint64
+	var got, old [4]int
+	cands := make([]balancer.Candidate, 4)
+	for i := range cands {
+		cands[i] = balancer.Candidate{Weight: 1, Skip: i == 1}
+	}
+	for range picks {
+		id := s.Pick(&rr, skipSet{11: true})
+		if id < 10 || id > 13 {
+			t.Fatalf("picked %d", id)
+		}
+		got[id-10]++
+		old[sel.Pick(cands)]++
+	}
+	if got[1] != 0 || old[1] != 0 {
+		t.Fatalf("the skipped member was picked: set %v, selector %v", got, old)
+	}
+	for _, k := range []int{0, 2, 3} {
+		// picks/3 each, give or take the one left over.
+		if got[k] < picks/3 || got[k] > picks/3+1 {
+			t.Errorf("set: %v, want about %d for each member but 11", got, picks/3)
+			break
+		}
+		if d := got[k] - old[k]; d < -1 || d > 1 {
+			t.Errorf("set %v differs from the selector's %v", got, old)
+			break
+		}
 	}
 }
 

@@ -80,8 +80,8 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		g.metrics.attempts.WithLabelValues(tg.provider.org, tg.provider.slug, attemptLabel(res.class)).Inc()
 		was := tg.breaker.Until()
 		g.judge(tg, key, tgProbe, keyProbe, res)
-		if !tg.breaker.Until().Equal(was) {
-			g.healthGen.Add(1) // it began or ended cooling: routable sets follow
+		if now := g.clock.Now(); cooling(was, now) != cooling(tg.breaker.Until(), now) {
+			g.healthGen.Add(1) // it began cooling: routable sets follow
 		}
 		if res.refused {
 			g.refused(tg)

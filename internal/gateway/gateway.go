@@ -133,8 +133,9 @@ type Gateway struct {
 	drainCuts sync.Map // provider id -> *drainCut
 	ready     Readiness
 	probes    ProbeTrigger // nil: no probe is asked for on a refusal
-	// healthGen counts breaker changes (a target began or ended cooling):
-	// plans rebuild their routable sets when it moves (routable.go).
+	// healthGen counts targets that began cooling (not cooldowns merely
+	// extended): plans rebuild their routable sets when it moves
+	// (routable.go).
 	healthGen atomic.Uint64
 	spend     *spend.Tracker    // nil: budgets are not checked (spend.go)
 	rates     ratelimit.Limiter // rpm and tpm limits (limits.go)

@@ -36,9 +36,12 @@ func (g *Gateway) pickTarget(x *exchange, ex *exclusions) (int, bool) {
 		if tg.breaker.Until().After(now) {
 			// It began cooling after the set was built: skip it, not as
 			// tried (panic mode may still choose it), and have the set
-			// rebuilt.
+			// rebuilt, unless the counter moved since the plan's set was
+			// built (a rebuild is due already, or another request asked).
 			ex.cooling.add(i)
-			g.healthGen.Add(1)
+			if l := plan.live.Load(); l != nil {
+				g.healthGen.CompareAndSwap(l.gen, l.gen+1)
+			}
 			continue
 		}
 		// Another request holds the half-open probe: not ours to send.

@@ -17,7 +17,7 @@ import (
 // table is built, and the table is rebuilt whenever readiness or
 // discovered metadata change (Refresh). Which targets may be picked now is
 // the plan's routable set (liveSet): its members minus those cooling,
-// rebuilt when a breaker opens or closes (healthGen) or a cooldown ends,
+// rebuilt when a target begins cooling (healthGen) or a cooldown ends,
 // never per request. A request then picks from it in O(1) or O(log n)
 // (balancer.Set), excluding per request only what it tried and what its
 // policy refuses.
@@ -101,6 +101,14 @@ func (g *Gateway) facts(plan *routePlan, model string) *planFacts {
 	return f
 }
 
+// cooling reports whether a breaker whose cooldown ends at until keeps its
+// target out of the routable sets at now. healthGen moves only when this
+// changes for some target (it began cooling), not when a cooldown is merely
+// extended (a 429 storm on a target already out): the sets already leave
+// that target out, and rebuild when the earliest cooldown they know of ends.
+// A cooldown's end needs no bump either (liveSet.until).
+func cooling(until, now time.Time) bool { return until.After(now) }
+
 // liveSet is a plan's routable set as of a health generation.
 type liveSet struct {
 	set *balancer.Set
@@ -110,8 +118,8 @@ type liveSet struct {
 	until time.Time
 }
 
-// routable returns the plan's routable set, rebuilding it when a breaker
-// changed since (healthGen) or a member's cooldown has ended. While one
+// routable returns the plan's routable set, rebuilding it when a target
+// began cooling since (healthGen) or a member's cooldown has ended. While one
 // request rebuilds it, others use the previous set: a member that began
 // cooling meanwhile is refused by its breaker and redrawn.
 func (g *Gateway) routable(plan *routePlan, f *planFacts, now time.Time) *balancer.Set {
@@ -250,13 +258,20 @@ type ProbeTrigger interface {
 // the readiness cache probes it now. A half-open probe after the cooldown
 // brings it back, as for any cooled target.
 func (g *Gateway) refused(tg *targetRT) {
+	now := g.clock.Now()
+	moved := false
 	g.states.Range(func(k, v any) bool {
 		if id := k.(targetID); id.provider == tg.provider.id && id != tg.id {
-			v.(*deployState).breaker.Trip()
+			br := v.(*deployState).breaker
+			was := br.Until()
+			br.Trip()
+			moved = moved || cooling(was, now) != cooling(br.Until(), now)
 		}
 		return true
 	})
-	g.healthGen.Add(1)
+	if moved {
+		g.healthGen.Add(1)
+	}
 	g.metrics.refusals.WithLabelValues(tg.provider.org, tg.provider.slug).Inc()
 	if g.probes != nil {
 		g.probes.ProbeSoon(tg.provider.id)
