@@ -19,9 +19,10 @@ func agentCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("rolter agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		cfg                   agent.Config
-		vllmCommand, keyFile  string
-		logLevel, modelsDirFl string
+		cfg                  agent.Config
+		vllmCommand, keyFile string
+		modelsDirFl          string
+		lf                   logFlags
 	)
 	fs.StringVar(&cfg.Server, "server", os.Getenv("ROLTER_SERVER"), "the gateway's base URL, e.g. https://rolter.internal (env ROLTER_SERVER; required)")
 	fs.StringVar(&cfg.StateDir, "state-dir", envOr("ROLTER_AGENT_STATE_DIR", "./rolter-agent"), "state file and vLLM logs (env ROLTER_AGENT_STATE_DIR)")
@@ -31,7 +32,7 @@ func agentCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.StopGrace, "stop-grace", agent.DefaultStopGrace, "how long vLLM may take to stop after SIGTERM before it is killed")
 	fs.StringVar(&cfg.NvidiaSMI, "nvidia-smi", "nvidia-smi", "the nvidia-smi executable used to discover GPUs")
 	fs.StringVar(&keyFile, "fleet-key-file", "", "file holding the fleet key (else env ROLTER_FLEET_KEY; never pass the key itself as a flag)")
-	fs.StringVar(&logLevel, "log-level", envOr("ROLTER_LOG_LEVEL", "info"), "debug, info, warn or error (env ROLTER_LOG_LEVEL)")
+	lf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,7 +58,7 @@ func agentCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg.FleetKey = key
-	log, err := newLogger(stderr, logLevel)
+	log, err := lf.logger(stderr)
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func TestAgentHelpMatchesFlags(t *testing.T) {
 			t.Errorf("flag -%s is undocumented: %q", m[1], usage)
 		}
 	}
-	want := []string{"fleet-key-file", "interval", "log-level", "models-dir", "nvidia-smi", "server", "state-dir", "stop-grace", "vllm-command"}
+	want := []string{"fleet-key-file", "interval", "log-format", "log-level", "models-dir", "nvidia-smi", "server", "state-dir", "stop-grace", "vllm-command"}
 	if strings.Join(flags, " ") != strings.Join(want, " ") {
 		t.Errorf("agent -h lists flags %v, want %v (a new flag needs its help, and this list)", flags, want)
 	}
@@ -47,10 +47,15 @@ func TestAgentHelpMatchesFlags(t *testing.T) {
 	if strings.Contains(help, "--api-key") {
 		t.Errorf("agent -h names --api-key, which the agent never passes:\n%s", help)
 	}
-	// Every environment variable the help names is read by the command.
-	src, err := os.ReadFile("agent.go")
-	if err != nil {
-		t.Fatal(err)
+	// Every environment variable the help names is read by the command
+	// (its log flags are logFlags, in main.go).
+	var src []byte
+	for _, f := range []string{"agent.go", "main.go"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	for _, m := range regexp.MustCompile(`\b(ROLTER_[A-Z_]+)`).FindAllStringSubmatch(help, -1) {
 		if !strings.Contains(string(src), `"`+m[1]+`"`) {

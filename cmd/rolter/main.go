@@ -35,7 +35,8 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return cli.Execute(ctx, args, cli.Env{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr}, gatewayCommands(stdout, stderr)...)
+	return cli.Execute(ctx, args, cli.Env{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Version: buildVersion()},
+		append(gatewayCommands(stdout, stderr), versionCmd(stdout))...)
 }
 
 // gatewayCommands are the commands that run a gateway, an agent or a tool
@@ -102,24 +103,71 @@ func durationInto(d *time.Duration) func(string) error {
 	}
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+// logFlags are --log-level and --log-format, shared by the long-running
+// commands.
+type logFlags struct {
+	level, format string
+}
+
+func (f *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.level, "log-level", envOr("ROLTER_LOG_LEVEL", "info"), "debug, info, warn or error (env ROLTER_LOG_LEVEL)")
+	fs.StringVar(&f.format, "log-format", os.Getenv("ROLTER_LOG_FORMAT"),
+		"json or text (default: text when the log goes to a terminal, else json; env ROLTER_LOG_FORMAT)")
+}
+
+// logger writes to w at the flags' level, in their format; with none, in
+// text when w is a terminal (someone reads it) and in JSON otherwise (a
+// service manager, a container runtime or a file collects it).
+func (f logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
+	if err := l.UnmarshalText([]byte(f.level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	format := f.format
+	if format == "" {
+		format = "json"
+		if isTerminal(w) {
+			format = "text"
+		}
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is neither json nor text", format)
+}
+
+// newLogger is a logger at level in the default format for w.
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	return logFlags{level: level}.logger(w)
+}
+
+// isTerminal reports whether w is a character device (a terminal); the
+// standard library's Stat is enough to tell.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("rolter serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		sf       storeFlags
-		cfg      server.Config
-		logLevel string
+		sf  storeFlags
+		cfg server.Config
+		lf  logFlags
 	)
 	sf.register(fs)
 	fs.StringVar(&cfg.Listen, "listen", envOr("ROLTER_LISTEN", "127.0.0.1:4000"), "listen address (env ROLTER_LISTEN)")
+	fs.StringVar(&cfg.AdminListen, "admin-listen", os.Getenv("ROLTER_ADMIN_LISTEN"),
+		"serve /admin, /ui and /metrics only on this address; --listen then serves only /v1, /vllm and the health endpoints (env ROLTER_ADMIN_LISTEN)")
 	fs.StringVar(&cfg.ConfigFile, "config", os.Getenv("ROLTER_CONFIG"), "YAML file imported on start: creates what is missing, never overwrites (env ROLTER_CONFIG)")
 	fs.BoolVar(&cfg.Demo, "demo", false, "serve and register a simulated upstream (provider and route \"demo\")")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
@@ -154,7 +202,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	trusted := fs.String("fleet-trusted-proxies", "", "comma-separated CIDRs of reverse proxies whose --fleet-proxy-header is believed")
 	fs.StringVar(&cfg.Redis, "redis", os.Getenv("ROLTER_REDIS"), "redis:// URL shared by replicas for rate limits; unset, limits are counted in memory (env ROLTER_REDIS, preferred when it holds a password)")
 	fs.DurationVar(&cfg.RedisTimeout, "redis-timeout", 50*time.Millisecond, "a rate limit check slower than this, or failed, is answered by this replica's counters until Redis is back")
-	fs.StringVar(&logLevel, "log-level", envOr("ROLTER_LOG_LEVEL", "info"), "debug, info, warn or error (env ROLTER_LOG_LEVEL)")
+	lf.register(fs)
 	cfg.Gateway.BodyTimeout, cfg.Gateway.ClientWriteTimeout = 30*time.Second, 60*time.Second
 	for _, e := range []struct {
 		env string
@@ -188,7 +236,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.Fleet.Handler.ProxyHeader != "" && len(cfg.Fleet.Handler.TrustedProxies) == 0 {
 		return errors.New("--fleet-proxy-header needs --fleet-trusted-proxies: the header is believed only from those proxies")
 	}
-	log, err := newLogger(stderr, logLevel)
+	log, err := lf.logger(stderr)
 	if err != nil {
 		return err
 	}

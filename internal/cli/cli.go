@@ -37,6 +37,8 @@ type Env struct {
 	// HTTPClient nil means a client of its own, whose idle connections
 	// are closed when the command returns.
 	HTTPClient *http.Client
+	// Version, when set, is what rolter --version prints, as is.
+	Version string
 }
 
 // DefaultServer is the gateway a command talks to without --server or
@@ -112,6 +114,10 @@ admin token (env ROLTER_ADMIN_TOKEN). See docs/cli.md.`,
 		// with the help text and exit 0.
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	if a.env.Version != "" {
+		root.Version = a.env.Version
+		root.SetVersionTemplate("{{.Version}}")
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Msg: err.Error()} })
 	root.AddGroup(&cobra.Group{ID: "gateway", Title: "Running the gateway:"},

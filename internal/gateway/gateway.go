@@ -214,6 +214,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		g.mux.HandleFunc("POST "+ep, g.serve)
 	}
 	g.mux.HandleFunc("GET /v1/models", g.listModels)
+	g.mux.HandleFunc("GET /v1/models/{id...}", g.getModel)
 	g.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newError(http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path))
 	})
@@ -237,8 +238,12 @@ func (g *Gateway) CloseIdleConnections() { g.client.CloseIdleConnections() }
 // Metrics returns the gateway's metrics (for wiring the usage drop count).
 func (g *Gateway) Metrics() *Metrics { return g.metrics }
 
-// ServeHTTP implements http.Handler.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Every answer, the gateway's own
+// errors included, carries the request id.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ensureRequestID(w, r)
+	g.mux.ServeHTTP(w, r)
+}
 
 // exchange is the state of one client request as it moves along the path.
 type exchange struct {
@@ -288,8 +293,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	g.metrics.inFlight.Inc()
 	defer g.metrics.inFlight.Dec()
 	t := g.table.Load()
-	x := &exchange{start: time.Now(), endpoint: r.URL.Path[len("/v1"):], requestID: requestID(r.Header)}
-	w.Header().Set("X-Request-Id", x.requestID)
+	x := &exchange{start: time.Now(), endpoint: r.URL.Path[len("/v1"):], requestID: ensureRequestID(w, r)}
 
 	x.api = apiOf(x.endpoint)
 	key, ok := authenticate(t.snap, r, x.start)

@@ -3,9 +3,12 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -56,4 +59,46 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+}
+
+// getModel answers GET /v1/models/{id} (the OpenAI SDKs' models.retrieve):
+// exactly the entry the list has for id, or 404 model_not_found. The id
+// may hold slashes (provider-slug/model, group-slug/model), sent as they
+// are or escaped as %2F. A model the key may not see is not found, like
+// one that does not exist.
+func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) {
+	t := g.table.Load()
+	key, ok := authenticate(t.snap, r, time.Now())
+	if !ok {
+		writeError(w, errUnauthorized)
+		return
+	}
+	id := r.PathValue("id")
+	e, ok := t.model(key, id)
+	if !ok {
+		writeError(w, newError(http.StatusNotFound, "model_not_found",
+			"model "+quoteModel(id)+" does not exist or this key may not use it; GET /v1/models lists the models this key can use"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(e)
+}
+
+// model is the entry listModels shows key for id, by the same rules: a
+// route of the key's project (listed only with a serving target) shadows
+// an org address of the same name, and the key's allowlist filters both.
+func (t *table) model(key *snapshot.VirtualKey, id string) (modelEntry, bool) {
+	if !allowed(key, id) {
+		return modelEntry{}, false
+	}
+	if rt := key.Project.Routes[id]; rt != nil {
+		e, ok := t.routeModels[rt]
+		return e, ok
+	}
+	ms := t.models[key.Project.Org] // sorted by id (buildTable)
+	i, ok := slices.BinarySearchFunc(ms, id, func(m modelEntry, id string) int { return strings.Compare(m.ID, id) })
+	if !ok {
+		return modelEntry{}, false
+	}
+	return ms[i], true
 }

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +57,11 @@ type Config struct {
 	// request headers, so a slow-loris client cannot hold a connection
 	// (default 10s).
 	ReadHeaderTimeout time.Duration
+	// AdminListen, when set (--admin-listen), is the one address that
+	// serves /admin, /ui and /metrics; Listen then serves only the data
+	// path (/v1), the fleet box endpoints (/vllm), the demo upstream and
+	// the health endpoints, so it can be exposed to clients alone.
+	AdminListen string
 	// AllowLinkLocalUpstreams lets provider base_urls name link-local and
 	// cloud metadata addresses (refused by default).
 	AllowLinkLocalUpstreams bool
@@ -121,12 +128,16 @@ const MaxHeaderBytes = 64 << 10
 type Server struct {
 	// Addr is the bound listen address (useful with port 0).
 	Addr string
+	// AdminAddr is the bound --admin-listen address; with none, the admin
+	// surfaces are on Addr and AdminAddr equals it.
+	AdminAddr string
 
-	cfg      Config
-	log      *slog.Logger
-	db       *sqlstore.DB
-	http     *http.Server
-	ln       net.Listener
+	cfg Config
+	log *slog.Logger
+	db  *sqlstore.DB
+	// servers are the client listener's and, with --admin-listen, the
+	// admin listener's; each one's Serve result arrives on done.
+	servers  []*http.Server
 	draining atomic.Bool
 	done     chan error
 	// Background work owned by the server: stopped after the HTTP server
@@ -162,7 +173,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		log.Warn("could not mark the store as served; rolter restore will not see this gateway", "err", err)
 		unmark = func() {}
 	}
-	s := &Server{cfg: cfg, log: log, db: db, done: make(chan error, 1), unmark: unmark}
+	s := &Server{cfg: cfg, log: log, db: db, done: make(chan error, 2), unmark: unmark}
 	if err := s.prepare(ctx); err != nil {
 		unmark()
 		db.Close()
@@ -209,31 +220,30 @@ func (s *Server) prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	ln, err := net.Listen("tcp", s.cfg.Listen)
+	lns, err := s.listen()
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
-	s.ln, s.Addr = ln, ln.Addr().String()
-
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		// Ready = able to route: a snapshot is loaded and we are not
-		// draining. A store outage does not make us unready, because the
-		// request path serves from the snapshot.
-		if s.draining.Load() || snap.Current() == nil {
-			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
-			return
+	closeListeners := func() {
+		for _, ln := range lns {
+			ln.Close()
 		}
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = io.WriteString(w, "ready\n")
-	})
-	mux.Handle(adminapi.Prefix+"/", adminapi.NewHandler(svc))
-	mux.Handle(ui.Prefix+"/", ui.New(svc, s.log, ui.Options{SecureCookie: s.cfg.UISecureCookie}))
-	mux.Handle("GET "+ui.Prefix, http.RedirectHandler(ui.Prefix+"/", http.StatusMovedPermanently))
+	}
+
+	// mux serves the client listener; adminMux is the same one, or with
+	// --admin-listen the admin listener's own.
+	mux := http.NewServeMux()
+	adminMux := mux
+	if len(lns) > 1 {
+		adminMux = http.NewServeMux()
+	}
+	s.health(mux, snap)
+	if adminMux != mux {
+		s.health(adminMux, snap)
+	}
+	adminMux.Handle(adminapi.Prefix+"/", adminapi.NewHandler(svc))
+	adminMux.Handle(ui.Prefix+"/", ui.New(svc, s.log, ui.Options{SecureCookie: s.cfg.UISecureCookie}))
+	adminMux.Handle("GET "+ui.Prefix, http.RedirectHandler(ui.Prefix+"/", http.StatusMovedPermanently))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -247,7 +257,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	rec := usage.New(s.db, s.cfg.Usage, s.log)
 	limiter, runLimiter, rdb, err := s.rateLimiter(ctx, reg)
 	if err != nil {
-		ln.Close()
+		closeListeners()
 		return err
 	}
 	dialer := netguard.Dialer(s.cfg.AllowLinkLocalUpstreams)
@@ -345,19 +355,84 @@ func (s *Server) prepare(ctx context.Context) error {
 		}, s.log)
 	}()
 	go func() { bgWG.Wait(); close(s.bgDone) }()
+	// The fleet box endpoints stay with the data path: GPU boxes call
+	// them with fleet keys, like clients call /v1 with virtual keys, and
+	// need no access to the admin listener.
 	mux.Handle("/v1/", gw)
 	mux.Handle("/vllm/", fleetHandler)
-	mux.Handle("GET /metrics", requireToken(s.cfg.MetricsToken, "rolter-metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	adminMux.Handle("GET /metrics", requireToken(s.cfg.MetricsToken, "rolter-metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	if s.cfg.Demo {
+		// The simulated upstream is dialled by the gateway at Addr.
 		if err := s.mountDemo(ctx, mux, svc); err != nil {
-			ln.Close()
+			closeListeners()
 			stop()
 			<-s.bgDone
 			return err
 		}
 	}
-	s.http = &http.Server{
-		Handler:           writeDeadline(clientWriteTimeout(s.cfg.Gateway), accessLog(s.log, mux)),
+	handlers := []http.Handler{mux, adminMux}
+	for i, ln := range lns {
+		srv := s.newHTTPServer(handlers[i])
+		s.servers = append(s.servers, srv)
+		go func() { s.done <- srv.Serve(ln) }()
+	}
+	attrs := []any{"addr", s.Addr, "store", s.db.Dialect(), "demo", s.cfg.Demo, "ui", uiURL(s.AdminAddr)}
+	if s.AdminAddr != s.Addr {
+		attrs = append(attrs, "admin_addr", s.AdminAddr)
+	}
+	s.log.Info("rolter serving", attrs...)
+	if fresh {
+		// Under the banner that shows the admin token to log in with; a
+		// later start prints nothing (the log line above has the address).
+		fmt.Fprintf(s.cfg.Out, "  web UI:       %s  (log in with the admin token)\n", uiURL(s.AdminAddr))
+	}
+	return nil
+}
+
+// listen binds the client address and, with --admin-listen, the admin
+// address, in that order.
+func (s *Server) listen() ([]net.Listener, error) {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	s.Addr, s.AdminAddr = ln.Addr().String(), ln.Addr().String()
+	if s.cfg.AdminListen == "" {
+		return []net.Listener{ln}, nil
+	}
+	aln, err := net.Listen("tcp", s.cfg.AdminListen)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("--admin-listen: %w", err)
+	}
+	s.AdminAddr = aln.Addr().String()
+	return []net.Listener{ln, aln}, nil
+}
+
+// health mounts /healthz and /readyz, which both listeners serve.
+func (s *Server) health(mux *http.ServeMux, snap *snapshot.Holder) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		// Ready = able to route: a snapshot is loaded and we are not
+		// draining. A store outage does not make us unready, because the
+		// request path serves from the snapshot.
+		if s.draining.Load() || snap.Current() == nil {
+			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ready\n")
+	})
+}
+
+// newHTTPServer is one listener's server: the same limits and middleware
+// on both.
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           writeDeadline(clientWriteTimeout(s.cfg.Gateway), accessLog(s.log, h)),
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		// Clients send a few short headers; 64 KiB leaves room for long
 		// tokens and refuses header floods with 431.
@@ -367,14 +442,6 @@ func (s *Server) prepare(ctx context.Context) error {
 		IdleTimeout: 2 * time.Minute,
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	go func() { s.done <- s.http.Serve(ln) }()
-	s.log.Info("rolter serving", "addr", s.Addr, "store", s.db.Dialect(), "demo", s.cfg.Demo, "ui", uiURL(s.Addr))
-	if fresh {
-		// Under the banner that shows the admin token to log in with; a
-		// later start prints nothing (the log line above has the address).
-		fmt.Fprintf(s.cfg.Out, "  web UI:       %s  (log in with the admin token)\n", uiURL(s.Addr))
-	}
-	return nil
 }
 
 // localHostPort is the bound listen address as a client on this machine
@@ -477,13 +544,23 @@ func (s *Server) Shutdown() error {
 	s.draining.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
-	err := s.http.Shutdown(ctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		s.log.Warn("shutdown timeout: closing remaining connections", "timeout", s.cfg.ShutdownTimeout)
-		err = s.http.Close()
+	errs := make([]error, len(s.servers))
+	var wg sync.WaitGroup
+	for i, srv := range s.servers {
+		wg.Go(func() {
+			errs[i] = srv.Shutdown(ctx)
+			if errors.Is(errs[i], context.DeadlineExceeded) {
+				s.log.Warn("shutdown timeout: closing remaining connections", "timeout", s.cfg.ShutdownTimeout)
+				errs[i] = srv.Close()
+			}
+		})
 	}
-	if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
+	wg.Wait()
+	err := errors.Join(errs...)
+	for range s.servers {
+		if serr := <-s.done; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
 	}
 	s.bgStop()
 	<-s.bgDone
@@ -549,9 +626,21 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Write notes the implicit 200, so a panic after it is known to have come
+// after the answer began.
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
@@ -581,20 +670,59 @@ func writeDeadline(d time.Duration, next http.Handler) http.Handler {
 	})
 }
 
-// accessLog logs one line per request: method, path, status, duration.
-// Headers and bodies are never logged; they carry credentials.
+// accessLog gives every request its id (the client's X-Request-Id when
+// sane, else a new one), echoed on the answer whatever serves it, and logs
+// one line per request: method, path, status, duration, request id.
+// Successful health probes (/healthz, /readyz) log at debug, the rest at
+// info. Headers and bodies are never logged; they carry credentials. A
+// handler's panic is logged with its stack and answered with a 500 in the
+// client's API shape, or, when the answer had begun, by cutting the
+// connection, which is the only way left to tell the client it is
+// incomplete.
 func accessLog(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		id := gateway.RequestID(r.Header)
+		w.Header().Set(gateway.HeaderRequestID, id)
 		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			p := recover()
+			if p == nil {
+				logAccess(log, r, sw.status, start, id)
+				return
+			}
+			if p == http.ErrAbortHandler { //nolint:errorlint // a sentinel panic value, compared as net/http does
+				panic(p) // a deliberate cut; net/http closes quietly
+			}
+			log.Error("panic while serving a request", "request_id", id, "method", r.Method, "path", r.URL.Path,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if sw.status != 0 {
+				logAccess(log, r, sw.status, start, id)
+				panic(http.ErrAbortHandler)
+			}
+			if strings.HasPrefix(r.URL.Path, "/v1/") {
+				gateway.WriteInternalError(sw, r)
+			} else {
+				http.Error(sw, "internal error; the log has the details under the X-Request-Id of this answer\n", http.StatusInternalServerError)
+			}
+			logAccess(log, r, sw.status, start, id)
+		}()
 		next.ServeHTTP(sw, r)
-		if sw.status == 0 {
-			sw.status = http.StatusOK
-		}
-		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status, "took", time.Since(start)}
-		if id := sw.Header().Get("X-Request-Id"); id != "" { // set by the data path
-			attrs = append(attrs, "request_id", id)
-		}
-		log.Info("http", attrs...)
 	})
+}
+
+// logAccess writes the access line of one request.
+func logAccess(log *slog.Logger, r *http.Request, status int, start time.Time, id string) {
+	if status == 0 {
+		status = http.StatusOK
+	}
+	level := slog.LevelInfo
+	if (r.URL.Path == "/healthz" || r.URL.Path == "/readyz") && status < 400 {
+		level = slog.LevelDebug
+	}
+	ctx := context.Background()
+	if !log.Enabled(ctx, level) {
+		return
+	}
+	log.Log(ctx, level, "http", "method", r.Method, "path", r.URL.Path, "status", status, "took", time.Since(start), "request_id", id)
 }
