@@ -208,20 +208,22 @@ func TestFleetAtRestCostPerHost(t *testing.T) {
 	sweep()
 
 	var g, fds int
-	testkit.Eventually(t, "the gateway at rest", func() bool {
+	var mem int64
+	// At rest, goroutines, descriptors and memory all stay within their
+	// bounds; on a loaded machine a sweep's stragglers or garbage not yet
+	// collected can lift one reading, so the bounds must hold together at
+	// one moment within the deadline, not at the first look.
+	testkit.Eventually(t, "the gateway at rest: ≤ 2 goroutines, ≤ 1 descriptor and ≤ 64 KiB per host (the 32 KiB target with this test's slack)", func() bool {
 		runtime.GC()
 		g, fds = runtime.NumGoroutine()-baseG, openFDs(t)-baseFD
+		runtime.ReadMemStats(&ms)
+		mem = int64(ms.HeapAlloc+ms.StackInuse) - int64(baseMem)
 		// Generous fixed slack for what is not per host (a request in
 		// flight, a sweep's stragglers, the store's connections).
-		return g <= 2*n+20 && fds <= n+10
+		return g <= 2*n+20 && fds <= n+10 && mem <= 64<<10*int64(n)
 	})
-	runtime.ReadMemStats(&ms)
-	mem := int64(ms.HeapAlloc+ms.StackInuse) - int64(baseMem)
 	t.Logf("at rest with %d hosts: %+.2f goroutines, %+.2f descriptors, %+.1f KiB heap and stacks per host",
 		n, float64(g)/n, float64(fds)/n, float64(mem)/n/1024)
-	if mem > 64<<10*n {
-		t.Errorf("%.1f KiB per host at rest, want at most 32 (64 with this test's slack)", float64(mem)/n/1024)
-	}
 }
 
 func noErr(t *testing.T, err error) {
