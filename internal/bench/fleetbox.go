@@ -117,7 +117,7 @@ func (c *configTimes) reset() ([]time.Duration, int, string) {
 // until ctx ends. A box whose vLLM was killed keeps polling: its agent
 // lives on, as on a box whose GPU process died.
 func (b *box) runAgent(ctx context.Context, gateway, fleetKey string, interval time.Duration, out *configTimes) {
-	t := time.NewTimer(rand.N(interval))
+	t := time.NewTimer(rand.N(interval)) //nolint:gosec // G404: start jitter of the fake agents, not a secret
 	defer t.Stop()
 	for {
 		select {
