@@ -15,6 +15,7 @@ import (
 
 	"github.com/rolter/rolter/internal/demo"
 	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/httpbody"
 )
 
 // box is one simulated GPU box of the fleet scenario: a fake vLLM (the
@@ -148,13 +149,9 @@ func (b *box) fetchConfig(ctx context.Context, gateway, fleetKey string) (*fleet
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	body, err := httpbody.ReadOK(resp, 1<<20)
 	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/vllm/config: %d", resp.StatusCode)
+		return nil, fmt.Errorf("/vllm/config: %w", err)
 	}
 	var cfg fleetapi.Config
 	if err := json.Unmarshal(body, &cfg); err != nil {

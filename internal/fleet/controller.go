@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/httpbody"
 	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/readiness"
 	"github.com/rolter/rolter/internal/store"
@@ -652,15 +652,7 @@ func (c *Controller) get(ctx context.Context, url, key string, closeConn bool) (
 		}
 		return nil, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return body, nil
+	return httpbody.ReadOK(resp, 1<<20)
 }
 
 // Health reports the controller's view of a host: consecutive good and
