@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/demo"
 	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/httpbody"
@@ -120,12 +121,7 @@ func (c *configTimes) reset() ([]time.Duration, int, string) {
 func (b *box) runAgent(ctx context.Context, gateway, fleetKey string, interval time.Duration, out *configTimes) {
 	t := time.NewTimer(rand.N(interval))
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	for clock.Wait(ctx, t.C) {
 		t.Reset(interval)
 		t0 := time.Now()
 		cfg, err := b.fetchConfig(ctx, gateway, fleetKey)
