@@ -145,6 +145,7 @@ func (b *box) fetchConfig(ctx context.Context, gateway, fleetKey string) (*fleet
 	if err != nil {
 		return nil, err
 	}
+	defer resp.Body.Close()
 	body, err := httpbody.ReadOK(resp, 1<<20)
 	if err != nil {
 		return nil, fmt.Errorf("/vllm/config: %w", err)

@@ -641,6 +641,7 @@ func (c *Controller) get(ctx context.Context, url, key string, closeConn bool) (
 		}
 		return nil, err
 	}
+	defer resp.Body.Close()
 	return httpbody.ReadOK(resp, 1<<20)
 }
 

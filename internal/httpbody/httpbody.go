@@ -7,11 +7,10 @@ import (
 	"net/http"
 )
 
-// ReadOK reads and closes resp's body, at most limit bytes, and returns it
-// if the status is 200; any other status is the error "status N". The body
-// is read first either way, so the connection can be reused.
+// ReadOK reads resp's body, at most limit bytes, and returns it if the
+// status is 200; any other status is the error "status N". The body is read
+// first either way, so the connection can be reused; the caller closes it.
 func ReadOK(resp *http.Response, limit int64) ([]byte, error) {
-	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
 		return nil, err
