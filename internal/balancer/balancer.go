@@ -185,25 +185,35 @@ func (r *roundRobin) Pick(cands []Candidate) int {
 type leastBusy struct{}
 
 func (leastBusy) Pick(cands []Candidate) int {
-	best, ties := -1, 0
-	var least int64
+	l := newLeast()
 	for i := range cands {
 		c := &cands[i]
-		if !c.usable() {
-			continue
-		}
-		load := inFlight(c.Stats)
-		switch {
-		case best < 0 || load < least:
-			best, least, ties = i, load, 1
-		case load == least:
-			ties++
-			if rand.IntN(ties) == 0 {
-				best = i
-			}
+		if c.usable() {
+			l.offer(i, inFlight(c.Stats))
 		}
 	}
-	return best
+	return l.best
+}
+
+// least finds the index of the least load offered, ties broken uniformly
+// at random by reservoir sampling; best is -1 until an offer.
+type least struct {
+	best, ties int
+	load       int64
+}
+
+func newLeast() least { return least{best: -1} }
+
+func (l *least) offer(i int, load int64) {
+	switch {
+	case l.best < 0 || load < l.load:
+		l.best, l.load, l.ties = i, load, 1
+	case load == l.load:
+		l.ties++
+		if rand.IntN(l.ties) == 0 {
+			l.best = i
+		}
+	}
 }
 
 // latency is power of two choices: two distinct usable candidates drawn

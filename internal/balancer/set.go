@@ -174,27 +174,16 @@ func (s *Set) search(r uint64) int {
 // leastBusyScan is the member with the fewest requests in flight, ties
 // broken uniformly at random.
 func (s *Set) leastBusyScan(ok func(int) bool) int {
-	best, ties := -1, 0
-	var least int64
+	l := newLeast()
 	for k := range s.ids {
-		if !ok(k) {
-			continue
-		}
-		load := inFlight(s.stats[k])
-		switch {
-		case best < 0 || load < least:
-			best, least, ties = k, load, 1
-		case load == least:
-			ties++
-			if rand.IntN(ties) == 0 {
-				best = k
-			}
+		if ok(k) {
+			l.offer(k, inFlight(s.stats[k]))
 		}
 	}
-	if best < 0 {
+	if l.best < 0 {
 		return -1
 	}
-	return s.ids[best]
+	return s.ids[l.best]
 }
 
 // twoChoices draws two distinct members skip leaves and returns the one

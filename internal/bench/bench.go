@@ -22,6 +22,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/rolter/rolter/internal/defaults"
 )
 
 // Options configure a run. Zero values take the defaults shown.
@@ -66,18 +68,10 @@ func (o *Options) defaults() error {
 		}
 		o.Exe = exe
 	}
-	if o.Duration <= 0 {
-		o.Duration = 5 * time.Second
-	}
-	if o.Warmup <= 0 {
-		o.Warmup = 500 * time.Millisecond
-	}
-	if o.Conns <= 0 {
-		o.Conns = 64
-	}
-	if o.Routes <= 0 {
-		o.Routes = 10
-	}
+	defaults.Set(&o.Duration, 5*time.Second)
+	defaults.Set(&o.Warmup, 500*time.Millisecond)
+	defaults.Set(&o.Conns, 64)
+	defaults.Set(&o.Routes, 10)
 	if o.PoolSize == 0 {
 		o.PoolSize = 1
 	}
@@ -87,9 +81,7 @@ func (o *Options) defaults() error {
 	if len(o.ScaleRoutes) == 0 {
 		o.ScaleRoutes = []int{10000, 100000}
 	}
-	if o.Streams <= 0 {
-		o.Streams = 10000
-	}
+	defaults.Set(&o.Streams, 10000)
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = []string{"default"}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rolter/rolter/internal/defaults"
 	"github.com/rolter/rolter/internal/demo"
 )
 
@@ -52,27 +53,13 @@ type FleetOptions struct {
 }
 
 func (o *FleetOptions) defaults() {
-	if o.Hosts <= 0 {
-		o.Hosts = 100
-	}
-	if o.AgentInterval <= 0 {
-		o.AgentInterval = 10 * time.Second
-	}
-	if o.ProbeInterval <= 0 {
-		o.ProbeInterval = 2 * time.Second
-	}
-	if o.FailAfter <= 0 {
-		o.FailAfter = 3
-	}
-	if o.Steady <= 0 {
-		o.Steady = 2 * o.AgentInterval
-	}
-	if o.Requests <= 0 {
-		o.Requests = 3000
-	}
-	if o.Rate <= 0 {
-		o.Rate = 100
-	}
+	defaults.Set(&o.Hosts, 100)
+	defaults.Set(&o.AgentInterval, 10*time.Second)
+	defaults.Set(&o.ProbeInterval, 2*time.Second)
+	defaults.Set(&o.FailAfter, 3)
+	defaults.Set(&o.Steady, 2*o.AgentInterval)
+	defaults.Set(&o.Requests, 3000)
+	defaults.Set(&o.Rate, 100)
 }
 
 // FleetResult is the fleet scenario.

@@ -13,8 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/demo"
 	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/httpbody"
 )
 
 // box is one simulated GPU box of the fleet scenario: a fake vLLM (the
@@ -119,12 +121,7 @@ func (c *configTimes) reset() ([]time.Duration, int, string) {
 func (b *box) runAgent(ctx context.Context, gateway, fleetKey string, interval time.Duration, out *configTimes) {
 	t := time.NewTimer(rand.N(interval)) //nolint:gosec // G404: start jitter of the fake agents, not a secret
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	for clock.Wait(ctx, t.C) {
 		t.Reset(interval)
 		t0 := time.Now()
 		cfg, err := b.fetchConfig(ctx, gateway, fleetKey)
@@ -149,12 +146,9 @@ func (b *box) fetchConfig(ctx context.Context, gateway, fleetKey string) (*fleet
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	body, err := httpbody.ReadOK(resp, 1<<20)
 	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/vllm/config: %d", resp.StatusCode)
+		return nil, fmt.Errorf("/vllm/config: %w", err)
 	}
 	var cfg fleetapi.Config
 	if err := json.Unmarshal(body, &cfg); err != nil {

@@ -5,6 +5,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -44,4 +45,15 @@ func (c *Manual) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
+}
+
+// Wait blocks until c delivers or ctx ends and reports whether c delivered,
+// so `for clock.Wait(ctx, t.C) { ... }` runs once a tick until ctx ends.
+func Wait(ctx context.Context, c <-chan time.Time) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c:
+		return true
+	}
 }

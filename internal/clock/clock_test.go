@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -14,5 +15,18 @@ func TestManualClock(t *testing.T) {
 	c.Advance(time.Minute)
 	if got := c.Now().Sub(t0); got != time.Minute {
 		t.Fatalf("after Advance(1m) Now() = t0+%v", got)
+	}
+}
+
+func TestWait(t *testing.T) {
+	c := make(chan time.Time, 1)
+	c <- time.Time{}
+	if !Wait(context.Background(), c) {
+		t.Fatal("Wait with a tick ready = false, want true")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if Wait(ctx, c) {
+		t.Fatal("Wait after ctx ended, no tick = true, want false")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -16,7 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rolter/rolter/internal/defaults"
 	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/httpbody"
 	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/readiness"
 	"github.com/rolter/rolter/internal/store"
@@ -114,24 +115,12 @@ type Lease interface {
 }
 
 func (c *ControllerConfig) defaults() {
-	if c.Interval <= 0 {
-		c.Interval = 10 * time.Second
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = 5 * time.Second
-	}
-	if c.FailAfter <= 0 {
-		c.FailAfter = 3
-	}
-	if c.RecoverAfter <= 0 {
-		c.RecoverAfter = 1
-	}
-	if c.Parallel <= 0 {
-		c.Parallel = 16
-	}
-	if c.DrainInterval <= 0 {
-		c.DrainInterval = time.Second
-	}
+	defaults.Set(&c.Interval, 10*time.Second)
+	defaults.Set(&c.Timeout, 5*time.Second)
+	defaults.Set(&c.FailAfter, 3)
+	defaults.Set(&c.RecoverAfter, 1)
+	defaults.Set(&c.Parallel, 16)
+	defaults.Set(&c.DrainInterval, time.Second)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -653,14 +642,7 @@ func (c *Controller) get(ctx context.Context, url, key string, closeConn bool) (
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return body, nil
+	return httpbody.ReadOK(resp, 1<<20)
 }
 
 // Health reports the controller's view of a host: consecutive good and

@@ -28,6 +28,7 @@ import (
 
 	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/defaults"
 	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/ratelimit"
@@ -67,36 +68,16 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
-	if c.MaxBody <= 0 {
-		c.MaxBody = 32 << 20
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 3
-	}
-	if c.RetryDeadline <= 0 {
-		c.RetryDeadline = 10 * time.Minute
-	}
-	if c.FirstByteTimeout <= 0 {
-		c.FirstByteTimeout = 300 * time.Second
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 120 * time.Second
-	}
-	if c.MaxResponse <= 0 {
-		c.MaxResponse = 64 << 20
-	}
-	if c.BodyTimeout <= 0 {
-		c.BodyTimeout = 30 * time.Second
-	}
-	if c.MaxBodyInFlight <= 0 {
-		c.MaxBodyInFlight = 1 << 30
-	}
-	if c.ClientWriteTimeout <= 0 {
-		c.ClientWriteTimeout = 60 * time.Second
-	}
-	if c.CredentialCooldown <= 0 {
-		c.CredentialCooldown = 10 * time.Minute
-	}
+	defaults.Set(&c.MaxBody, 32<<20)
+	defaults.Set(&c.MaxAttempts, 3)
+	defaults.Set(&c.RetryDeadline, 10*time.Minute)
+	defaults.Set(&c.FirstByteTimeout, 300*time.Second)
+	defaults.Set(&c.IdleTimeout, 120*time.Second)
+	defaults.Set(&c.MaxResponse, 64<<20)
+	defaults.Set(&c.BodyTimeout, 30*time.Second)
+	defaults.Set(&c.MaxBodyInFlight, 1<<30)
+	defaults.Set(&c.ClientWriteTimeout, 60*time.Second)
+	defaults.Set(&c.CredentialCooldown, 10*time.Minute)
 }
 
 // UsageSink receives one record per request; it must not block.

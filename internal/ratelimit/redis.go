@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/rolter/rolter/internal/clock"
 )
 
 // script checks and takes (mode "t") or adjusts (mode "a") every limit of
@@ -161,12 +162,7 @@ func (r *Redis) Down() bool { return r.down.Load() }
 func (r *Redis) Run(ctx context.Context) {
 	t := time.NewTicker(r.probe)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	for clock.Wait(ctx, t.C) {
 		if !r.down.Load() {
 			continue
 		}

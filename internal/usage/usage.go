@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rolter/rolter/internal/defaults"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -52,21 +53,11 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.Buffer <= 0 {
-		c.Buffer = 10000
-	}
-	if c.Batch <= 0 {
-		c.Batch = 500
-	}
-	if c.Interval <= 0 {
-		c.Interval = time.Second
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 10 * time.Second
-	}
-	if c.FlushTimeout <= 0 {
-		c.FlushTimeout = 5 * time.Second
-	}
+	defaults.Set(&c.Buffer, 10000)
+	defaults.Set(&c.Batch, 500)
+	defaults.Set(&c.Interval, time.Second)
+	defaults.Set(&c.WriteTimeout, 10*time.Second)
+	defaults.Set(&c.FlushTimeout, 5*time.Second)
 }
 
 // errorLogEvery rate-limits the log line for refused batches: during an

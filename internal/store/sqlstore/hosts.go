@@ -74,27 +74,37 @@ func (s *DB) scanHost(sc interface{ Scan(...any) error }) (store.Host, error) {
 // CreateHost implements store.Store.
 func (s *DB) CreateHost(ctx context.Context, h *store.Host, check store.PoolCheck) error {
 	t := now()
+	hostDefaults(h)
+	return s.tx(ctx, func(tx querier) error {
+		if err := s.checkPool(ctx, tx, h, check); err != nil {
+			return err
+		}
+		return s.insertHost(ctx, tx, h, t)
+	})
+}
+
+// hostDefaults fills a new host's unset state and drain timeout.
+func hostDefaults(h *store.Host) {
 	if h.State == "" {
 		h.State = store.HostPending
 	}
 	if h.DrainTimeout <= 0 {
 		h.DrainTimeout = store.DefaultDrainTimeout
 	}
-	return s.tx(ctx, func(tx querier) error {
-		if err := s.checkPool(ctx, tx, h, check); err != nil {
-			return err
-		}
-		id, err := s.insert(ctx, tx, "host address",
-			`INSERT INTO hosts (org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, drain_timeout_s, hf_token, created_at, updated_at)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			h.OrgID, h.ProjectID, h.IP, h.Port, h.ModelName, s.sealer.Seal(h.APIKey), jsonText(h.Recipe), h.Notes, h.State,
-			h.AutoApply, drainSeconds(h.DrainTimeout), s.sealOptional(h.HFToken), t, t)
-		if err != nil {
-			return err
-		}
-		h.ID, h.CreatedAt, h.UpdatedAt = id, t, t
-		return nil
-	})
+}
+
+// insertHost inserts h created at t and sets its id and timestamps.
+func (s *DB) insertHost(ctx context.Context, tx querier, h *store.Host, t time.Time) error {
+	id, err := s.insert(ctx, tx, "host address",
+		`INSERT INTO hosts (org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, drain_timeout_s, hf_token, created_at, updated_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		h.OrgID, h.ProjectID, h.IP, h.Port, h.ModelName, s.sealer.Seal(h.APIKey), jsonText(h.Recipe), h.Notes, h.State,
+		h.AutoApply, drainSeconds(h.DrainTimeout), s.sealOptional(h.HFToken), t, t)
+	if err != nil {
+		return err
+	}
+	h.ID, h.CreatedAt, h.UpdatedAt = id, t, t
+	return nil
 }
 
 // CreateHosts implements store.Store: one transaction, the org locked
@@ -102,12 +112,7 @@ func (s *DB) CreateHost(ctx context.Context, h *store.Host, check store.PoolChec
 func (s *DB) CreateHosts(ctx context.Context, hs []*store.Host, check store.PoolJoinCheck) error {
 	t := now()
 	for _, h := range hs {
-		if h.State == "" {
-			h.State = store.HostPending
-		}
-		if h.DrainTimeout <= 0 {
-			h.DrainTimeout = store.DefaultDrainTimeout
-		}
+		hostDefaults(h)
 	}
 	return s.tx(ctx, func(tx querier) error {
 		if err := s.lockOrgs(ctx, tx, hs); err != nil {
@@ -119,15 +124,9 @@ func (s *DB) CreateHosts(ctx context.Context, hs []*store.Host, check store.Pool
 			}
 		}
 		for i, h := range hs {
-			id, err := s.insert(ctx, tx, "host address",
-				`INSERT INTO hosts (org_id, project_id, ip, port, model_name, api_key, recipe, notes, state, auto_apply, drain_timeout_s, hf_token, created_at, updated_at)
-				 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				h.OrgID, h.ProjectID, h.IP, h.Port, h.ModelName, s.sealer.Seal(h.APIKey), jsonText(h.Recipe), h.Notes, h.State,
-				h.AutoApply, drainSeconds(h.DrainTimeout), s.sealOptional(h.HFToken), t, t)
-			if err != nil {
+			if err := s.insertHost(ctx, tx, h, t); err != nil {
 				return &store.EntryError{Index: i, Err: err}
 			}
-			h.ID, h.CreatedAt, h.UpdatedAt = id, t, t
 		}
 		return nil
 	})
