@@ -132,21 +132,6 @@ func (s *Service) createHosts(ctx context.Context, org string, ins []HostInput, 
 		hs[i] = &store.Host{OrgID: o.ID, ProjectID: pj.ID, IP: ip, Port: in.Port, ModelName: in.ModelName, APIKey: keys[i],
 			Recipe: in.Recipe, Notes: in.Notes, AutoApply: in.AutoApply, State: store.HostPending, DrainTimeout: drain, HFToken: hfTok}
 	}
-	// Each pool the batch joins meets its route's hand-added targets once,
-	// through its first entry; the pool check below holds the rest to it.
-	type poolKey struct {
-		project int64
-		model   string
-	}
-	seen := map[poolKey]bool{}
-	for i, h := range hs {
-		if k := (poolKey{h.ProjectID, h.ModelName}); !seen[k] {
-			seen[k] = true
-			if err := s.checkJoinTargets(ctx, h); err != nil {
-				return nil, i, err
-			}
-		}
-	}
 	index := make(map[*store.Host]int, len(hs))
 	for i, h := range hs {
 		index[h] = i

@@ -160,15 +160,6 @@ func (s *Service) checkRecipeTargets(ctx context.Context, h *store.Host) error {
 			return nil
 		}
 	}
-	return s.checkJoinTargets(ctx, h)
-}
-
-// checkJoinTargets refuses h's recipe where it breaks the contract with
-// the targets added by hand to the route of its pool (design 002): for a
-// recipe change (checkRecipeTargets) and for a new host, which may be the
-// first of its pool under a route that had only hand-added targets
-// (later ones meet the pool's hosts, which met the targets before them).
-func (s *Service) checkJoinTargets(ctx context.Context, h *store.Host) error {
 	rt, err := s.st.GetRoute(ctx, h.ProjectID, h.ModelName)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -134,18 +134,6 @@ func TestPoolContractCoversHandAddedTargets(t *testing.T) {
 		if _, err := svc.PatchHost(ctx, "acme", id, admin.HostPatch{Recipe: &r}); err != nil {
 			t.Fatalf("a tuning change: %v", err)
 		}
-
-		// The first host of a pool whose route has only hand-added targets
-		// meets them too.
-		if _, err := svc.CreateRoute(ctx, "acme", "default", admin.RouteInput{Model: "qwen3-b",
-			Targets: []admin.TargetInput{{Provider: "same", UpstreamModel: "Qwen/Qwen3-8B"}}}); err != nil {
-			t.Fatal(err)
-		}
-		_, err = svc.CreateHost(ctx, "acme", admin.HostInput{IP: "10.0.0.6", Port: 8000, ModelName: "qwen3-b", Recipe: qwenRecipe("40960")})
-		wantContract(t, "a first host with a longer context", err, "context", `"same"`)
-		if _, err := svc.CreateHost(ctx, "acme", admin.HostInput{IP: "10.0.0.6", Port: 8000, ModelName: "qwen3-b", Recipe: qwenRecipe("32768")}); err != nil {
-			t.Fatalf("a first host that matches: %v", err)
-		}
 	})
 }
 
