@@ -78,12 +78,13 @@ type Handler struct {
 }
 
 // reportMemo is a report a box sent, as judged or written: the same body
-// again, while nothing was announced about hosts (gen) and before until,
-// would be judged the same and not written, so it is answered without
-// reading the store.
+// again, while the directory's hosts at the address are as they were
+// (basis: a reload after any announced change reads them afresh) and
+// before until, would be judged the same and not written, so it is
+// answered without reading the store.
 type reportMemo struct {
 	body     []byte
-	gen      uint64    // the directory generation the report was judged under
+	basis    string    // reportBasis of the address's hosts in the directory when judged
 	until    time.Time // the stored reported_at of its hosts is under the liveness interval old before then
 	accepted int
 }
@@ -320,10 +321,10 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		return
 	}
 	key, now := addrKey{orgID, ip}, h.now()
-	gen := h.dir.gen.Load()
-	if m := h.memo(key); m != nil && m.gen == gen && now.Before(m.until) && bytes.Equal(m.body, body) {
-		// The same report again, nothing announced since, its hosts'
-		// reports stored under an interval ago: nothing to write.
+	basis, known := h.dir.reportBasisAt(r.Context(), orgID, ip)
+	if m := h.memo(key); known && m != nil && m.basis == basis && now.Before(m.until) && bytes.Equal(m.body, body) {
+		// The same report again, its hosts as they were, their reports
+		// stored under an interval ago: nothing to write.
 		writeJSON(w, http.StatusOK, map[string]int{"accepted": m.accepted})
 		return
 	}
@@ -379,11 +380,11 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		if h.cfg.HostsChanged != nil {
 			h.cfg.HostsChanged(r.Context())
 		}
-	} else if len(body) <= maxMemoBody {
+	} else if known && len(body) <= maxMemoBody {
 		if write {
 			fresh = now
 		}
-		h.remember(key, &reportMemo{body: bytes.Clone(body), gen: gen, until: fresh.Add(h.live.cfg.Flush), accepted: len(entries)}, now)
+		h.remember(key, &reportMemo{body: bytes.Clone(body), basis: basis, until: fresh.Add(h.live.cfg.Flush), accepted: len(entries)}, now)
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"accepted": len(entries)})
 }
