@@ -261,7 +261,6 @@ func (b *run) fleetKill(ctx context.Context, gw *gatewayProc, byID map[int64]*bo
 	w := newKillWatch(killed)
 	wait := 30*time.Second + time.Duration(o.FailAfter+2)*o.ProbeInterval
 	_ = waitFor(ctx, wait, func() (bool, error) {
-		now := time.Now()
 		refusing := refusalCounts(ctx, gw.url)
 		hs, err := fleetHosts(ctx, gw)
 		if err != nil {
@@ -271,6 +270,9 @@ func (b *run) fleetKill(ctx context.Context, gw *gatewayProc, byID map[int64]*bo
 		if err != nil {
 			return false, err
 		}
+		// A poll of a hundred providers takes a while on a loaded
+		// machine: what it saw is timed at its end, the later bound.
+		now := time.Now()
 		w.observe(now, hs, refusing, out)
 		if res.LeaveRoutingS < 0 && len(out) == len(killed) {
 			res.LeaveRoutingS = now.Sub(killAt).Seconds()
