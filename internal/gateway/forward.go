@@ -38,7 +38,6 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		last          outcome
 		maxRetryAfter time.Duration
 		busy          *providerRT // a provider at its max_concurrency, skipped
-		notReady      bool        // a target picked had gone not ready since the table's refresh
 	)
 	for x.attempts-refusals < g.cfg.MaxAttempts && (x.attempts == 0 || g.clock.Now().Before(deadline)) {
 		i, tgProbe := g.pickTarget(x, ex)
@@ -46,17 +45,6 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 			break
 		}
 		tg := plan.targets[i]
-		// The routable set follows readiness when the table is refreshed,
-		// a moment after the change: a target whose provider went not
-		// ready since is skipped (one status read per picked target).
-		if !g.status(tg.provider).Ready {
-			ex.tried.add(i)
-			notReady = true
-			if tgProbe {
-				tg.breaker.Abandon()
-			}
-			continue
-		}
 		// The provider's max_concurrency counts attempts in flight on this
 		// replica, whatever the address; a full provider is skipped like an
 		// unavailable one.
@@ -123,23 +111,6 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 			g.markStale(tg, res.model)
 		}
 		ex.tried.add(i)
-	}
-	if x.attempts == 0 && busy == nil && notReady {
-		// Every target picked went not ready since the table's refresh:
-		// answer as admission does for a pool with nothing ready.
-		var e *apiError
-		if f := g.facts(plan, x.model); f.ready == 0 && f.draining > 0 {
-			e = poolDraining(x.model)
-		} else {
-			reason := f.reason
-			if reason == "" { // ready again meanwhile: the next request will see it
-				reason = "no target of " + quoteModel(x.model) + " was ready when picked"
-			}
-			e = newError(http.StatusServiceUnavailable, "metadata_unavailable", reason)
-		}
-		x.status, x.class = e.status, ClassNone
-		x.writeError(w, e)
-		return
 	}
 	if x.attempts == 0 && busy != nil {
 		e := newError(http.StatusTooManyRequests, "concurrency_limited",

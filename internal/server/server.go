@@ -324,6 +324,7 @@ func (s *Server) prepare(ctx context.Context) error {
 			ccfg.Client = &http.Client{Transport: probeTransport}
 		}
 		ccfg.LastFetch = fleetHandler.LastFetch
+		ccfg.Changes = fleetHandler.Generation
 		ccfg.OrgName = func(id int64) string { return orgName(snap.Current(), id) }
 		// On PostgreSQL other replicas may route too; their in-flight
 		// requests are not counted here, so drains end at their deadline.
