@@ -72,7 +72,13 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		x.target = tg
 		tg.stats.Begin()
 		began := time.Now()
+		if x.tr != nil {
+			x.tr.startAttempt(x, tg)
+		}
 		o := g.attempt(w, r, x, i, tg, key)
+		if x.tr != nil {
+			x.tr.endAttempt(x, o)
+		}
 		res := o.result
 		tg.provider.limiter.Release()
 		tg.stats.End(time.Since(began), res.class == ClassNone)
