@@ -165,18 +165,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		o.Limiter = ratelimit.NewLocal(o.Clock, 0)
 	}
 	if o.Transport == nil {
-		o.Transport = &http.Transport{
-			Proxy:               nil, // upstreams are addressed directly
-			DialContext:         netguard.Dialer(cfg.AllowLinkLocal).DialContext,
-			MaxIdleConns:        1024,
-			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     90 * time.Second,
-			// Identity bodies: the model field is rewritten in place, and
-			// transparent gzip would cost CPU on both sides for no gain on a
-			// LAN.
-			DisableCompression: true,
-			ForceAttemptHTTP2:  false,
-		}
+		o.Transport = NewTransport(cfg.AllowLinkLocal)
 	}
 	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage, ready: o.Readiness, probes: o.Probes, spend: o.Spend, rates: o.Limiter,
 		client:    &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
@@ -210,6 +199,24 @@ func (g *Gateway) Refresh() {
 	defer g.mu.Unlock()
 	if t := g.table.Load(); t != nil {
 		g.table.Store(g.buildTable(t.snap, t))
+	}
+}
+
+// NewTransport is the tuned http.Transport upstream requests go through by
+// default; `rolter bench`'s floor (a stock httputil.ReverseProxy) uses it
+// too, so that the two compare like for like.
+func NewTransport(allowLinkLocal bool) *http.Transport {
+	return &http.Transport{
+		Proxy:               nil, // upstreams are addressed directly
+		DialContext:         netguard.Dialer(allowLinkLocal).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		// Identity bodies: the model field is rewritten in place, and
+		// transparent gzip would cost CPU on both sides for no gain on a
+		// LAN.
+		DisableCompression: true,
+		ForceAttemptHTTP2:  false,
 	}
 }
 
