@@ -23,7 +23,9 @@ func TestFloorProxiesToItsUpstream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- floor(ctx, []string{"--listen", "127.0.0.1:0", "--upstream", up.URL, "--print-addr"}, pw, io.Discard) }()
+	go func() {
+		done <- floor(ctx, []string{"--listen", "127.0.0.1:0", "--upstream", up.URL, "--print-addr"}, pw, io.Discard)
+	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
