@@ -92,9 +92,9 @@ var (
 // maxChunkLine caps a chunk-size line (size and extensions); maxTrailer the
 // trailer section of a chunked body.
 const (
-	maxChunkLine = 4 << 10
+	maxChunkLine = 1 << 10
 	maxTrailer   = 16 << 10
-	brSize       = 4 << 10
+	brSize       = 1 << 10 // held by a stream while it waits; longer head lines are gathered
 	bwSize       = 4 << 10
 )
 
