@@ -239,43 +239,48 @@ func (b *body) Close() error {
 		// Stopped at a chunk boundary: a stream's reader has its last
 		// event, and the chunked end follows at once, if it is not
 		// already here. Waiting for it keeps the connection.
-		if b.frame(false) == nil && b.st == stDone {
-			b.eof = true
-			b.finish()
-			return nil
+		b.awaitEnd()
+		return nil
+	}
+	b.abandon()
+	return nil
+}
+
+// endWait bounds how long Close waits for a stream's chunked end before
+// it closes the connection instead of pooling it. net/http's Transport
+// waits likewise (it drains up to 256 KiB).
+const endWait = 250 * time.Millisecond
+
+// awaitEnd reads a closed body's remaining chunk framing, up to endWait
+// (the context still cuts it short), and pools the connection when the
+// body ends there with no more data.
+func (b *body) awaitEnd() {
+	nc := b.cn.nc
+	if b.frame(false) != nil {
+		b.abandon()
+		return
+	}
+	if b.st != stDone {
+		_ = nc.SetReadDeadline(time.Now().Add(endWait))
+		for b.st != stDone && b.st != stData {
+			if b.frame(true) != nil {
+				break
+			}
 		}
-		if b.stop == nil || b.stop() {
-			b.stop = nil
-			go b.awaitEnd()
-			return nil
+		if b.st != stDone || nc.SetReadDeadline(time.Time{}) != nil {
+			b.abandon()
+			return
 		}
 	}
+	b.eof = true
+	b.finish()
+}
+
+// abandon closes the connection of a body that did not end cleanly.
+func (b *body) abandon() {
 	b.done = true
 	if b.stop != nil {
 		b.stop()
 	}
-	b.cn.close()
-	return nil
-}
-
-// endWait bounds how long a closed stream's connection waits for the
-// chunked end before it is closed instead of pooled.
-const endWait = time.Second
-
-// awaitEnd reads a closed body's remaining chunk framing, up to endWait,
-// and pools the connection when it ends cleanly with no more data.
-func (b *body) awaitEnd() {
-	nc := b.cn.nc
-	_ = nc.SetReadDeadline(time.Now().Add(endWait))
-	for b.st != stDone && b.st != stData {
-		if b.frame(true) != nil {
-			break
-		}
-	}
-	if b.st == stDone && nc.SetReadDeadline(time.Time{}) == nil {
-		b.finish()
-		return
-	}
-	b.done = true
 	b.cn.close()
 }
