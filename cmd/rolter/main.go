@@ -70,8 +70,15 @@ func gatewayCommands(stdout, stderr io.Writer) []*cobra.Command {
 		wrap("import [flags] FILE", "import a LiteLLM config.yaml or a rolter config file into the store", importCmd),
 		wrap("bench [flags]", "measure rolter's overhead against a mock upstream", benchCmd),
 		wrap("mock [flags]", "serve only the simulated upstream (used by bench)", mock),
+		hidden(wrap("floor [flags]", "a stock reverse proxy to --upstream (used by bench)", floor)),
 		wrap("keygen", "print a fresh master key for ROLTER_MASTER_KEY", keygen),
 	}
+}
+
+// hidden keeps c out of help: a bench instrument, not a product command.
+func hidden(c *cobra.Command) *cobra.Command {
+	c.Hidden = true
+	return c
 }
 
 // storeFlags are shared by every command that opens the store.

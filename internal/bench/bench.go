@@ -167,19 +167,25 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return b.rep, nil
 }
 
-// runCore runs each core scenario directly at the mock, then through one
-// gateway with the --routes catalog.
+// runCore runs each core scenario directly at the mock, then through the
+// floor (a stock reverse proxy), then through one gateway with the
+// --routes catalog.
 func (b *run) runCore(ctx context.Context, scs []scenario, mock *child, mockURL string) error {
 	gw, err := startGateway(ctx, b.opts.Exe, mockURL, b.opts.Routes, b.opts.PoolSize, b.opts.keyFields())
 	if err != nil {
 		return err
 	}
 	defer gw.stop()
+	fl, flURL, err := startFloor(b.opts.Exe, mockURL)
+	if err != nil {
+		return err
+	}
+	defer fl.stop(5 * time.Second)
 	type path struct {
 		ep endpoint
-		gw *child // the gateway whose CPU the phase reads
+		gw *child // the process between the bench and the mock, whose CPU the phase reads (the idle gateway for direct)
 	}
-	paths := []path{{mockEndpoint(mockURL), gw.child}, {gw.endpoint(), gw.child}}
+	paths := []path{{mockEndpoint(mockURL), gw.child}, {floorEndpoint(flURL), fl}, {gw.endpoint(), gw.child}}
 	var sink *traceSink
 	if b.opts.Trace {
 		tgw, s, err := b.startTracedGateway(ctx, mockURL)
@@ -220,6 +226,9 @@ func (b *run) runCore(ctx context.Context, scs []scenario, mock *child, mockURL 
 				}
 			}
 		}
+		if f, g := b.rep.phase(sc.name, "floor"), b.rep.phase(sc.name, "rolter"); f != nil && g != nil && f.FloorCPU > 0 {
+			g.FloorRatio = g.GatewayCPU / f.FloorCPU
+		}
 	}
 	return nil
 }
@@ -228,12 +237,20 @@ func mockEndpoint(url string) endpoint {
 	return endpoint{via: "direct", base: url, model: upstreamName}
 }
 
+// floorEndpoint is the floor in front of the mock: the mock's model name,
+// no auth.
+func floorEndpoint(url string) endpoint {
+	return endpoint{via: "floor", base: url, model: upstreamName}
+}
+
 func (g *gatewayProc) endpoint() endpoint {
 	return endpoint{via: "rolter", base: g.url, auth: "Bearer " + g.key, model: benchRoute}
 }
 
 // phase runs one scenario against one endpoint: a warm-up, then the
 // measured load, with the processes' CPU times and peak RSS read around it.
+// gw is the process between the bench and the mock on ep's path: the
+// gateway, or the floor for the floor path (for direct, the idle gateway).
 func (b *run) phase(ctx context.Context, sc scenario, ep endpoint, gw, mock *child) (Phase, error) {
 	return b.phaseFor(ctx, sc, ep, gw, mock, b.opts.Duration)
 }
@@ -307,17 +324,23 @@ func (b *run) phaseFor(ctx context.Context, sc scenario, ep endpoint, gw, mock *
 	}
 	p.MockCPU, p.ClientCPU = perReq(1), perReq(2)
 	p.MockPeakRSS = after[1].hwm
-	if ep.via != "direct" {
+	gwCPU := "-"
+	switch ep.via {
+	case "direct":
+	case "floor":
+		p.FloorCPU, p.FloorPeakRSS = perReq(0), after[0].hwm
+		if p.MockCPU > 0 {
+			p.CPURatio = p.FloorCPU / p.MockCPU
+		}
+		gwCPU = fmt.Sprintf("%.1f", p.FloorCPU)
+	default: // rolter, rolter+trace
 		p.GatewayCPU, p.GatewayPeakRSS = perReq(0), after[0].hwm
 		if p.MockCPU > 0 {
 			p.CPURatio = p.GatewayCPU / p.MockCPU
 		}
-	}
-	gwCPU := "-"
-	if ep.via != "direct" {
 		gwCPU = fmt.Sprintf("%.1f", p.GatewayCPU)
 	}
-	fmt.Fprintf(b.opts.Progress, "%-12s %-6s %7.0f req/s  p50 %.3f ms  gw %s µs/req  mock %.1f µs/req  errors %d\n",
+	fmt.Fprintf(b.opts.Progress, "%-12s %-6s %7.0f req/s  p50 %.3f ms  proxy %s µs/req  mock %.1f µs/req  errors %d\n",
 		p.Scenario, p.Via, p.ReqPerSec, p.Latency.P50, gwCPU, p.MockCPU, p.Errors)
 	return p, nil
 }

@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -109,8 +108,20 @@ func childEnv(extra ...string) []string {
 // startMock runs `rolter mock` and returns it with its base URL
 // (http://host:port, no path).
 func startMock(exe string) (*child, string, error) {
+	return startPrinting("mock", exe, "mock", "--listen", "127.0.0.1:0", "--print-addr")
+}
+
+// startFloor runs `rolter floor`, a stock httputil.ReverseProxy in front of
+// the mock at mockURL, and returns it with its base URL.
+func startFloor(exe, mockURL string) (*child, string, error) {
+	return startPrinting("floor", exe, "floor", "--listen", "127.0.0.1:0", "--upstream", mockURL, "--print-addr")
+}
+
+// startPrinting runs a child that prints its bound address as the first
+// line of stdout (--print-addr) and returns it with its base URL.
+func startPrinting(name, exe string, args ...string) (*child, string, error) {
 	r, w := io.Pipe()
-	c, err := startChild("mock", exe, []string{"mock", "--listen", "127.0.0.1:0", "--print-addr"}, childEnv(), w)
+	c, err := startChild(name, exe, args, childEnv(), w)
 	if err != nil {
 		return nil, "", err
 	}
@@ -128,12 +139,12 @@ func startMock(exe string) (*child, string, error) {
 	case a := <-addr:
 		if a == "" {
 			c.stop(time.Second)
-			return nil, "", fmt.Errorf("mock printed no address: %s", c.stderr.String())
+			return nil, "", fmt.Errorf("%s printed no address: %s", name, c.stderr.String())
 		}
 		return c, "http://" + a, nil
 	case <-time.After(30 * time.Second):
 		c.stop(time.Second)
-		return nil, "", errors.New("mock did not print its address within 30s")
+		return nil, "", fmt.Errorf("%s did not print its address within 30s", name)
 	}
 }
 

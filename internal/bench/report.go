@@ -52,7 +52,7 @@ type Settings struct {
 // Phase is one scenario run against one endpoint.
 type Phase struct {
 	Scenario    string  `json:"scenario"`
-	Via         string  `json:"via"` // "direct" (client → mock) or "rolter" (client → rolter → mock)
+	Via         string  `json:"via"` // "direct" (client → mock), "floor" (client → floor → mock) or "rolter" (client → rolter → mock)
 	Stream      bool    `json:"stream"`
 	Concurrency int     `json:"concurrency,omitempty"`
 	Rate        float64 `json:"rate,omitempty"`
@@ -70,9 +70,19 @@ type Phase struct {
 	GatewayCPU float64 `json:"gateway_cpu_us_per_req,omitempty"`
 	MockCPU    float64 `json:"mock_cpu_us_per_req"`
 	ClientCPU  float64 `json:"client_cpu_us_per_req"`
-	CPURatio   float64 `json:"gateway_to_mock_cpu,omitempty"`
+	// CPURatio is the proxy's CPU per request ÷ the mock's: the gateway's
+	// on rolter rows, the floor's on floor rows.
+	CPURatio float64 `json:"gateway_to_mock_cpu,omitempty"`
+	// FloorCPU is the floor's CPU per request (`rolter floor`, a stock
+	// httputil.ReverseProxy), on floor rows.
+	FloorCPU float64 `json:"floor_cpu_us_per_req,omitempty"`
+	// FloorRatio is, on rolter rows, GatewayCPU ÷ the same scenario's
+	// FloorCPU, from the same run: what the gateway costs against a bare
+	// reverse proxy doing no auth and no body work.
+	FloorRatio float64 `json:"gateway_to_floor_cpu,omitempty"`
 	// Peak RSS (VmHWM) during the phase, bytes.
 	GatewayPeakRSS int64 `json:"gateway_peak_rss_bytes,omitempty"`
+	FloorPeakRSS   int64 `json:"floor_peak_rss_bytes,omitempty"`
 	MockPeakRSS    int64 `json:"mock_peak_rss_bytes"`
 	warmup         int   // requests sent in the warm-up
 }
@@ -180,22 +190,29 @@ func (r *Report) Print(w io.Writer) {
 
 	if len(r.Phases) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "scenario\tvia\treq/s\tp50 ms\tp90 ms\tp99 ms\tTTFE p50\tTTFE p99\tgw CPU µs/req\tmock CPU µs/req\tgw÷mock\tgw peak RSS MB\terrors\t")
+		fmt.Fprintln(tw, "scenario\tvia\treq/s\tp50 ms\tp90 ms\tp99 ms\tTTFE p50\tTTFE p99\tproxy CPU µs/req\tmock CPU µs/req\tproxy÷mock\tgw÷floor\tproxy peak RSS MB\terrors\t")
 		for _, p := range r.Phases {
 			ttfe50, ttfe99 := "-", "-"
 			if p.TTFE != nil {
 				ttfe50, ttfe99 = f3(p.TTFE.P50), f3(p.TTFE.P99)
 			}
-			gw, ratio, rss := "-", "-", "-"
-			if p.Via != "direct" {
+			gw, ratio, floor, rss := "-", "-", "-", "-"
+			switch p.Via {
+			case "direct":
+			case "floor":
+				gw, ratio, rss = f1(p.FloorCPU), fmt.Sprintf("%.2f", p.CPURatio), mb(p.FloorPeakRSS)
+			default: // rolter, rolter+trace
 				gw, ratio, rss = f1(p.GatewayCPU), fmt.Sprintf("%.2f", p.CPURatio), mb(p.GatewayPeakRSS)
+				if p.FloorRatio > 0 {
+					floor = fmt.Sprintf("%.2f", p.FloorRatio)
+				}
 			}
 			errs := fmt.Sprint(p.Errors)
 			if p.Dropped > 0 {
 				errs += fmt.Sprintf(" (+%d dropped)", p.Dropped)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", p.Scenario, p.Via, p.ReqPerSec,
-				f3(p.Latency.P50), f3(p.Latency.P90), f3(p.Latency.P99), ttfe50, ttfe99, gw, f1(p.MockCPU), ratio, rss, errs)
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", p.Scenario, p.Via, p.ReqPerSec,
+				f3(p.Latency.P50), f3(p.Latency.P90), f3(p.Latency.P99), ttfe50, ttfe99, gw, f1(p.MockCPU), ratio, floor, rss, errs)
 		}
 		tw.Flush()
 		for _, p := range r.Phases {
@@ -250,13 +267,14 @@ func (r *Report) Print(w io.Writer) {
 }
 
 // PrintCompare prints, for every phase in both reports, cur ÷ old for
-// throughput, p50 latency, time to first event, gateway CPU per request and
-// gateway ÷ mock CPU: below 1 is better for all but throughput. name says
-// where old came from.
+// throughput, p50 latency, time to first event, the proxy's CPU per
+// request (the gateway's, or the floor's on floor rows), proxy ÷ mock CPU
+// and gateway ÷ floor CPU: below 1 is better for all but throughput. name
+// says where old came from.
 func PrintCompare(w io.Writer, name string, old, cur *Report) {
 	fmt.Fprintf(w, "\nthis run ÷ %s (commit %s):\n", name, orDash(old.Machine.Commit))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tvia\treq/s\tp50\tTTFE p50\tgw CPU/req\tgw÷mock\t")
+	fmt.Fprintln(tw, "scenario\tvia\treq/s\tp50\tTTFE p50\tproxy CPU/req\tproxy÷mock\tgw÷floor\t")
 	ratio := func(a, b float64) string {
 		if b == 0 || a == 0 {
 			return "-"
@@ -272,8 +290,9 @@ func PrintCompare(w io.Writer, name string, old, cur *Report) {
 		if p.TTFE != nil && o.TTFE != nil {
 			ttfe = ratio(p.TTFE.P50, o.TTFE.P50)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", p.Scenario, p.Via, ratio(p.ReqPerSec, o.ReqPerSec),
-			ratio(p.Latency.P50, o.Latency.P50), ttfe, ratio(p.GatewayCPU, o.GatewayCPU), ratio(p.CPURatio, o.CPURatio))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", p.Scenario, p.Via, ratio(p.ReqPerSec, o.ReqPerSec),
+			ratio(p.Latency.P50, o.Latency.P50), ttfe, ratio(p.GatewayCPU+p.FloorCPU, o.GatewayCPU+o.FloorCPU), ratio(p.CPURatio, o.CPURatio),
+			ratio(p.FloorRatio, o.FloorRatio))
 	}
 	tw.Flush()
 }

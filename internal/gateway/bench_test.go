@@ -23,7 +23,9 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rolter/rolter/internal/demo"
 	"github.com/rolter/rolter/internal/secret"
@@ -52,7 +54,9 @@ func benchCheck(b *testing.B, err error) {
 
 // newBenchEnv builds the environment; routes counts the catalog's routes,
 // "bench" included, over min(routes-1, 10,000) filler providers.
-func newBenchEnv(b *testing.B, routes int) *benchEnv {
+// upstream, when given, is the gateway's upstream transport (default:
+// its own, h1client).
+func newBenchEnv(b *testing.B, routes int, upstream ...http.RoundTripper) *benchEnv {
 	b.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -92,7 +96,11 @@ func newBenchEnv(b *testing.B, routes int) *benchEnv {
 	bg, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); rec.Run(bg) }()
-	gw := New(Config{}, snap, Options{Log: log, Usage: rec})
+	o := Options{Log: log, Usage: rec}
+	if len(upstream) > 0 {
+		o.Transport = upstream[0]
+	}
+	gw := New(Config{}, snap, o)
 	srv := httptest.NewServer(gw)
 	tr := &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
 	b.Cleanup(func() {
@@ -147,6 +155,46 @@ func BenchmarkServe(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkUpstreamClient is BenchmarkServe with the gateway's upstream
+// client (h1client) and with a stock net/http Transport of the same
+// settings, to compare the two (issue 21).
+func BenchmarkUpstreamClient(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		stream bool
+	}{{"chat", false}, {"stream", true}} {
+		for _, tr := range []string{"h1client", "net-http"} {
+			b.Run(c.name+"/"+tr, func(b *testing.B) {
+				var e *benchEnv
+				if tr == "net-http" {
+					e = newBenchEnv(b, 10, NewTransport(false))
+				} else {
+					e = newBenchEnv(b, 10)
+				}
+				body := chatBody(c.stream)
+				var buf bytes.Buffer
+				b.ReportAllocs()
+				cpu0 := processCPU()
+				for b.Loop() {
+					e.post(b, body, 20, &buf)
+				}
+				// The whole process: client, gateway and upstream. Only the
+				// gateway's upstream client differs between the two runs.
+				b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			})
+		}
+	}
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkServeParallel is the same with 8 requests in flight per CPU.

@@ -30,6 +30,7 @@ import (
 	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/cooldown"
 	"github.com/rolter/rolter/internal/defaults"
+	"github.com/rolter/rolter/internal/h1client"
 	"github.com/rolter/rolter/internal/jsonscan"
 	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/ratelimit"
@@ -92,7 +93,8 @@ type Gateway struct {
 	client *http.Client
 	// transport sends upstream requests directly: the client's redirect
 	// and header-copying machinery is not needed (redirects are never
-	// followed) and costs allocations per request.
+	// followed) and costs allocations per request. By default an
+	// h1client.Client: the whole exchange on the request's goroutine.
 	transport http.RoundTripper
 	usage     UsageSink
 	metrics   *Metrics
@@ -170,18 +172,7 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		o.Limiter = ratelimit.NewLocal(o.Clock, 0)
 	}
 	if o.Transport == nil {
-		o.Transport = &http.Transport{
-			Proxy:               nil, // upstreams are addressed directly
-			DialContext:         netguard.Dialer(cfg.AllowLinkLocal).DialContext,
-			MaxIdleConns:        1024,
-			MaxIdleConnsPerHost: 256,
-			IdleConnTimeout:     90 * time.Second,
-			// Identity bodies: the model field is rewritten in place, and
-			// transparent gzip would cost CPU on both sides for no gain on a
-			// LAN.
-			DisableCompression: true,
-			ForceAttemptHTTP2:  false,
-		}
+		o.Transport = h1client.New(h1client.Config{Dial: netguard.Dialer(cfg.AllowLinkLocal).DialContext})
 	}
 	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage, ready: o.Readiness, probes: o.Probes, spend: o.Spend, rates: o.Limiter,
 		client:    &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
@@ -218,6 +209,25 @@ func (g *Gateway) Refresh() {
 	defer g.mu.Unlock()
 	if t := g.table.Load(); t != nil {
 		g.table.Store(g.buildTable(t.snap, t))
+	}
+}
+
+// NewTransport is a stock http.Transport with the settings of the
+// gateway's own upstream client (h1client): its pool sizes, idle timeout
+// and dialer, HTTP/1.1, no compression. `rolter bench`'s floor (a stock
+// httputil.ReverseProxy) uses it, so that the two compare like for like.
+func NewTransport(allowLinkLocal bool) *http.Transport {
+	return &http.Transport{
+		Proxy:               nil, // upstreams are addressed directly
+		DialContext:         netguard.Dialer(allowLinkLocal).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		// Identity bodies: the model field is rewritten in place, and
+		// transparent gzip would cost CPU on both sides for no gain on a
+		// LAN.
+		DisableCompression: true,
+		ForceAttemptHTTP2:  false,
 	}
 }
 

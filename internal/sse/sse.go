@@ -22,7 +22,9 @@ import (
 
 const (
 	defaultMaxEvent = 16 << 20
-	initialBufSize  = 4 << 10
+	// initialBufSize fits a typical chat chunk several times; a larger
+	// event grows the buffer. An idle stream holds it (issue 21).
+	initialBufSize = 1 << 10
 	// maxEmptyReads matches bufio: a reader that keeps returning 0, nil is
 	// broken, and spinning on it forever would hang the relay.
 	maxEmptyReads = 100

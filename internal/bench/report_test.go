@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFloorRatioReported checks that gateway ÷ floor CPU reaches the
+// targets, the text report, the JSON and --compare.
+func TestFloorRatioReported(t *testing.T) {
+	r := &Report{Phases: []Phase{
+		{Scenario: "chat-c1", Via: "direct", MockCPU: 100},
+		{Scenario: "chat-c1", Via: "floor", MockCPU: 100, FloorCPU: 400, CPURatio: 4},
+		{Scenario: "chat-c1", Via: "rolter", MockCPU: 100, GatewayCPU: 180, CPURatio: 1.8, FloorRatio: 0.45},
+		{Scenario: "stream-c1", Via: "floor", MockCPU: 300, FloorCPU: 600, CPURatio: 2},
+		{Scenario: "stream-c1", Via: "rolter", MockCPU: 300, GatewayCPU: 540, CPURatio: 1.8, FloorRatio: 0.9},
+	}}
+	r.evaluate(64)
+	met := map[string]*bool{}
+	for _, tr := range r.Targets {
+		met[tr.Name] = tr.Met
+	}
+	if m := met["gateway ÷ floor CPU per request, non-streamed (chat-c1)"]; m == nil || !*m {
+		t.Errorf("chat-c1 at 0.45 of the floor: met = %v, want met", m)
+	}
+	if m := met["gateway ÷ floor CPU per request, streamed 20 chunks (stream-c1)"]; m == nil || *m {
+		t.Errorf("stream-c1 at 0.9 of the floor: met = %v, want not met", m)
+	}
+
+	var out bytes.Buffer
+	r.Print(&out)
+	for _, want := range []string{"gw÷floor", "0.45", "0.90", "400.0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := r.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := back.phase("chat-c1", "rolter"); p == nil || p.FloorRatio != 0.45 {
+		t.Fatalf("JSON round trip lost the floor ratio: %+v", p)
+	}
+	if p := back.phase("chat-c1", "floor"); p == nil || p.FloorCPU != 400 {
+		t.Fatalf("JSON round trip lost the floor's CPU: %+v", p)
+	}
+	back.phase("chat-c1", "rolter").FloorRatio = 0.9
+	out.Reset()
+	PrintCompare(&out, "old", back, r)
+	if !strings.Contains(out.String(), "gw÷floor") || !strings.Contains(out.String(), "0.50") {
+		t.Errorf("--compare lacks gw÷floor 0.50 (0.45 ÷ 0.9):\n%s", out.String())
+	}
+}

@@ -1,0 +1,386 @@
+package h1client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// counted is an httptest server that counts the connections it accepted.
+func counted(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			n.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+func post(t *testing.T, c *Client, ctx context.Context, url, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// sseHandler streams n events, flushing each, then [DONE].
+func sseHandler(n int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range n {
+			fmt.Fprintf(w, "data: {\"i\":%d}\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+		w.(http.Flusher).Flush()
+	}
+}
+
+func TestKeepAliveContentLength(t *testing.T) {
+	srv, conns := counted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Echo-Type", r.Header.Get("Content-Type"))
+		_, _ = w.Write(append([]byte("got "), b...))
+	}))
+	c := New(Config{})
+	defer c.CloseIdleConnections()
+	for i := range 20 {
+		resp := post(t, c, context.Background(), srv.URL+"/x?q=1", fmt.Sprintf(`{"n":%d}`, i))
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != fmt.Sprintf(`got {"n":%d}`, i) || resp.StatusCode != 200 || resp.ContentLength != int64(len(b)) {
+			t.Fatalf("request %d: %d %v %q (length %d)", i, resp.StatusCode, err, b, resp.ContentLength)
+		}
+		if got := resp.Header.Get("X-Echo-Type"); got != "application/json" {
+			t.Fatalf("headers not sent: %q", got)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 20 sequential requests, want 1 (keep-alive)", n)
+	}
+}
+
+// TestStreamKeepsConnection: a reader that stops at [DONE] and closes the
+// body still leaves the connection to the pool, and each event is readable
+// before the next is sent.
+func TestStreamKeepsConnection(t *testing.T) {
+	srv, conns := counted(t, sseHandler(24))
+	c := New(Config{})
+	defer c.CloseIdleConnections()
+	for range 20 {
+		resp := post(t, c, context.Background(), srv.URL, `{}`)
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream ended before [DONE]: %v", err)
+			}
+			if line == "data: [DONE]\n" {
+				break
+			}
+		}
+		resp.Body.Close()
+	}
+	// The last connection may still be waiting for its chunked end.
+	deadline := time.Now().Add(30 * time.Second)
+	for conns.Load() > 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := conns.Load(); n > 2 {
+		t.Fatalf("%d connections for 20 streams closed at [DONE], want them reused", n)
+	}
+}
+
+func TestStreamEventsArriveOneByOne(t *testing.T) {
+	next := make(chan struct{})
+	srv, _ := counted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+			<-next
+		}
+	}))
+	c := New(Config{})
+	defer c.CloseIdleConnections()
+	resp := post(t, c, context.Background(), srv.URL, `{}`)
+	defer resp.Body.Close()
+	buf := make([]byte, 64)
+	for i := range 3 {
+		n, err := resp.Body.Read(buf)
+		if err != nil || string(buf[:n]) != fmt.Sprintf("data: %d\n\n", i) {
+			t.Fatalf("event %d: %q %v", i, buf[:n], err)
+		}
+		next <- struct{}{}
+	}
+	if b, err := io.ReadAll(resp.Body); err != nil || len(b) != 0 {
+		t.Fatalf("after the last event: %q %v", b, err)
+	}
+}
+
+// TestServerClosedIdleConnection: a pooled connection the server closed is
+// noticed before a request is written to it.
+func TestServerClosedIdleConnection(t *testing.T) {
+	srv, conns := counted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	c := New(Config{})
+	defer c.CloseIdleConnections()
+	for i := range 5 {
+		resp := post(t, c, context.Background(), srv.URL, `{}`)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != "ok" {
+			t.Fatalf("request %d: %q %v", i, b, err)
+		}
+		srv.CloseClientConnections() // the server drops its idle side
+		deadline := time.Now().Add(30 * time.Second)
+		for c.pooledAlive() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if n := conns.Load(); n != 5 {
+		t.Fatalf("%d connections, want 5 (one per request)", n)
+	}
+}
+
+// pooledAlive reports whether any pooled connection still looks alive.
+func (c *Client) pooledAlive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, list := range c.idle {
+		for _, cn := range list {
+			if alive(cn.nc) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestChunkedTrailersAndExtensions(t *testing.T) {
+	addr := rawServer(t, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n")
+	c := New(Config{})
+	resp := post(t, c, context.Background(), "http://"+addr+"/", `{}`)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(b) != "hello world" || resp.ContentLength != -1 {
+		t.Fatalf("%q %v", b, err)
+	}
+}
+
+func TestInformationalSkipped(t *testing.T) {
+	addr := rawServer(t, "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok")
+	resp := post(t, New(Config{}), context.Background(), "http://"+addr+"/", `{}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 || string(b) != "ok" || resp.Header.Get("Link") != "" {
+		t.Fatalf("%d %q %v", resp.StatusCode, b, resp.Header)
+	}
+}
+
+func TestReadUntilClose(t *testing.T) {
+	addr := rawServer(t, "HTTP/1.0 200 OK\r\n\r\nall of it")
+	resp := post(t, New(Config{}), context.Background(), "http://"+addr+"/", `{}`)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(b) != "all of it" || !resp.Close {
+		t.Fatalf("%q %v close=%v", b, err, resp.Close)
+	}
+}
+
+func TestRedirectNotFollowed(t *testing.T) {
+	srv, _ := counted(t, http.RedirectHandler("http://169.254.169.254/", http.StatusFound))
+	resp := post(t, New(Config{}), context.Background(), srv.URL, `{}`)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") == "" {
+		t.Fatalf("%d %v: want the 302 itself", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestBoundedHead: every length an upstream picks in a head is capped.
+func TestBoundedHead(t *testing.T) {
+	many := strings.Repeat("X-A: b\r\n", 300)
+	for name, c := range map[string]struct {
+		answer string
+		want   error
+	}{
+		"long header line": {"HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n", ErrHeaderTooLarge},
+		"many headers":     {"HTTP/1.1 200 OK\r\n" + many + "\r\n", ErrHeaderTooLarge},
+		"bad status line":  {"SMTP ready\r\n\r\n", ErrMalformed},
+		"bad header":       {"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", ErrMalformed},
+		"two lengths":      {"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", ErrMalformed},
+		"gzip framing":     {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", ErrMalformed},
+		"too many 1xx":     {strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", 10), ErrMalformed},
+	} {
+		addr := rawServer(t, c.answer)
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", strings.NewReader("{}"))
+		resp, err := New(Config{}).RoundTrip(req)
+		if resp != nil {
+			resp.Body.Close()
+		}
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", name, err, c.want)
+		}
+	}
+	// A chunk-size line without end.
+	addr := rawServer(t, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"+strings.Repeat("a", 8<<10))
+	resp := post(t, New(Config{}), context.Background(), "http://"+addr+"/", `{}`)
+	_, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !errors.Is(err, errChunkLine) {
+		t.Fatalf("long chunk line: %v", err)
+	}
+}
+
+func TestTruncatedBodies(t *testing.T) {
+	for name, answer := range map[string]string{
+		"length":  "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+		"chunked": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
+	} {
+		addr := rawServer(t, answer)
+		resp := post(t, New(Config{}), context.Background(), "http://"+addr+"/", `{}`)
+		_, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("%s: %v, want unexpected EOF", name, err)
+		}
+	}
+}
+
+// TestCancelWakesBlockedReads: cancelling the context ends a wait for the
+// head and a wait inside the body, with the context's error.
+func TestCancelWakesBlockedReads(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv, _ := counted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/body" {
+			_, _ = io.WriteString(w, "data: 1\n\n")
+			w.(http.Flusher).Flush()
+		}
+		<-release
+	}))
+	c := New(Config{})
+	for _, path := range []string{"/head", "/body"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+path, strings.NewReader("{}"))
+		started := make(chan struct{})
+		errc := make(chan error, 1)
+		go func() {
+			resp, err := c.RoundTrip(req)
+			if err == nil {
+				buf := make([]byte, 64)
+				_, err = resp.Body.Read(buf) // the first event
+				close(started)
+				if err == nil {
+					_, err = io.ReadAll(resp.Body)
+				}
+				resp.Body.Close()
+			}
+			errc <- err
+		}()
+		if path == "/body" {
+			<-started // cancel while the body's read waits
+		}
+		cancel()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%s: %v, want context.Canceled", path, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: cancel did not end the exchange", path)
+		}
+	}
+}
+
+func TestRefusedDialIsECONNREFUSED(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", strings.NewReader("{}"))
+	_, err = New(Config{}).RoundTrip(req)
+	var op *net.OpError
+	if !errors.Is(err, syscall.ECONNREFUSED) || !errors.As(err, &op) || op.Op != "dial" {
+		t.Fatalf("%v, want a dial error wrapping ECONNREFUSED", err)
+	}
+}
+
+func TestTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "secure") }))
+	defer srv.Close()
+	c := New(Config{TLS: srv.Client().Transport.(*http.Transport).TLSClientConfig})
+	defer c.CloseIdleConnections()
+	for range 3 {
+		resp := post(t, c, context.Background(), srv.URL, `{}`)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(b) != "secure" || resp.ProtoMinor != 1 {
+			t.Fatalf("%q %v", b, err)
+		}
+	}
+}
+
+func TestRefusesHeaderInjection(t *testing.T) {
+	srv, _ := counted(t, http.NotFoundHandler())
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader([]byte("{}")))
+	req.Header["X-Evil"] = []string{"a\r\nX-Injected: 1"}
+	if _, err := New(Config{}).RoundTrip(req); err == nil {
+		t.Fatal("a header value with CRLF was sent")
+	}
+}
+
+// rawServer answers every connection with answer, byte for byte, after
+// reading the request head and its Content-Length body.
+func rawServer(t *testing.T, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				req, err := http.ReadRequest(bufio.NewReader(nc))
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				_, _ = io.WriteString(nc, answer)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
