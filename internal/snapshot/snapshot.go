@@ -266,7 +266,14 @@ type Holder struct {
 	// onSwap are called, under mu, with each new snapshot: consumers derive
 	// their own tables there, once per change rather than per request.
 	onSwap []func(*Snapshot)
+	// rebuilds counts full rebuilds (Rebuilds).
+	rebuilds atomic.Uint64
 }
+
+// Rebuilds is how many times the Holder has read the whole routing state
+// and built a snapshot from it: tests check that bulk writes rebuild once
+// per batch, not once per entity.
+func (h *Holder) Rebuilds() uint64 { return h.rebuilds.Load() }
 
 // OnSwap registers fn to run with every new snapshot, before Reload
 // returns, and runs it now with the current one if there is one. fn must be
@@ -300,6 +307,7 @@ func (h *Holder) Reload(ctx context.Context) error {
 		return fmt.Errorf("snapshot: reload: %w", err)
 	}
 	s := Build(st, start)
+	h.rebuilds.Add(1)
 	h.cur.Store(s)
 	for _, fn := range h.onSwap {
 		fn(s)
