@@ -257,6 +257,23 @@ type Loader interface {
 	Load(ctx context.Context) (*store.State, error)
 }
 
+// Journal is a Loader that can also say what changed since a position of
+// its change journal (store/sqlstore): a Holder on one re-reads only the
+// entities written since its last snapshot (issue 21).
+type Journal interface {
+	Loader
+	// LoadAt is Load, with the journal position of the state.
+	LoadAt(ctx context.Context) (*store.State, int64, error)
+	// LoadChanges reads what changed since the position since: ids and
+	// rows, or the whole state when the journal cannot tell or more than
+	// limit entities changed.
+	LoadChanges(ctx context.Context, since int64, limit int) (*store.Changes, error)
+}
+
+// maxChanges is how many changed entities a Holder re-reads by id; beyond
+// it, reading the whole state is as cheap.
+const maxChanges = 5000
+
 // Holder owns the current snapshot and rebuilds it from the store.
 type Holder struct {
 	st  Loader
@@ -266,14 +283,22 @@ type Holder struct {
 	// onSwap are called, under mu, with each new snapshot: consumers derive
 	// their own tables there, once per change rather than per request.
 	onSwap []func(*Snapshot)
-	// rebuilds counts full rebuilds (Rebuilds).
-	rebuilds atomic.Uint64
+	// rows and pos are the state the current snapshot was built from and
+	// its journal position, when st is a Journal (under mu).
+	rows *rowSet
+	pos  int64
+	// rebuilds counts new snapshots, fullLoads the reads of the whole
+	// state among them.
+	rebuilds, fullLoads atomic.Uint64
 }
 
-// Rebuilds is how many times the Holder has read the whole routing state
-// and built a snapshot from it: tests check that bulk writes rebuild once
-// per batch, not once per entity.
+// Rebuilds is how many snapshots the Holder has built: tests check that
+// bulk writes rebuild once per batch, not once per entity.
 func (h *Holder) Rebuilds() uint64 { return h.rebuilds.Load() }
+
+// FullLoads is how many times the Holder read the whole routing state
+// rather than what changed since its last snapshot.
+func (h *Holder) FullLoads() uint64 { return h.fullLoads.Load() }
 
 // OnSwap registers fn to run with every new snapshot, before Reload
 // returns, and runs it now with the current one if there is one. fn must be
@@ -297,14 +322,18 @@ func (h *Holder) Current() *Snapshot { return h.cur.Load() }
 
 // Reload reads the store and swaps in a new snapshot. On error the current
 // snapshot stays in place, so a store outage degrades to stale routing
-// rather than no routing.
+// rather than no routing. With a Journal, only what changed since the
+// current snapshot is read.
 func (h *Holder) Reload(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	start := time.Now()
-	st, err := h.st.Load(ctx)
+	st, err := h.read(ctx)
 	if err != nil {
 		return fmt.Errorf("snapshot: reload: %w", err)
+	}
+	if st == nil { // nothing changed
+		return nil
 	}
 	s := Build(st, start)
 	h.rebuilds.Add(1)
@@ -315,6 +344,40 @@ func (h *Holder) Reload(ctx context.Context) error {
 	h.log.Debug("snapshot rebuilt", "orgs", len(st.Orgs), "providers", len(st.Providers),
 		"routes", len(st.Routes), "keys", len(st.VirtualKeys), "took", time.Since(start))
 	return nil
+}
+
+// read returns the state to build the next snapshot from; nil when the
+// journal says nothing changed since the current one.
+func (h *Holder) read(ctx context.Context) (*store.State, error) {
+	j, ok := h.st.(Journal)
+	if !ok {
+		h.fullLoads.Add(1)
+		return h.st.Load(ctx)
+	}
+	if h.rows == nil || h.cur.Load() == nil {
+		st, pos, err := j.LoadAt(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.fullLoads.Add(1)
+		h.rows, h.pos = newRowSet(st), pos
+		return st, nil
+	}
+	ch, err := j.LoadChanges(ctx, h.pos, maxChanges)
+	if err != nil {
+		return nil, err
+	}
+	if ch.Full != nil {
+		h.fullLoads.Add(1)
+		h.rows, h.pos = newRowSet(ch.Full), ch.Pos
+		return ch.Full, nil
+	}
+	h.pos = ch.Pos
+	if ch.IDs.Len() == 0 {
+		return nil, nil
+	}
+	h.rows.patch(&ch.IDs, &ch.Rows)
+	return h.rows.state(), nil
 }
 
 // EachOrg calls fn for every org.
