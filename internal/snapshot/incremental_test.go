@@ -195,7 +195,9 @@ func TestIncrementalEqualsRebuild(t *testing.T) {
 			}
 		}
 		full0 := h.FullLoads()
+		batches := 0
 		for done := 0; done < changes; {
+			batches++
 			batch := 1 + rng.IntN(40)
 			for range batch {
 				write()
@@ -212,5 +214,10 @@ func TestIncrementalEqualsRebuild(t *testing.T) {
 		if f := h.FullLoads() - full0; f != 0 {
 			t.Errorf("%d full reads during the batches, want 0 (each reads what changed)", f)
 		}
+		// Batches that wrote a project are built anew; most are patched.
+		if p := h.patches.Load(); p < uint64(batches)/2 {
+			t.Errorf("%d of %d batches patched, want most", p, batches)
+		}
+		t.Logf("%d writes in %d batches, %d patched", changes, batches, h.patches.Load())
 	})
 }
