@@ -21,7 +21,7 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 	if len(ids.Orgs) > 0 || len(ids.Projects) > 0 {
 		return nil, false
 	}
-	n := &Snapshot{BuiltAt: at, orgs: s.orgs, keys: s.keys, adminTokens: s.adminTokens, ix: &index{
+	n := &Snapshot{BuiltAt: at, orgs: s.orgs, keys: s.keys, adminTokens: s.adminTokens, diff: &Diff{base: s}, ix: &index{
 		orgs: s.ix.orgs, projects: s.ix.projects, providers: maps.Clone(s.ix.providers), routes: maps.Clone(s.ix.routes),
 		groups: s.ix.groups, keys: s.ix.keys, routesOf: s.ix.routesOf,
 	}}
@@ -87,6 +87,9 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		n.ix.providers[p] = pv
 		repoint[p], touched[row.OrgID] = true, true
 	}
+	for p := range repoint {
+		n.diff.Providers = append(n.diff.Providers, p)
+	}
 	// Routes: the written ones, and those of re-pointed providers.
 	routes := map[int64]bool{}
 	for _, id := range ids.Routes {
@@ -126,6 +129,7 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 			touched[c.project.OrgID] = true
 		}
 		changedRoutes = append(changedRoutes, c)
+		n.diff.Routes = append(n.diff.Routes, RouteChange{Old: c.old, New: c.new})
 	}
 	// Groups: the written ones, and those with a re-pointed member.
 	groups := map[int64]bool{}
@@ -159,6 +163,7 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 			}
 			if old != nil || grp != nil {
 				changedGroups = append(changedGroups, [2]*Group{old, grp})
+				n.diff.Groups = append(n.diff.Groups, GroupChange{Old: old, New: grp})
 			}
 		}
 	}
@@ -179,6 +184,7 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		for id := range touched {
 			old := s.ix.orgs[id]
 			org := &Org{Org: old.Org, Providers: old.Providers, Groups: old.Groups, Projects: make(map[string]*Project, len(old.Projects))}
+			n.diff.Orgs = append(n.diff.Orgs, OrgChange{Old: old, New: org})
 			n.orgs[org.Name], n.ix.orgs[id] = org, org
 			for _, pj := range old.Projects {
 				np := &Project{Project: pj.Project, Org: org, Routes: pj.Routes}
@@ -278,3 +284,55 @@ func cloneOnceP(done map[*Project]bool, pj *Project) {
 		pj.Routes = maps.Clone(pj.Routes)
 	}
 }
+
+// Diff is what a patched snapshot changed from the one it was patched
+// from, for consumers that derive tables from snapshots (the gateway) to
+// patch theirs alike. Every entity not listed is the same object in both.
+type Diff struct {
+	base *Snapshot
+	// Orgs are the orgs built anew: every org on the path to a change.
+	// Their projects are new objects too; providers, groups and routes
+	// not listed below are shared.
+	Orgs []OrgChange
+	// Providers are the ids of the providers built anew or gone.
+	Providers []int64
+	// Routes and Groups built anew (New), gone (New nil) or new (Old nil).
+	Routes []RouteChange
+	Groups []GroupChange
+}
+
+// OrgChange is an org's object before and after.
+type OrgChange struct{ Old, New *Org }
+
+// RouteChange is a route's object before and after; nil: absent.
+type RouteChange struct{ Old, New *Route }
+
+// GroupChange is a group's object before and after; nil: absent.
+type GroupChange struct{ Old, New *Group }
+
+// DiffFrom is what s changed from prev, when s was patched from prev;
+// nil when s was built anew or from another snapshot.
+func (s *Snapshot) DiffFrom(prev *Snapshot) *Diff {
+	if s.diff == nil || s.diff.base != prev {
+		return nil
+	}
+	return s.diff
+}
+
+// Provider returns the live provider with id, or nil.
+func (s *Snapshot) Provider(id int64) *Provider { return s.ix.providers[id] }
+
+// Route returns the route with id, or nil.
+func (s *Snapshot) Route(id int64) *Route { return s.ix.routes[id] }
+
+// RoutesOf calls fn with every route that has a target to the provider id.
+func (s *Snapshot) RoutesOf(id int64, fn func(*Route)) {
+	for _, rid := range s.ix.routesOf[id] {
+		if r := s.ix.routes[rid]; r != nil {
+			fn(r)
+		}
+	}
+}
+
+// OrgByID returns the org with id, or nil.
+func (s *Snapshot) OrgByID(id int64) *Org { return s.ix.orgs[id] }

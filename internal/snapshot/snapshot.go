@@ -29,6 +29,10 @@ type Snapshot struct {
 	keys        map[string]*VirtualKey // by lookup id
 	adminTokens []adminToken
 	ix          *index
+	// diff is what a patch changed from the snapshot before (DiffFrom);
+	// nil for a built one. The next patch clears it (under the Holder's
+	// lock, as DiffFrom runs), so that snapshots do not chain in memory.
+	diff *Diff
 }
 
 // adminToken is a live (unrevoked) admin token with its scope resolved.
@@ -430,6 +434,7 @@ func (h *Holder) next(ctx context.Context, at time.Time) (*Snapshot, error) {
 	}
 	h.rows.patch(&ch.IDs, &ch.Rows)
 	if s, ok := patch(cur, h.rows, &ch.IDs, at); ok {
+		cur.diff = nil
 		h.patches.Add(1)
 		return s, nil
 	}
