@@ -153,3 +153,20 @@ func (s *Service) committed(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// Batch runs fn with a Service whose writes are one store transaction,
+// committed when fn returns nil (and rolled back when it fails), then
+// announced once: the snapshot is rebuilt once for the whole batch, not
+// once per write (issue 21). Bulk writers (the LiteLLM importer) use it.
+// fn reads through st, the transaction (a SQLite store has one connection,
+// which the transaction holds).
+func (s *Service) Batch(ctx context.Context, fn func(svc *Service, st store.Store) error) error {
+	if s.inTx {
+		return fn(s, s.st)
+	}
+	if err := s.st.Tx(ctx, func(st store.Store) error { return fn(s.inStore(st), st) }); err != nil {
+		return err
+	}
+	s.changed(ctx)
+	return nil
+}

@@ -51,7 +51,7 @@ func (a *applier) org(ctx context.Context, where string, do *DesiredOrg) error {
 	o := &orgRun{name: do.Name, where: where, liveHosts: map[hostAddr]*store.Host{}, fleet: map[int64]bool{}, fleetSlugs: map[string]bool{},
 		keep: map[string]bool{}, named: map[string]bool{}, claimedProviders: map[int64]bool{}, claimedGroups: map[int64]bool{}}
 	if cur := a.ix.orgs[do.Name]; cur == nil {
-		if err := a.create(c, func() (string, error) { _, err := a.s.CreateOrg(ctx, do.OrgInput); return "", err }); err != nil {
+		if err := a.create(ctx, c, func() (string, error) { _, err := a.s.CreateOrg(ctx, do.OrgInput); return "", err }); err != nil {
 			return err
 		}
 	} else {
@@ -190,7 +190,7 @@ func (a *applier) provider(ctx context.Context, o *orgRun, i int, dp *DesiredPro
 				}
 			}
 		}
-		return a.create(c, func() (string, error) { _, err := a.s.CreateProvider(ctx, o.name, in); return "", err })
+		return a.create(ctx, c, func() (string, error) { _, err := a.s.CreateProvider(ctx, o.name, in); return "", err })
 	}
 	before := providerView(*m)
 	return a.update(ctx, c, func(s *Service, c *Change) ([]FieldChange, error) {
@@ -218,7 +218,7 @@ func (a *applier) group(ctx context.Context, o *orgRun, i int, dg *DesiredGroup)
 		return a.fail(c, err)
 	}
 	if m == nil {
-		return a.create(c, func() (string, error) { _, err := a.s.CreateGroup(ctx, o.name, dg.GroupInput); return "", err })
+		return a.create(ctx, c, func() (string, error) { _, err := a.s.CreateGroup(ctx, o.name, dg.GroupInput); return "", err })
 	}
 	// The fleet's members stay, as a route's fleet targets do, unless
 	// the entry names them itself.
@@ -338,7 +338,7 @@ func (a *applier) hosts(ctx context.Context, o *orgRun, hs []HostInput) error {
 func (a *applier) host(ctx context.Context, o *orgRun, c Change, h *HostInput) error {
 	cur := o.liveHosts[hostAddr{canonicalIP(h.IP), h.Port}]
 	if cur == nil {
-		return a.create(c, func() (string, error) {
+		return a.create(ctx, c, func() (string, error) {
 			v, err := a.s.CreateHost(ctx, o.name, *h)
 			return v.APIKey, err
 		})

@@ -14,7 +14,7 @@ func (a *applier) project(ctx context.Context, o *orgRun, i int, dp *DesiredProj
 	c := Change{Kind: KindProject, Name: o.name + "/" + dp.Name, Entry: where}
 	cur := a.ix.project(o.id, dp.Name)
 	if cur == nil {
-		if err := a.create(c, func() (string, error) { _, err := a.s.CreateProject(ctx, o.name, dp.ProjectInput); return "", err }); err != nil {
+		if err := a.create(ctx, c, func() (string, error) { _, err := a.s.CreateProject(ctx, o.name, dp.ProjectInput); return "", err }); err != nil {
 			return err
 		}
 	} else {
@@ -50,7 +50,7 @@ func (a *applier) route(ctx context.Context, o *orgRun, project string, pid int6
 	}
 	cur := a.ix.routeByModel[childKey{pid, r.Model}]
 	if cur == nil {
-		return a.create(c, func() (string, error) { _, err := a.s.CreateRoute(ctx, o.name, project, *r); return "", err })
+		return a.create(ctx, c, func() (string, error) { _, err := a.s.CreateRoute(ctx, o.name, project, *r); return "", err })
 	}
 	var kept []TargetInput
 	for _, t := range cur.Targets {
@@ -78,7 +78,7 @@ func (a *applier) virtualKey(ctx context.Context, o *orgRun, project string, pid
 	live := a.ix.liveKeys[childKey{pid, k.Name}]
 	switch {
 	case len(live) == 0:
-		return a.create(c, func() (string, error) {
+		return a.create(ctx, c, func() (string, error) {
 			v, err := a.s.CreateVirtualKey(ctx, o.name, project, *k)
 			return v.Secret, err
 		})

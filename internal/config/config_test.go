@@ -986,3 +986,45 @@ func TestApplyResumesAfterFailure(t *testing.T) {
 		}
 	})
 }
+
+// TestApplyRebuildsOnce: an import writes in one transaction and rebuilds
+// the snapshot once for all its entities, not once per entity (issue 21),
+// and the one rebuild holds them all.
+func TestApplyRebuildsOnce(t *testing.T) {
+	const providers, routes = 20, 200
+	var b strings.Builder
+	b.WriteString("orgs:\n  - name: acme\n    providers:\n")
+	for i := range providers {
+		fmt.Fprintf(&b, "      - name: p%d\n        kind: vllm\n        base_url: http://10.0.0.%d:8000/v1\n", i, i+1)
+	}
+	b.WriteString("    projects:\n      - name: web\n        routes:\n")
+	for i := range routes {
+		fmt.Fprintf(&b, "          - model: m%d\n            targets:\n              - provider: p%d\n", i, i%providers)
+	}
+	b.WriteString("        keys:\n          - name: app\n")
+	f, err := config.Parse([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	each(t, func(t *testing.T, h *harness) {
+		before := h.snap.Rebuilds()
+		if _, err := h.apply(t, f); err != nil {
+			t.Fatal(err)
+		}
+		if n := h.snap.Rebuilds() - before; n != 1 {
+			t.Errorf("%d snapshot rebuilds for one import of %d entities, want 1", n, providers+routes+4)
+		}
+		pj := h.snap.Current().Org("acme").Projects["web"]
+		if pj == nil || len(pj.Routes) != routes || len(pj.Org.Providers) != providers {
+			t.Fatalf("snapshot after the import: project %v", pj)
+		}
+		// A re-run creates nothing and rebuilds nothing.
+		before = h.snap.Rebuilds()
+		if _, err := h.apply(t, f); err != nil {
+			t.Fatal(err)
+		}
+		if n := h.snap.Rebuilds() - before; n != 0 {
+			t.Errorf("%d rebuilds for a re-run that creates nothing, want 0", n)
+		}
+	})
+}

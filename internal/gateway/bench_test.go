@@ -32,6 +32,7 @@ import (
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/sse"
 	"github.com/rolter/rolter/internal/store"
+	"github.com/rolter/rolter/internal/store/sqlstore"
 	"github.com/rolter/rolter/internal/store/storetest"
 	"github.com/rolter/rolter/internal/usage"
 )
@@ -43,6 +44,7 @@ type benchEnv struct {
 	key    string
 	client *http.Client
 	snap   *snapshot.Holder
+	db     *sqlstore.DB
 }
 
 func benchCheck(b *testing.B, err error) {
@@ -110,7 +112,7 @@ func newBenchEnv(b *testing.B, routes int, upstream ...http.RoundTripper) *bench
 		stop()
 		<-done
 	})
-	return &benchEnv{url: srv.URL + "/v1/chat/completions", key: "Bearer " + tok.Reveal(), client: &http.Client{Transport: tr}, snap: snap}
+	return &benchEnv{url: srv.URL + "/v1/chat/completions", key: "Bearer " + tok.Reveal(), client: &http.Client{Transport: tr}, snap: snap, db: db}
 }
 
 // post sends one chat request and reads the whole answer into buf.
@@ -218,10 +220,10 @@ func BenchmarkServeParallel(b *testing.B) {
 	}
 }
 
-// BenchmarkRebuild is what every admin write costs before it answers: read
-// the whole catalog from the store, build the snapshot, rebuild the
-// gateway's table. 100,000 routes take a while to seed, so -short skips
-// that size.
+// BenchmarkRebuild is what every admin write costs before it answers: one
+// route updated in the store, then the reload: read what changed (the
+// change journal), build the snapshot, rebuild the gateway's table.
+// 100,000 routes take a while to seed, so -short skips that size.
 func BenchmarkRebuild(b *testing.B) {
 	for _, n := range []int{10, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
@@ -230,8 +232,14 @@ func BenchmarkRebuild(b *testing.B) {
 			}
 			e := newBenchEnv(b, n)
 			ctx := context.Background()
+			proj, err := e.db.GetProject(ctx, e.snap.Current().Org("default").ID, "default")
+			benchCheck(b, err)
+			r, err := e.db.GetRoute(ctx, proj.ID, "bench")
+			benchCheck(b, err)
 			b.ReportAllocs()
 			for b.Loop() {
+				r.Policy.MaxOutputTokens++
+				benchCheck(b, e.db.UpdateRoute(ctx, r))
 				benchCheck(b, e.snap.Reload(ctx))
 			}
 		})

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -33,9 +34,9 @@ type table struct {
 	// routeModels are the /v1/models entries of routes with a serving
 	// target, with their pool context.
 	routeModels map[*snapshot.Route]modelEntry
-	// routed are the deployments some route targets: their state never
-	// expires while the route exists.
-	routed map[targetID]bool
+	// routed counts the route targets of each deployment: its state
+	// never expires while a route targets it.
+	routed map[targetID]int
 }
 
 // routePlan is an address ready to balance: a route's targets, a group's
@@ -179,13 +180,13 @@ func (g *Gateway) sweep(now int64, idle time.Duration) {
 		return
 	}
 	g.lastSweep.Store(now)
-	var routed map[targetID]bool
+	var routed map[targetID]int
 	if t := g.table.Load(); t != nil {
 		routed = t.routed
 	}
 	g.states.Range(func(k, v any) bool {
 		id, st := k.(targetID), v.(*deployState)
-		if !routed[id] && now-st.used.Load() > int64(idle) && g.states.CompareAndDelete(id, st) {
+		if routed[id] == 0 && now-st.used.Load() > int64(idle) && g.states.CompareAndDelete(id, st) {
 			g.nstates.Add(-1)
 			g.stateBytes.Add(-stateCost(id))
 		}
@@ -232,135 +233,265 @@ type keyRT struct {
 	breaker *cooldown.Breaker
 }
 
-// buildTable derives a table from s, reusing key state from prev.
+// buildTable derives a table from s, reusing key state from prev. When s
+// was patched from prev's snapshot (snapshot.Diff), only what the patch
+// changed is derived anew (patchTable).
 func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
+	if prev != nil && prev.snap != nil {
+		if d := s.DiffFrom(prev.snap); d != nil {
+			return g.patchTable(s, prev, d)
+		}
+	}
 	t := &table{snap: s, routes: map[*snapshot.Route]*routePlan{}, groups: map[*snapshot.Group]groupRT{},
 		groupLimiters: map[*snapshot.Group]*policy.Limiter{},
 		providers:     map[int64]*providerRT{}, keys: map[int64]*keyRT{}, models: map[*snapshot.Org][]modelEntry{},
-		routeModels: map[*snapshot.Route]modelEntry{}, routed: map[targetID]bool{}}
+		routeModels: map[*snapshot.Route]modelEntry{}, routed: map[targetID]int{}}
 	if prev == nil {
 		prev = &table{keys: map[int64]*keyRT{}}
 	}
-	selector := func(strategy, what string) string {
-		if _, err := balancer.New(strategy); err != nil { // the admin API validates strategies; stay up regardless
-			g.log.Error("unknown strategy; using weighted", "for", what, "err", err)
-			return balancer.Weighted
-		}
-		return strategy
-	}
-	// Fleet host providers inherit their route's policy (by route id).
-	routePolicy := map[int64]store.Policy{}
-	s.EachOrg(func(o *snapshot.Org) {
-		for _, pj := range o.Projects {
-			for _, r := range pj.Routes {
-				routePolicy[r.ID] = r.Policy
-			}
-		}
-	})
 	s.EachOrg(func(o *snapshot.Org) {
 		for _, p := range o.Providers {
-			rt := g.providerRT(o.Name, p, prev, t)
-			if p.Settings.PolicyRoute != 0 {
-				rt.policy = policy.Strictest(rt.policy, routePolicy[p.Settings.PolicyRoute])
-			}
-			rt.limiter = g.keptLimiter(providerLimiter(p.ID), rt.policy.MaxConcurrency)
-			rt.draining = p.Settings.DrainDeadline != nil
-			rt.drain = g.drainCutFor(o.Name, p)
-			t.providers[p.ID] = rt
-		}
-		var models []modelEntry
-		for _, p := range o.Providers {
-			rt := t.providers[p.ID]
-			st := g.status(rt)
-			if !st.Ready {
-				continue
-			}
-			catalog, ctx := p.Catalog, p.ContextLimit
-			if rt.upstream { // the upstream's one model, as discovered
-				catalog, ctx = []string{st.Facts.ModelID}, st.Facts.Context
-			}
-			for _, m := range catalog {
-				if _, stale := st.Stale[m]; stale {
-					continue
-				}
-				models = append(models, modelEntry{ID: p.Slug + "/" + m, Object: "model", Created: p.CreatedAt.Unix(),
-					OwnedBy: p.Slug, AddressKind: string(resolve.KindProvider), ContextLength: ctx, Modalities: st.Facts.Modalities,
-					Quantization: st.Facts.Quantization, Policy: rt.policy})
-			}
+			t.providers[p.ID] = g.providerOf(s, o, p, prev, t)
 		}
 		for _, gr := range o.Groups {
-			t.groups[gr] = groupRT{strategy: selector(gr.Strategy, "group "+gr.Slug), rr: new(atomic.Uint64)}
-			if l := g.keptLimiter(groupLimiter(gr.ID), gr.Policy.MaxConcurrency); l != nil {
-				t.groupLimiters[gr] = l
-			}
-			union := map[string]int{}            // model -> pool context (minimum known)
-			governs := map[string]store.Policy{} // model -> strictest policy over its members
-			for _, m := range gr.Members {
-				rt := t.providers[m.Provider.ID]
-				st := g.status(rt)
-				if !st.Ready {
-					continue
-				}
-				catalog, ctx := m.Provider.Catalog, m.Provider.ContextLimit
-				if rt.upstream {
-					catalog, ctx = []string{st.Facts.ModelID}, st.Facts.Context
-				}
-				for client, up := range m.ModelMap {
-					if slices.Contains(catalog, up) || len(m.Provider.Models) == 0 && !rt.upstream {
-						catalog = append(catalog[:len(catalog):len(catalog)], client)
-					}
-				}
-				for _, c := range catalog {
-					if old, seen := union[c]; !seen || (ctx > 0 && (old == 0 || ctx < old)) {
-						union[c] = ctx
-					}
-					governs[c] = policy.Strictest(governs[c], rt.policy)
-				}
-			}
-			for m, ctx := range union {
-				models = append(models, modelEntry{ID: gr.Slug + "/" + m, Object: "model", Created: gr.CreatedAt.Unix(),
-					OwnedBy: gr.Slug, AddressKind: string(resolve.KindGroup), ContextLength: ctx,
-					Policy: policy.Strictest(gr.Policy, governs[m])})
-			}
+			g.addGroup(t, gr)
 		}
-		slices.SortFunc(models, func(a, b modelEntry) int { return strings.Compare(a.ID, b.ID) })
-		t.models[o] = models
+		t.models[o] = g.orgModels(t, o)
 		for _, pj := range o.Projects {
 			for _, r := range pj.Routes {
-				plan := &routePlan{kind: resolve.KindRoute, route: r.Model,
-					strategy: selector(r.Strategy, "route "+r.Model), rr: new(atomic.Uint64), policy: r.Policy, limiter: g.limiter(r)}
-				entry := modelEntry{ID: r.Model, Object: "model", Created: r.CreatedAt.Unix(), OwnedBy: "rolter",
-					AddressKind: string(resolve.KindRoute), Policy: r.Policy}
-				serving := false
-				for _, tg := range r.Targets {
-					target := g.target(t, tg.Provider.ID, tg.UpstreamModel, true)
-					t.routed[target.id] = true
-					target.ctxLimit = tg.ContextLimit
-					target.configured = true
-					target.prices = tg.Prices
-					plan.targets = append(plan.targets, target)
-					plan.weights = append(plan.weights, tg.Weight)
-					if target.provider.draining && tg.Weight > 0 {
-						serving = true // listed while it restarts: callers get 503 pool_draining, not 404
-						continue
-					}
-					if st := g.status(target.provider); st.Ready && tg.Weight > 0 && g.unroutable(target, st, r.Model) == "" {
-						serving = true
-						entry.Policy = policy.Strictest(entry.Policy, target.provider.policy)
-						if c := contextOf(target, st); c > 0 && (entry.ContextLength == 0 || c < entry.ContextLength) {
-							entry.ContextLength = c
-						}
-					}
-				}
-				plan.facts = g.facts(plan, r.Model)
-				t.routes[r] = plan
-				if serving {
-					t.routeModels[r] = entry
-				}
+				g.addRoute(t, r)
 			}
 		}
 	})
 	return t
+}
+
+// patchTable derives the table of s from prev, the table of the snapshot
+// s was patched from: the providers, groups and routes d lists are derived
+// anew, and so are the plans of the routes that target a provider derived
+// anew, and the /v1/models entries of the orgs whose providers or groups
+// changed; everything else, plans and their runtime state included, is
+// prev's (issue 21).
+func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff) *table {
+	t := &table{snap: s, routes: maps.Clone(prev.routes), groups: maps.Clone(prev.groups), groupLimiters: maps.Clone(prev.groupLimiters),
+		providers: maps.Clone(prev.providers), keys: prev.keys, models: maps.Clone(prev.models),
+		routeModels: maps.Clone(prev.routeModels), routed: maps.Clone(prev.routed)}
+	remodel := map[int64]bool{} // org ids whose /v1/models entries change
+	replan := map[*snapshot.Route]bool{}
+	if len(d.Providers) > 0 || len(d.Routes) > 0 { // providers may be derived anew
+		t.keys = maps.Clone(prev.keys)
+	}
+	for _, id := range d.Providers {
+		if old := prev.providers[id]; old != nil {
+			for _, k := range old.keys {
+				delete(t.keys, k.id)
+			}
+			delete(t.providers, id)
+		}
+		p := s.Provider(id)
+		if p == nil {
+			continue
+		}
+		t.providers[id] = g.providerOf(s, s.OrgByID(p.OrgID), p, prev, t)
+		remodel[p.OrgID] = true
+		s.RoutesOf(id, func(r *snapshot.Route) { replan[r] = true })
+	}
+	// A fleet host's provider follows its route's policy: a route written
+	// re-derives the providers that inherit from it, and their routes.
+	inherits := map[int64]bool{}
+	for _, c := range d.Routes {
+		for _, r := range []*snapshot.Route{c.Old, c.New} {
+			if r != nil {
+				inherits[r.ID] = true
+			}
+		}
+	}
+	if len(inherits) > 0 {
+		s.EachOrg(func(o *snapshot.Org) {
+			for _, p := range o.Providers {
+				if inherits[p.Settings.PolicyRoute] && !slices.Contains(d.Providers, p.ID) {
+					t.providers[p.ID] = g.providerOf(s, o, p, prev, t)
+					remodel[p.OrgID] = true
+					s.RoutesOf(p.ID, func(r *snapshot.Route) { replan[r] = true })
+				}
+			}
+		})
+	}
+	for _, c := range d.Groups {
+		if c.Old != nil {
+			delete(t.groups, c.Old)
+			delete(t.groupLimiters, c.Old)
+			remodel[c.Old.OrgID] = true
+		}
+		if c.New != nil {
+			g.addGroup(t, c.New)
+			remodel[c.New.OrgID] = true
+		}
+	}
+	for _, c := range d.Routes {
+		if c.Old != nil {
+			g.dropRoute(t, prev, c.Old)
+		}
+		if c.New != nil {
+			replan[c.New] = true
+		}
+	}
+	for r := range replan {
+		if prev.routes[r] != nil {
+			g.dropRoute(t, prev, r) // the same route, over a provider derived anew
+		}
+		g.addRoute(t, r)
+	}
+	for _, c := range d.Orgs {
+		delete(t.models, c.Old)
+		if remodel[c.New.ID] {
+			t.models[c.New] = g.orgModels(t, c.New)
+		} else {
+			t.models[c.New] = prev.models[c.Old]
+		}
+	}
+	return t
+}
+
+// providerOf derives provider p of org o: its runtime, with the policy it
+// inherits from its fleet route, its limiter and its drain state.
+func (g *Gateway) providerOf(s *snapshot.Snapshot, o *snapshot.Org, p *snapshot.Provider, prev, t *table) *providerRT {
+	rt := g.providerRT(o.Name, p, prev, t)
+	if p.Settings.PolicyRoute != 0 {
+		if r := s.Route(p.Settings.PolicyRoute); r != nil {
+			rt.policy = policy.Strictest(rt.policy, r.Policy)
+		}
+	}
+	rt.limiter = g.keptLimiter(providerLimiter(p.ID), rt.policy.MaxConcurrency)
+	rt.draining = p.Settings.DrainDeadline != nil
+	rt.drain = g.drainCutFor(o.Name, p)
+	return rt
+}
+
+// selector is strategy if the balancer knows it, else weighted.
+func (g *Gateway) selector(strategy, what string) string {
+	if _, err := balancer.New(strategy); err != nil { // the admin API validates strategies; stay up regardless
+		g.log.Error("unknown strategy; using weighted", "for", what, "err", err)
+		return balancer.Weighted
+	}
+	return strategy
+}
+
+// addGroup derives group gr's balancing and limiter into t.
+func (g *Gateway) addGroup(t *table, gr *snapshot.Group) {
+	t.groups[gr] = groupRT{strategy: g.selector(gr.Strategy, "group "+gr.Slug), rr: new(atomic.Uint64)}
+	if l := g.keptLimiter(groupLimiter(gr.ID), gr.Policy.MaxConcurrency); l != nil {
+		t.groupLimiters[gr] = l
+	} else {
+		delete(t.groupLimiters, gr)
+	}
+}
+
+// orgModels are the /v1/models entries of o's provider and group
+// addresses, sorted by id.
+func (g *Gateway) orgModels(t *table, o *snapshot.Org) []modelEntry {
+	var models []modelEntry
+	for _, p := range o.Providers {
+		rt := t.providers[p.ID]
+		st := g.status(rt)
+		if !st.Ready {
+			continue
+		}
+		catalog, ctx := p.Catalog, p.ContextLimit
+		if rt.upstream { // the upstream's one model, as discovered
+			catalog, ctx = []string{st.Facts.ModelID}, st.Facts.Context
+		}
+		for _, m := range catalog {
+			if _, stale := st.Stale[m]; stale {
+				continue
+			}
+			models = append(models, modelEntry{ID: p.Slug + "/" + m, Object: "model", Created: p.CreatedAt.Unix(),
+				OwnedBy: p.Slug, AddressKind: string(resolve.KindProvider), ContextLength: ctx, Modalities: st.Facts.Modalities,
+				Quantization: st.Facts.Quantization, Policy: rt.policy})
+		}
+	}
+	for _, gr := range o.Groups {
+		union := map[string]int{}            // model -> pool context (minimum known)
+		governs := map[string]store.Policy{} // model -> strictest policy over its members
+		for _, m := range gr.Members {
+			rt := t.providers[m.Provider.ID]
+			st := g.status(rt)
+			if !st.Ready {
+				continue
+			}
+			catalog, ctx := m.Provider.Catalog, m.Provider.ContextLimit
+			if rt.upstream {
+				catalog, ctx = []string{st.Facts.ModelID}, st.Facts.Context
+			}
+			for client, up := range m.ModelMap {
+				if slices.Contains(catalog, up) || len(m.Provider.Models) == 0 && !rt.upstream {
+					catalog = append(catalog[:len(catalog):len(catalog)], client)
+				}
+			}
+			for _, c := range catalog {
+				if old, seen := union[c]; !seen || (ctx > 0 && (old == 0 || ctx < old)) {
+					union[c] = ctx
+				}
+				governs[c] = policy.Strictest(governs[c], rt.policy)
+			}
+		}
+		for m, ctx := range union {
+			models = append(models, modelEntry{ID: gr.Slug + "/" + m, Object: "model", Created: gr.CreatedAt.Unix(),
+				OwnedBy: gr.Slug, AddressKind: string(resolve.KindGroup), ContextLength: ctx,
+				Policy: policy.Strictest(gr.Policy, governs[m])})
+		}
+	}
+	slices.SortFunc(models, func(a, b modelEntry) int { return strings.Compare(a.ID, b.ID) })
+	return models
+}
+
+// addRoute derives route r's plan and /v1/models entry into t.
+func (g *Gateway) addRoute(t *table, r *snapshot.Route) {
+	plan := &routePlan{kind: resolve.KindRoute, route: r.Model,
+		strategy: g.selector(r.Strategy, "route "+r.Model), rr: new(atomic.Uint64), policy: r.Policy, limiter: g.limiter(r)}
+	entry := modelEntry{ID: r.Model, Object: "model", Created: r.CreatedAt.Unix(), OwnedBy: "rolter",
+		AddressKind: string(resolve.KindRoute), Policy: r.Policy}
+	serving := false
+	for _, tg := range r.Targets {
+		target := g.target(t, tg.Provider.ID, tg.UpstreamModel, true)
+		t.routed[target.id]++
+		target.ctxLimit = tg.ContextLimit
+		target.configured = true
+		target.prices = tg.Prices
+		plan.targets = append(plan.targets, target)
+		plan.weights = append(plan.weights, tg.Weight)
+		if target.provider.draining && tg.Weight > 0 {
+			serving = true // listed while it restarts: callers get 503 pool_draining, not 404
+			continue
+		}
+		if st := g.status(target.provider); st.Ready && tg.Weight > 0 && g.unroutable(target, st, r.Model) == "" {
+			serving = true
+			entry.Policy = policy.Strictest(entry.Policy, target.provider.policy)
+			if c := contextOf(target, st); c > 0 && (entry.ContextLength == 0 || c < entry.ContextLength) {
+				entry.ContextLength = c
+			}
+		}
+	}
+	plan.facts = g.facts(plan, r.Model)
+	t.routes[r] = plan
+	if serving {
+		t.routeModels[r] = entry
+	} else {
+		delete(t.routeModels, r)
+	}
+}
+
+// dropRoute removes route r, as prev derived it, from t.
+func (g *Gateway) dropRoute(t, prev *table, r *snapshot.Route) {
+	if plan := prev.routes[r]; plan != nil {
+		for _, tg := range plan.targets {
+			if t.routed[tg.id]--; t.routed[tg.id] <= 0 {
+				delete(t.routed, tg.id)
+			}
+		}
+	}
+	delete(t.routes, r)
+	delete(t.routeModels, r)
 }
 
 func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev, t *table) *providerRT {

@@ -56,8 +56,9 @@ func (plan *Plan) Apply(ctx context.Context, adm Admin, st Store) error {
 			return err
 		}
 	}
-	for _, p := range plan.Providers {
-		if err := plan.record(ctx, adm, st, org, p); err != nil {
+	// One transaction and one snapshot rebuild for all the records.
+	if plan.recording() {
+		if err := plan.records(ctx, adm, org); err != nil {
 			return err
 		}
 	}
@@ -201,6 +202,29 @@ func (plan *Plan) record(ctx context.Context, adm Admin, st Store, org *store.Or
 		return describe(what+": record the import", err)
 	}
 	return nil
+}
+
+// recording reports whether any provider has an import record to write.
+func (plan *Plan) recording() bool {
+	for _, p := range plan.Providers {
+		if !p.Exists || p.Imported && p.update.write {
+			return true
+		}
+	}
+	return false
+}
+
+// records writes the import records (step 3 of Apply) in one transaction,
+// announced once.
+func (plan *Plan) records(ctx context.Context, adm Admin, org *store.Org) error {
+	return adm.Batch(ctx, func(b *admin.Service, tx store.Store) error {
+		for _, p := range plan.Providers {
+			if err := plan.record(ctx, b, tx, org, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // groupsAndRoutes is step 4 of Apply.

@@ -24,6 +24,7 @@ import (
 type harness struct {
 	db   *sqlstore.DB
 	svc  *admin.Service
+	snap *snapshot.Holder
 	logs *bytes.Buffer
 }
 
@@ -39,7 +40,7 @@ func newHarness(t *testing.T, dialect string, master string) *harness {
 	if err := snap.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h.svc = admin.NewService(h.db, snap, log)
+	h.svc, h.snap = admin.NewService(h.db, snap, log), snap
 	return h
 }
 
@@ -383,6 +384,29 @@ func TestImportEmptyModelList(t *testing.T) {
 		}
 		if o, p, r := h.counts(t); o+p+r != 0 {
 			t.Errorf("an empty model_list wrote %d orgs, %d providers, %d routes", o, p, r)
+		}
+	})
+}
+
+// TestImportRebuildsPerStep: an import rebuilds the snapshot once per step
+// of Plan.Apply (the providers, their import records, the routes), however
+// many entries the file has (issue 21), and a re-run that writes nothing
+// rebuilds nothing.
+func TestImportRebuildsPerStep(t *testing.T) {
+	cfg := parseFile(t, "testdata/litellm.yaml")
+	each(t, func(t *testing.T, h *harness) {
+		before := h.snap.Rebuilds()
+		h.run(t, cfg, litellm.Options{})
+		if n := h.snap.Rebuilds() - before; n != 3 {
+			t.Errorf("%d snapshot rebuilds for an import of 6 providers and 5 routes, want 3 (one per step)", n)
+		}
+		if _, o, _ := h.counts(t); o != 6 {
+			t.Errorf("%d providers after the import, want 6", o)
+		}
+		before = h.snap.Rebuilds()
+		h.run(t, cfg, litellm.Options{})
+		if n := h.snap.Rebuilds() - before; n != 0 {
+			t.Errorf("%d snapshot rebuilds for a re-run that writes nothing, want 0", n)
 		}
 	})
 }

@@ -32,6 +32,8 @@ type Store interface {
 type Admin interface {
 	Apply(ctx context.Context, d admin.Desired, opt admin.ApplyOptions) (admin.ApplyResult, error)
 	UpdateProvider(ctx context.Context, org, slug string, in admin.ProviderPatch, allowSlugChange bool) (admin.ProviderView, error)
+	// Batch runs fn's writes in one transaction, announced once.
+	Batch(ctx context.Context, fn func(svc *admin.Service, st store.Store) error) error
 }
 
 // Options say where to import, and how.

@@ -28,6 +28,11 @@ type Snapshot struct {
 	orgs        map[string]*Org
 	keys        map[string]*VirtualKey // by lookup id
 	adminTokens []adminToken
+	ix          *index
+	// diff is what a patch changed from the snapshot before (DiffFrom);
+	// nil for a built one. The next patch clears it (under the Holder's
+	// lock, as DiffFrom runs), so that snapshots do not chain in memory.
+	diff *Diff
 }
 
 // adminToken is a live (unrevoked) admin token with its scope resolved.
@@ -113,16 +118,14 @@ type VirtualKey struct {
 // Build indexes st. It never fails: rows that refer to missing parents
 // (which foreign keys prevent) are skipped.
 func Build(st *store.State, at time.Time) *Snapshot {
-	s := &Snapshot{BuiltAt: at, orgs: map[string]*Org{}, keys: map[string]*VirtualKey{}}
-	orgByID := map[int64]*Org{}
+	s := &Snapshot{BuiltAt: at, orgs: map[string]*Org{}, keys: map[string]*VirtualKey{}, ix: newIndex()}
 	for _, o := range st.Orgs {
 		org := &Org{Org: o, Providers: map[string]*Provider{}, Groups: map[string]*Group{}, Projects: map[string]*Project{}}
 		s.orgs[o.Name] = org
-		orgByID[o.ID] = org
+		s.ix.orgs[o.ID] = org
 	}
-	provByID := map[int64]*Provider{}
 	for _, p := range st.Providers {
-		org := orgByID[p.OrgID]
+		org := s.ix.orgs[p.OrgID]
 		if org == nil || p.DeletedAt != nil {
 			continue
 		}
@@ -131,72 +134,122 @@ func Build(st *store.State, at time.Time) *Snapshot {
 			pv.catalog[m] = true
 		}
 		org.Providers[p.Slug] = pv
-		provByID[p.ID] = pv
+		s.ix.providers[p.ID] = pv
 	}
-	projByID := map[int64]*Project{}
 	for _, p := range st.Projects {
-		org := orgByID[p.OrgID]
+		org := s.ix.orgs[p.OrgID]
 		if org == nil {
 			continue
 		}
 		pj := &Project{Project: p, Org: org, Routes: map[string]*Route{}}
 		org.Projects[p.Name] = pj
-		projByID[p.ID] = pj
+		s.ix.projects[p.ID] = pj
 	}
 	for _, r := range st.Routes {
-		pj := projByID[r.ProjectID]
+		pj := s.ix.projects[r.ProjectID]
 		if pj == nil {
 			continue
 		}
-		rt := &Route{Route: r}
 		for _, t := range r.Targets {
-			if pv := provByID[t.ProviderID]; pv != nil {
-				rt.Targets = append(rt.Targets, Target{Target: t, Provider: pv})
-				m := t.UpstreamModel
-				if m == "" {
-					m = r.Model
-				}
-				pv.catalog[m] = true
+			s.ix.routesOf[t.ProviderID] = append(s.ix.routesOf[t.ProviderID], r.ID)
+			if pv := s.ix.providers[t.ProviderID]; pv != nil {
+				pv.catalog[targetModel(t, r.Model)] = true
 			}
 		}
+		rt := s.route(r)
 		pj.Routes[r.Model] = rt
+		s.ix.routes[r.ID] = rt
 	}
-	for _, pv := range provByID {
+	for _, pv := range s.ix.providers {
 		pv.Catalog = sortedKeys(pv.catalog)
 	}
 	for _, g := range st.Groups {
-		org := orgByID[g.OrgID]
+		org := s.ix.orgs[g.OrgID]
 		if org == nil || g.DeletedAt != nil { // soft-deleted: slug reserved, out of routing
 			continue
 		}
-		grp := &Group{Group: g}
-		for _, m := range g.Members {
-			if pv := provByID[m.ProviderID]; pv != nil { // soft-deleted: out of rotation
-				grp.Members = append(grp.Members, Member{GroupMember: m, Provider: pv})
-			}
-		}
+		grp := s.group(g)
 		org.Groups[g.Slug] = grp
+		s.ix.groups[g.ID] = grp
 	}
 	for _, k := range st.VirtualKeys {
-		if pj := projByID[k.ProjectID]; pj != nil {
-			s.keys[k.Lookup] = &VirtualKey{VirtualKey: k, Project: pj}
+		if pj := s.ix.projects[k.ProjectID]; pj != nil {
+			vk := &VirtualKey{VirtualKey: k, Project: pj}
+			s.keys[k.Lookup] = vk
+			s.ix.keys[k.ID] = vk
 		}
 	}
-	for _, a := range st.AdminTokens {
+	s.adminTokens = s.tokens(st.AdminTokens)
+	return s
+}
+
+// index finds a snapshot's entities by id, for patches (patch.go).
+type index struct {
+	orgs      map[int64]*Org
+	projects  map[int64]*Project
+	providers map[int64]*Provider // live ones
+	routes    map[int64]*Route
+	groups    map[int64]*Group // live ones
+	keys      map[int64]*VirtualKey
+	// routesOf are the ids of the routes with a target to a provider,
+	// live or not; shared between snapshots, never written after.
+	routesOf map[int64][]int64
+}
+
+func newIndex() *index {
+	return &index{orgs: map[int64]*Org{}, projects: map[int64]*Project{}, providers: map[int64]*Provider{},
+		routes: map[int64]*Route{}, groups: map[int64]*Group{}, keys: map[int64]*VirtualKey{}, routesOf: map[int64][]int64{}}
+}
+
+// targetModel is the model a target's provider is sent for a route's
+// requests.
+func targetModel(t store.Target, route string) string {
+	if t.UpstreamModel != "" {
+		return t.UpstreamModel
+	}
+	return route
+}
+
+// route resolves r's targets to the snapshot's live providers.
+func (s *Snapshot) route(r store.Route) *Route {
+	rt := &Route{Route: r}
+	for _, t := range r.Targets {
+		if pv := s.ix.providers[t.ProviderID]; pv != nil {
+			rt.Targets = append(rt.Targets, Target{Target: t, Provider: pv})
+		}
+	}
+	return rt
+}
+
+// group resolves g's members to the snapshot's live providers.
+func (s *Snapshot) group(g store.Group) *Group {
+	grp := &Group{Group: g}
+	for _, m := range g.Members {
+		if pv := s.ix.providers[m.ProviderID]; pv != nil { // soft-deleted: out of rotation
+			grp.Members = append(grp.Members, Member{GroupMember: m, Provider: pv})
+		}
+	}
+	return grp
+}
+
+// tokens are the live admin tokens of ts with their scopes.
+func (s *Snapshot) tokens(ts []store.AdminToken) []adminToken {
+	var out []adminToken
+	for _, a := range ts {
 		if a.RevokedAt != nil {
 			continue
 		}
 		sc := AdminScope{TokenID: a.ID}
 		if a.OrgID != 0 {
-			org := orgByID[a.OrgID]
+			org := s.ix.orgs[a.OrgID]
 			if org == nil { // a foreign key prevents it; never widen to global
 				continue
 			}
 			sc.OrgID, sc.Org = org.ID, org.Name
 		}
-		s.adminTokens = append(s.adminTokens, adminToken{hash: a.Hash, scope: sc, expiresAt: a.ExpiresAt})
+		out = append(out, adminToken{hash: a.Hash, scope: sc, expiresAt: a.ExpiresAt})
 	}
-	return s
+	return out
 }
 
 func sortedKeys(m map[string]bool) []string {
@@ -257,6 +310,23 @@ type Loader interface {
 	Load(ctx context.Context) (*store.State, error)
 }
 
+// Journal is a Loader that can also say what changed since a position of
+// its change journal (store/sqlstore): a Holder on one re-reads only the
+// entities written since its last snapshot (issue 21).
+type Journal interface {
+	Loader
+	// LoadAt is Load, with the journal position of the state.
+	LoadAt(ctx context.Context) (*store.State, int64, error)
+	// LoadChanges reads what changed since the position since: ids and
+	// rows, or the whole state when the journal cannot tell or more than
+	// limit entities changed.
+	LoadChanges(ctx context.Context, since int64, limit int) (*store.Changes, error)
+}
+
+// maxChanges is how many changed entities a Holder re-reads by id; beyond
+// it, reading the whole state is as cheap.
+const maxChanges = 5000
+
 // Holder owns the current snapshot and rebuilds it from the store.
 type Holder struct {
 	st  Loader
@@ -266,7 +336,22 @@ type Holder struct {
 	// onSwap are called, under mu, with each new snapshot: consumers derive
 	// their own tables there, once per change rather than per request.
 	onSwap []func(*Snapshot)
+	// rows and pos are the state the current snapshot was built from and
+	// its journal position, when st is a Journal (under mu).
+	rows *rowSet
+	pos  int64
+	// rebuilds counts new snapshots, fullLoads the reads of the whole
+	// state among them.
+	rebuilds, fullLoads, patches atomic.Uint64
 }
+
+// Rebuilds is how many snapshots the Holder has built: tests check that
+// bulk writes rebuild once per batch, not once per entity.
+func (h *Holder) Rebuilds() uint64 { return h.rebuilds.Load() }
+
+// FullLoads is how many times the Holder read the whole routing state
+// rather than what changed since its last snapshot.
+func (h *Holder) FullLoads() uint64 { return h.fullLoads.Load() }
 
 // OnSwap registers fn to run with every new snapshot, before Reload
 // returns, and runs it now with the current one if there is one. fn must be
@@ -290,23 +375,70 @@ func (h *Holder) Current() *Snapshot { return h.cur.Load() }
 
 // Reload reads the store and swaps in a new snapshot. On error the current
 // snapshot stays in place, so a store outage degrades to stale routing
-// rather than no routing.
+// rather than no routing. With a Journal, only what changed since the
+// current snapshot is read, and the snapshot is patched (patch.go).
 func (h *Holder) Reload(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	start := time.Now()
-	st, err := h.st.Load(ctx)
+	s, err := h.next(ctx, start)
 	if err != nil {
 		return fmt.Errorf("snapshot: reload: %w", err)
 	}
-	s := Build(st, start)
+	if s == nil { // nothing changed
+		return nil
+	}
+	h.rebuilds.Add(1)
 	h.cur.Store(s)
 	for _, fn := range h.onSwap {
 		fn(s)
 	}
-	h.log.Debug("snapshot rebuilt", "orgs", len(st.Orgs), "providers", len(st.Providers),
-		"routes", len(st.Routes), "keys", len(st.VirtualKeys), "took", time.Since(start))
+	h.log.Debug("snapshot rebuilt", "took", time.Since(start))
 	return nil
+}
+
+// next returns the snapshot after the current one; nil when the journal
+// says nothing changed since.
+func (h *Holder) next(ctx context.Context, at time.Time) (*Snapshot, error) {
+	j, ok := h.st.(Journal)
+	if !ok {
+		st, err := h.st.Load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.fullLoads.Add(1)
+		return Build(st, at), nil
+	}
+	cur := h.cur.Load()
+	if h.rows == nil || cur == nil {
+		st, pos, err := j.LoadAt(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.fullLoads.Add(1)
+		h.rows, h.pos = newRowSet(st), pos
+		return Build(st, at), nil
+	}
+	ch, err := j.LoadChanges(ctx, h.pos, maxChanges)
+	if err != nil {
+		return nil, err
+	}
+	if ch.Full != nil {
+		h.fullLoads.Add(1)
+		h.rows, h.pos = newRowSet(ch.Full), ch.Pos
+		return Build(ch.Full, at), nil
+	}
+	h.pos = ch.Pos
+	if ch.IDs.Len() == 0 {
+		return nil, nil
+	}
+	h.rows.patch(&ch.IDs, &ch.Rows)
+	if s, ok := patch(cur, h.rows, &ch.IDs, at); ok {
+		cur.diff = nil
+		h.patches.Add(1)
+		return s, nil
+	}
+	return Build(h.rows.state(), at), nil
 }
 
 // EachOrg calls fn for every org.

@@ -142,7 +142,13 @@ var providerKeys = childTable[store.Provider, store.ProviderKey]{
 // attachKeys fills Keys of every provider in ps with one query. open
 // decrypts the secrets; without it Secret stays empty.
 func (s *DB) attachKeys(ctx context.Context, qr querier, ps []store.Provider, open bool) error {
-	return attachChildren(ctx, s, qr, ps, open, providerKeys, func(sc interface{ Scan(...any) error }) (int64, store.ProviderKey, error) {
+	return s.attachKeysOf(ctx, qr, ps, open, open)
+}
+
+// attachKeysOf fills the keys of ps: every key row read when all, those of
+// ps otherwise; their secrets opened when open.
+func (s *DB) attachKeysOf(ctx context.Context, qr querier, ps []store.Provider, all, open bool) error {
+	return attachChildren(ctx, s, qr, ps, all, providerKeys, func(sc interface{ Scan(...any) error }) (int64, store.ProviderKey, error) {
 		var (
 			k      store.ProviderKey
 			sealed string

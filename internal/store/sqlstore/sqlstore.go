@@ -54,6 +54,9 @@ type DB struct {
 	sealer  *secret.Sealer
 	// instance names this opened store in change announcements.
 	instance string
+	// lastPrune is when the change journal was last pruned (unix nanos),
+	// shared by the DBs bound to its transactions.
+	lastPrune *atomic.Int64
 	// sessions counts the PostgreSQL sessions the pool opened; shared by
 	// the copies Tx makes.
 	sessions *atomic.Int64
@@ -71,7 +74,7 @@ func Open(ctx context.Context, spec, dataDir string, sealer *secret.Sealer) (*DB
 		sealer = &secret.Sealer{}
 	}
 	var (
-		s   = &DB{sealer: sealer, instance: newInstance(), sessions: new(atomic.Int64)}
+		s   = &DB{sealer: sealer, instance: newInstance(), sessions: new(atomic.Int64), lastPrune: new(atomic.Int64)}
 		err error
 	)
 	switch {
