@@ -51,6 +51,14 @@ type ControllerConfig struct {
 	// connection, and a sweep closes what is left idle.
 	Client         *http.Client
 	AllowLinkLocal bool
+	// Dial, when set, dials the probes that close their connection (an
+	// Interval over readiness.ProbeIdleTimeout) instead of Client: they
+	// are sent over a minimal HTTP/1.1 connection (probehttp.go), which
+	// costs far less than a client's transport for a connection used
+	// once. It must refuse what Client's dialer refuses. With neither
+	// Client nor Dial set, the default dialer (AllowLinkLocal) is used
+	// this way.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Lease, when set, elects the one replica that runs the controller
 	// (a PostgreSQL advisory lock); the others sweep nothing.
 	Lease Lease
@@ -180,9 +188,8 @@ type Controller struct {
 	// closeConns: probe connections are not kept between sweeps (an
 	// Interval over readiness.ProbeIdleTimeout).
 	closeConns bool
-	// dial, when set, is the dialer of the controller's own client: with
-	// closeConns, probes use a probeConn (probehttp.go) through it rather
-	// than the client. A caller's Client is always used as given.
+	// dial, when set (cfg.Dial, with closeConns), sends the probes over a
+	// probeConn (probehttp.go) rather than the client.
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu     sync.Mutex
@@ -212,12 +219,14 @@ type hostHealth struct {
 // NewController returns a controller over st; changed is called after each
 // sweep that wrote a registration change.
 func NewController(st ControllerStore, cfg ControllerConfig, log *slog.Logger, changed func(context.Context)) *Controller {
-	own := cfg.Client == nil
+	if cfg.Client == nil && cfg.Dial == nil {
+		cfg.Dial = netguard.Dialer(cfg.AllowLinkLocal).DialContext
+	}
 	cfg.defaults()
 	c := &Controller{st: st, cfg: cfg, log: log, changed: changed, health: map[int64]*hostHealth{}, metrics: newMetrics(),
 		closeConns: cfg.Interval > readiness.ProbeIdleTimeout}
-	if own && c.closeConns {
-		c.dial = netguard.Dialer(cfg.AllowLinkLocal).DialContext
+	if c.closeConns {
+		c.dial = cfg.Dial
 	}
 	if cfg.Registry != nil {
 		cfg.Registry.MustRegister(collector{c})
