@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -50,6 +51,14 @@ type ControllerConfig struct {
 	// connection, and a sweep closes what is left idle.
 	Client         *http.Client
 	AllowLinkLocal bool
+	// Dial, when set, dials the probes that close their connection (an
+	// Interval over readiness.ProbeIdleTimeout) instead of Client: they
+	// are sent over a minimal HTTP/1.1 connection (probehttp.go), which
+	// costs far less than a client's transport for a connection used
+	// once. It must refuse what Client's dialer refuses. With neither
+	// Client nor Dial set, the default dialer (AllowLinkLocal) is used
+	// this way.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Lease, when set, elects the one replica that runs the controller
 	// (a PostgreSQL advisory lock); the others sweep nothing.
 	Lease Lease
@@ -179,6 +188,9 @@ type Controller struct {
 	// closeConns: probe connections are not kept between sweeps (an
 	// Interval over readiness.ProbeIdleTimeout).
 	closeConns bool
+	// dial, when set (cfg.Dial, with closeConns), sends the probes over a
+	// probeConn (probehttp.go) rather than the client.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu     sync.Mutex
 	health map[int64]*hostHealth
@@ -207,9 +219,15 @@ type hostHealth struct {
 // NewController returns a controller over st; changed is called after each
 // sweep that wrote a registration change.
 func NewController(st ControllerStore, cfg ControllerConfig, log *slog.Logger, changed func(context.Context)) *Controller {
+	if cfg.Client == nil && cfg.Dial == nil {
+		cfg.Dial = netguard.Dialer(cfg.AllowLinkLocal).DialContext
+	}
 	cfg.defaults()
 	c := &Controller{st: st, cfg: cfg, log: log, changed: changed, health: map[int64]*hostHealth{}, metrics: newMetrics(),
 		closeConns: cfg.Interval > readiness.ProbeIdleTimeout}
+	if c.closeConns {
+		c.dial = cfg.Dial
+	}
 	if cfg.Registry != nil {
 		cfg.Registry.MustRegister(collector{c})
 	}
@@ -598,13 +616,19 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 	if err != nil {
 		return probeResult{err: fmt.Errorf("bad host address: %w", err)}
 	}
-	base := "http://" + netip.AddrPortFrom(addr, uint16(port)).String()
+	hostport := netip.AddrPortFrom(addr, uint16(port)).String()
+	base := "http://" + hostport
 	rd := &readiness.Reading{BaseURL: base + "/v1"}
-	if _, err := c.get(ctx, base+"/health", "", false); err != nil {
+	var pc *probeConn
+	if c.dial != nil {
+		pc = &probeConn{dial: c.dial, addr: hostport, limit: probeBodyLimit}
+		defer pc.close()
+	}
+	if _, err := c.get(ctx, pc, base, "/health", "", false); err != nil {
 		rd.Health = err
 		// A refused connection is certain only when it is not a moment's
 		// accident: dial once more, at once.
-		refused := readiness.Refused(err) && c.refusedAgain(ctx, base)
+		refused := readiness.Refused(err) && c.refusedAgain(ctx, pc, base)
 		rd.RefusalConfirmed = refused
 		return probeResult{err: fmt.Errorf("/health: %w", err), reading: rd, refused: refused}
 	}
@@ -614,7 +638,7 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 			MaxModelLen json.RawMessage `json:"max_model_len"`
 		} `json:"data"`
 	}
-	body, err := c.get(ctx, base+"/v1/models", h.APIKey.Reveal(), c.closeConns)
+	body, err := c.get(ctx, pc, base, "/v1/models", h.APIKey.Reveal(), c.closeConns)
 	if err == nil {
 		rd.Models = body
 		if jerr := json.Unmarshal(body, &models); jerr != nil {
@@ -644,8 +668,8 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 
 // refusedAgain asks base's /health a second time and reports whether the
 // connection was refused again.
-func (c *Controller) refusedAgain(ctx context.Context, base string) bool {
-	_, err := c.get(ctx, base+"/health", "", c.closeConns)
+func (c *Controller) refusedAgain(ctx context.Context, pc *probeConn, base string) bool {
+	_, err := c.get(ctx, pc, base, "/health", "", c.closeConns)
 	return err != nil && readiness.Refused(err)
 }
 
@@ -667,10 +691,26 @@ func (c *Controller) noteSkew(h *store.Host, hh *hostHealth, res probeResult) {
 	hh.skew = res.skew
 }
 
-// get GETs url and returns the body of a 200 answer (at most 1 MiB);
-// closeConn closes the connection after it (the probe's last request).
-func (c *Controller) get(ctx context.Context, url, key string, closeConn bool) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// probeBodyLimit caps a probe's answer body.
+const probeBodyLimit = 1 << 20
+
+// get GETs base+path and returns the body of a 200 answer (at most 1
+// MiB); closeConn closes the connection after it (the probe's last
+// request). With pc it is sent on pc, otherwise through the client.
+func (c *Controller) get(ctx context.Context, pc *probeConn, base, path, key string, closeConn bool) ([]byte, error) {
+	if pc != nil {
+		a, err := pc.get(ctx, path, key, closeConn)
+		switch {
+		case err != nil:
+			return nil, err
+		case a.status >= 300 && a.status <= 399 && a.location:
+			return nil, errRedirect
+		case a.status != http.StatusOK:
+			return nil, fmt.Errorf("status %d", a.status)
+		}
+		return a.body, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -686,7 +726,7 @@ func (c *Controller) get(ctx context.Context, url, key string, closeConn bool) (
 		return nil, err
 	}
 	defer resp.Body.Close()
-	return httpbody.ReadOK(resp, 1<<20)
+	return httpbody.ReadOK(resp, probeBodyLimit)
 }
 
 // Health reports the controller's view of a host: consecutive good and
