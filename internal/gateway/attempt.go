@@ -13,9 +13,9 @@ import (
 func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, i int, tg *targetRT, key *keyRT) outcome {
 	// design 003: on an upstream-metadata provider the discovered id is
 	// always the one sent (admit took targets naming another out).
-	upstreamModel := x.model
+	upstreamModel := x.plan.model(x) // a fallback route sends its own name
 	if tg.provider.upstream || tg.id.model != "" {
-		upstreamModel = sendModel(tg, g.status(tg.provider), x.model)
+		upstreamModel = sendModel(tg, g.status(tg.provider), upstreamModel)
 	}
 	if upstreamModel == "" { // the provider went not ready since admit
 		return outcome{result: result{class: ClassConnect, err: errNotReady}}
