@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -86,7 +87,10 @@ func (p *routePlan) model(x *exchange) string {
 // admitRoute is admit, with the context fallback: a request that the
 // route's pool refuses as context_length_exceeded is admitted against its
 // context fallback instead (and that one's, up to store.MaxFallbackDepth),
-// which becomes x.plan. Only a route plan that is not pinned has one.
+// which becomes x.plan. Only a route plan that is not pinned has one. A
+// route that cannot take the request at all (nothing ready, draining, at
+// its max_concurrency) passes it to the first of its fallback routes that
+// admits it, as a failed attempt would.
 func (g *Gateway) admitRoute(w http.ResponseWriter, x *exchange) (func(), *apiError) {
 	release, e := g.admit(x)
 	for depth := 0; e != nil && e.Code == policy.CodeContextLengthExceeded && depth < store.MaxFallbackDepth; depth++ {
@@ -99,7 +103,28 @@ func (g *Gateway) admitRoute(w http.ResponseWriter, x *exchange) (func(), *apiEr
 		w.Header().Set(FallbackHeader, fb.route)
 		release, e = g.admit(x)
 	}
-	return release, e
+	if e == nil || x.origin == nil || x.plan.pinned || !fallbackEligible(x, e) {
+		return release, e
+	}
+	x.skip = append(x.skip, x.plan)
+	for _, fb := range x.origin.fallbacks {
+		if slices.Contains(x.skip, fb) {
+			continue
+		}
+		x.plan, x.facts, x.adm = fb, nil, nil
+		x.skip = append(x.skip, fb)
+		rel, fe := g.admit(x)
+		if fe != nil {
+			if rel != nil {
+				rel()
+			}
+			continue
+		}
+		x.fallback = fb.route
+		w.Header().Set(FallbackHeader, fb.route)
+		return rel, nil
+	}
+	return nil, e
 }
 
 // fallBack tries the fallback routes of the caller's route after every
@@ -110,13 +135,15 @@ func (g *Gateway) fallBack(w http.ResponseWriter, r *http.Request, x *exchange, 
 	if origin == nil || origin.pinned || x.plan.pinned || !fallbackEligible(x, e) {
 		return e
 	}
+	x.skip = append(x.skip, x.plan)
 	for _, fb := range origin.fallbacks {
 		if !g.clock.Now().Before(deadline) {
 			break // no new attempt starts after the retry deadline
 		}
-		if fb == x.plan {
-			continue
+		if slices.Contains(x.skip, fb) {
+			continue // served already, or refused at admission
 		}
+		x.skip = append(x.skip, fb)
 		x.plan, x.facts, x.adm, x.translated = fb, nil, nil, nil
 		release, aerr := g.admit(x)
 		if aerr == nil {

@@ -378,3 +378,67 @@ func TestFallbackNeverApplies(t *testing.T) {
 		t.Fatalf("broken stream: good %d, events %q", good.count(), events)
 	}
 }
+
+// posts counts the requests u received with a body: completions, not
+// readiness probes.
+func posts(u *upstream) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, b := range u.bodies {
+		if b != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// "vLLM first, OpenAI only when it's down": a route whose only provider
+// is not ready (its health probe fails) is served by its fallback route,
+// without an attempt on the route; once the provider is ready again the
+// route serves itself.
+func TestFallbackWhenRouteNotReady(t *testing.T) {
+	h := newProbedHarness(t, Config{})
+	var down atomic.Bool
+	local := newUpstream(t, func(w http.ResponseWriter, r *http.Request, b []byte) {
+		if down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		if r.Method == http.MethodGet { // health and metadata probes
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"object":"list","data":[]}`))
+			return
+		}
+		answerChat("local")(w, r, b)
+	})
+	cloud := newUpstream(t, answerChat("gpt-4o"))
+	pl := h.provider("vllm", local.base(), store.ProviderSettings{})
+	pc := h.provider("openai", cloud.base(), store.ProviderSettings{})
+	h.createRoute(store.Route{Model: "cloud", Targets: []store.Target{{ProviderID: pc, UpstreamModel: "gpt-4o", Weight: 1}}})
+	h.createRoute(store.Route{Model: "chat", Fallbacks: []string{"cloud"}, Targets: []store.Target{{ProviderID: pl, Weight: 1}}})
+	h.probe()
+	resp := h.post("/v1/chat/completions", chat("chat"))
+	readAll(t, resp)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Rolter-Fallback") != "" || posts(cloud) != 0 {
+		t.Fatalf("ready route: %d %q, cloud %d", resp.StatusCode, resp.Header.Get("X-Rolter-Fallback"), posts(cloud))
+	}
+	down.Store(true)
+	h.probe()
+	before := posts(local)
+	resp = h.post("/v1/chat/completions", chat("chat"))
+	body := readAll(t, resp)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Rolter-Fallback") != "cloud" || modelOf(t, body) != "chat" || posts(local) != before {
+		t.Fatalf("route not ready: %d %q %s (local got %d requests)", resp.StatusCode, resp.Header.Get("X-Rolter-Fallback"), body, posts(local)-before)
+	}
+	if rec := h.lastUsage(2); rec.Fallback != "cloud" || rec.Attempts != 1 || rec.Route != "chat" {
+		t.Fatalf("usage %+v", rec)
+	}
+	down.Store(false)
+	h.probe()
+	resp = h.post("/v1/chat/completions", chat("chat"))
+	readAll(t, resp)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Rolter-Fallback") != "" || posts(cloud) != 1 {
+		t.Fatalf("ready again: %d %q, cloud %d", resp.StatusCode, resp.Header.Get("X-Rolter-Fallback"), posts(cloud))
+	}
+}

@@ -240,8 +240,9 @@ type exchange struct {
 	plan     *routePlan
 	origin   *routePlan
 	fallback string
-	facts    *planFacts // the plan's admission facts (routable.go), set by admit
-	adm      *admission // per policy results (admit.go); nil for endpoints without output
+	skip     []*routePlan // routes this request tried or found unable to take it (fallback.go)
+	facts    *planFacts   // the plan's admission facts (routable.go), set by admit
+	adm      *admission   // per policy results (admit.go); nil for endpoints without output
 	// api is the client's API (from the endpoint): it picks each target's
 	// pairing (tg.provider.pairs[api]) and the shape of the gateway's own
 	// errors.
