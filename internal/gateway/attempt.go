@@ -86,6 +86,18 @@ func (g *Gateway) exchangeWith(ctx context.Context, c call, pr pairing, tg *targ
 				return c.outcome(result{class: ClassModelGone, status: resp.StatusCode, err: errModelGone})
 			}
 		}
+		if overflowed(c.x, resp.StatusCode) {
+			// A prompt too long for this pool, and the route has a
+			// context fallback: not relayed, the request moves there
+			// (fallback.go).
+			if head == nil {
+				head, _ = io.ReadAll(io.LimitReader(resp.Body, modelGoneSniff))
+			}
+			if contextExceeded(head) {
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+				return c.outcome(result{class: ClassCaller, status: resp.StatusCode, overflow: true})
+			}
+		}
 		// The caller's fault: relay unchanged, no retry.
 		w := c.w
 		copyResponseHeaders(w.Header(), resp.Header)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"net/http"
 	"slices"
 	"strconv"
@@ -125,6 +126,64 @@ func (g *Gateway) admitRoute(w http.ResponseWriter, x *exchange) (func(), *apiEr
 		return rel, nil
 	}
 	return nil, e
+}
+
+// overflowed reports whether an upstream's status may say that the prompt
+// exceeds its context and the request has a context fallback to go to:
+// only then is a 400 read before it is relayed.
+func overflowed(x *exchange, status int) bool {
+	return status == http.StatusBadRequest && x.plan.ctxFallback != nil && !x.plan.pinned
+}
+
+// contextExceeded reports whether a 400 body says the prompt is too long
+// for the upstream's context: OpenAI's code, or vLLM's and others' words.
+func contextExceeded(body []byte) bool {
+	return bytes.Contains(body, []byte(policy.CodeContextLengthExceeded)) ||
+		bytes.Contains(bytes.ToLower(body), []byte("maximum context length"))
+}
+
+// errOverflow is the answer when an upstream said the prompt exceeds its
+// context and no context fallback could serve: the upstream's body is not
+// relayed (it was read to decide), so the gateway says it in its words.
+func errOverflow() *apiError {
+	return newError(http.StatusBadRequest, policy.CodeContextLengthExceeded,
+		"the upstream answered that the request exceeds its context length, and no context fallback could serve it")
+}
+
+// overflowed moves a request whose upstream said the prompt exceeds its
+// context (a pool whose context rolter does not know, else admission
+// would have) to the route's context fallback, as admission does. It
+// returns the error to answer with, nil when the fallback answered.
+func (g *Gateway) overflowed(w http.ResponseWriter, r *http.Request, x *exchange, e *apiError, deadline time.Time) *apiError {
+	for depth := 0; depth < store.MaxFallbackDepth; depth++ {
+		fb := x.plan.ctxFallback
+		if fb == nil || x.plan.pinned || slices.Contains(x.skip, fb) {
+			return e
+		}
+		x.skip = append(x.skip, x.plan, fb)
+		x.plan, x.facts, x.adm, x.translated = fb, nil, nil, nil
+		release, aerr := g.admit(x)
+		if aerr == nil {
+			aerr = x.translate(x.translateInput())
+		}
+		if aerr != nil {
+			if release != nil {
+				release()
+			}
+			return aerr // its own refusal: the caller's to read
+		}
+		x.fallback = fb.route
+		w.Header().Set(FallbackHeader, fb.route)
+		next := g.forwardPlan(w, r, x, deadline)
+		if release != nil {
+			release()
+		}
+		if next == nil || next.Code != policy.CodeContextLengthExceeded {
+			return next
+		}
+		e = next
+	}
+	return e
 }
 
 // fallBack tries the fallback routes of the caller's route after every

@@ -442,3 +442,43 @@ func TestFallbackWhenRouteNotReady(t *testing.T) {
 		t.Fatalf("ready again: %d %q, cloud %d", resp.StatusCode, resp.Header.Get("X-Rolter-Fallback"), posts(cloud))
 	}
 }
+
+// A pool whose context rolter does not know: the upstream's own 400 for a
+// too-long prompt sends the request to the context fallback; any other
+// 400 is relayed unchanged, as is the overflow on a route without one.
+func TestContextFallbackOnUpstreamOverflow(t *testing.T) {
+	h := newHarness(t, Config{})
+	const overflow = `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 9000 tokens.","type":"BadRequestError","param":null,"code":400}`
+	const other = `{"error":{"message":"temperature must be at most 2","code":"invalid_value"}}`
+	var answer atomic.Value
+	answer.Store(overflow)
+	small := newUpstream(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(answer.Load().(string)))
+	})
+	big := newUpstream(t, answerChat("big-model"))
+	ps := h.provider("vllm", small.base(), store.ProviderSettings{})
+	pb := h.provider("openai", big.base(), store.ProviderSettings{})
+	h.createRoute(store.Route{Model: "long", Targets: []store.Target{{ProviderID: pb, UpstreamModel: "big-model", Weight: 1}}})
+	h.createRoute(store.Route{Model: "short", ContextFallback: "long", Targets: []store.Target{{ProviderID: ps, Weight: 1}}})
+	h.createRoute(store.Route{Model: "short-only", Targets: []store.Target{{ProviderID: ps, Weight: 1}}})
+
+	resp := h.post("/v1/chat/completions", chat("short"))
+	body := readAll(t, resp)
+	if resp.StatusCode != 200 || modelOf(t, body) != "short" || resp.Header.Get("X-Rolter-Fallback") != "long" || posts(big) != 1 {
+		t.Fatalf("overflow: %d %q %s", resp.StatusCode, resp.Header.Get("X-Rolter-Fallback"), body)
+	}
+	if rec := h.lastUsage(1); rec.Fallback != "long" || rec.Status != 200 || rec.Attempts != 2 {
+		t.Fatalf("usage %+v", rec)
+	}
+	resp = h.post("/v1/chat/completions", chat("short-only"))
+	if body := readAll(t, resp); resp.StatusCode != 400 || body != overflow {
+		t.Fatalf("without a context fallback: %d %s", resp.StatusCode, body)
+	}
+	answer.Store(other)
+	resp = h.post("/v1/chat/completions", chat("short"))
+	if body := readAll(t, resp); resp.StatusCode != 400 || body != other || resp.Header.Get("X-Rolter-Fallback") != "" || posts(big) != 1 {
+		t.Fatalf("another 400: %d %q %s", resp.StatusCode, resp.Header.Get("X-Rolter-Fallback"), body)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/rolter/rolter/internal/policy"
 )
 
 // result is how one attempt ended.
@@ -15,6 +17,7 @@ type result struct {
 	retryAfter time.Duration // from a 429
 	committed  bool          // bytes reached the client: no more failover
 	refused    bool          // the connection was refused: nothing reached the upstream (routable.go)
+	overflow   bool          // a 400 saying the prompt exceeds the context, not relayed (fallback.go)
 	model      string        // the model id sent upstream (for a stale mark)
 	// err is why the attempt failed, wrapping the transport or read error
 	// when there was one; nil on success and for a relayed caller error.
@@ -28,6 +31,9 @@ type result struct {
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 	deadline := g.clock.Now().Add(g.cfg.RetryDeadline)
 	e := g.forwardPlan(w, r, x, deadline)
+	if e != nil && e.Code == policy.CodeContextLengthExceeded {
+		e = g.overflowed(w, r, x, e, deadline)
+	}
 	if e != nil {
 		e = g.fallBack(w, r, x, e, deadline)
 	}
@@ -132,6 +138,11 @@ func (g *Gateway) forwardPlan(w http.ResponseWriter, r *http.Request, x *exchang
 		g.logAttempt(x, tg, res)
 
 		v := verdicts[res.class]
+		if res.overflow {
+			x.record(o)
+			x.status, x.class = res.status, res.class
+			return errOverflow()
+		}
 		if res.class == ClassNone || res.committed || !v.retry {
 			x.record(o)
 			x.status, x.class = res.status, res.class
