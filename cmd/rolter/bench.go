@@ -33,6 +33,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Streams, "streams", 10000, "streams of the idle-streams scenario")
 	fs.IntVar(&o.KeyRPM, "key-rpm", 0, "rpm_limit of the bench key (0: none), to measure the rate limit check")
 	fs.IntVar(&o.KeyTPM, "key-tpm", 0, "tpm_limit of the bench key (0: none)")
+	fs.BoolVar(&o.Trace, "trace", false, "also run each core scenario through a gateway exporting OpenTelemetry spans to a sink in the bench; report CPU per request with tracing off and on")
 	fs.StringVar(&scenarios, "scenarios", "default", `comma-separated scenario names, "default" or "all" (see docs/performance.md)`)
 	fs.IntVar(&o.Fleet.Hosts, "hosts", 100, "fake GPU boxes of the fleet scenario")
 	fs.DurationVar(&o.Fleet.AgentInterval, "fleet-agent-interval", 10e9, "fleet scenario: how often each fake agent polls /vllm/config")

@@ -46,6 +46,10 @@ type Options struct {
 	KeyRPM, KeyTPM int
 	// Fleet tunes the fleet scenario.
 	Fleet FleetOptions
+	// Trace runs each core scenario a third time, through a second
+	// gateway exporting OpenTelemetry spans to a sink in the bench
+	// (trace.go), and reports the CPU per request with tracing off and on.
+	Trace bool
 }
 
 // keyFields are the bench key's admin API fields.
@@ -171,24 +175,50 @@ func (b *run) runCore(ctx context.Context, scs []scenario, mock *child, mockURL 
 		return err
 	}
 	defer gw.stop()
-	direct, via := mockEndpoint(mockURL), gw.endpoint()
+	type path struct {
+		ep endpoint
+		gw *child // the gateway whose CPU the phase reads
+	}
+	paths := []path{{mockEndpoint(mockURL), gw.child}, {gw.endpoint(), gw.child}}
+	var sink *traceSink
+	if b.opts.Trace {
+		tgw, s, err := b.startTracedGateway(ctx, mockURL)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		defer tgw.stop()
+		sink = s
+		ep := tgw.endpoint()
+		ep.via = traceVia
+		paths = append(paths, path{ep, tgw.child})
+	}
 	// One request each way before any load, so that a broken setup fails
 	// with its reason instead of as a table of errors.
-	for _, ep := range []endpoint{direct, via} {
-		c := newClient(ep, shape{chunks: streamChunks}, 1)
+	for _, pt := range paths {
+		c := newClient(pt.ep, shape{chunks: streamChunks}, 1)
 		s := c.do(ctx, time.Now())
 		c.close()
 		if s.err != "" {
-			return fmt.Errorf("smoke request %s: %s", ep.via, s.err)
+			return fmt.Errorf("smoke request %s: %s", pt.ep.via, s.err)
 		}
 	}
 	for _, sc := range scs {
-		for _, ep := range []endpoint{direct, via} {
-			p, err := b.phase(ctx, sc, ep, gw.child, mock)
+		for _, pt := range paths {
+			spans := 0
+			if pt.ep.via == traceVia {
+				spans = sink.spans()
+			}
+			p, err := b.phase(ctx, sc, pt.ep, pt.gw, mock)
 			if err != nil {
 				return err
 			}
 			b.rep.add(p)
+			if pt.ep.via == traceVia {
+				if err := b.rep.addTrace(sc.name, sink.spans()-spans); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
@@ -221,7 +251,7 @@ func (b *run) phaseFor(ctx context.Context, sc scenario, ep endpoint, gw, mock *
 		}
 		return c.closedLoop(ctx, sc.conc, dur), 0
 	}
-	load(b.opts.Warmup)
+	warm, _ := load(b.opts.Warmup)
 	for _, ch := range []*child{gw, mock} {
 		if !resetPeak(ch.pid()) {
 			b.rep.Settings.PeakSincePhase = false
@@ -237,7 +267,7 @@ func (b *run) phaseFor(ctx context.Context, sc scenario, ep endpoint, gw, mock *
 	if ctx.Err() != nil {
 		return Phase{}, ctx.Err()
 	}
-	if ep.via == "rolter" {
+	if ep.via != "direct" {
 		time.Sleep(settle)
 	}
 	after, err := b.sampleAll(gw, mock)
@@ -246,7 +276,7 @@ func (b *run) phaseFor(ctx context.Context, sc scenario, ep endpoint, gw, mock *
 	}
 
 	p := Phase{Scenario: sc.name, Via: ep.via, Stream: sc.stream, Concurrency: sc.conc, Rate: sc.rate,
-		Requests: len(samples), Dropped: dropped, Seconds: elapsed.Seconds()}
+		Requests: len(samples), Dropped: dropped, Seconds: elapsed.Seconds(), warmup: len(warm)}
 	lat := make([]time.Duration, 0, len(samples))
 	var ttfe []time.Duration
 	for _, s := range samples {
@@ -277,14 +307,14 @@ func (b *run) phaseFor(ctx context.Context, sc scenario, ep endpoint, gw, mock *
 	}
 	p.MockCPU, p.ClientCPU = perReq(1), perReq(2)
 	p.MockPeakRSS = after[1].hwm
-	if ep.via == "rolter" {
+	if ep.via != "direct" {
 		p.GatewayCPU, p.GatewayPeakRSS = perReq(0), after[0].hwm
 		if p.MockCPU > 0 {
 			p.CPURatio = p.GatewayCPU / p.MockCPU
 		}
 	}
 	gwCPU := "-"
-	if ep.via == "rolter" {
+	if ep.via != "direct" {
 		gwCPU = fmt.Sprintf("%.1f", p.GatewayCPU)
 	}
 	fmt.Fprintf(b.opts.Progress, "%-12s %-6s %7.0f req/s  p50 %.3f ms  gw %s µs/req  mock %.1f µs/req  errors %d\n",

@@ -92,13 +92,14 @@ func (t *tail) String() string {
 	return strings.TrimSpace(string(t.b))
 }
 
-// childEnv is the bench's environment without ROLTER_* variables, so that
-// a developer's shell settings (a store URL, a config file) cannot leak into
-// the measured processes, plus extra.
+// childEnv is the bench's environment without ROLTER_* and OTEL_*
+// variables, so that a developer's shell settings (a store URL, a config
+// file, a trace collector) cannot leak into the measured processes, plus
+// extra.
 func childEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ROLTER_") {
+		if !strings.HasPrefix(kv, "ROLTER_") && !strings.HasPrefix(kv, "OTEL_") {
 			env = append(env, kv)
 		}
 	}

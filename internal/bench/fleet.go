@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,6 +98,13 @@ type FleetResult struct {
 	FirstError    string  `json:"first_error,omitempty"`
 	LeaveRoutingS float64 `json:"leave_routing_s"`
 	DeregisteredS float64 `json:"deregistered_s"`
+	// The same, per killed box from its first refusal (the gateway's
+	// rolter_upstream_refusals_total moved, or the controller's probe
+	// failed), the largest over the killed boxes: what a box costs once
+	// something met it dead. Seen every 500 ms, so ±0.5 s. -1: not seen.
+	LeaveAfterRefusalS   float64 `json:"leave_routing_after_refusal_s"`
+	DeregAfterRefusalS   float64 `json:"deregistered_after_refusal_s"`
+	ProbeIntervalsToDown float64 `json:"deregistered_after_refusal_probe_intervals"`
 }
 
 // runFleet runs the fleet scenario.
@@ -249,20 +258,34 @@ func (b *run) fleetKill(ctx context.Context, gw *gatewayProc, byID map[int64]*bo
 		byID[id].kill()
 	}
 	res.LeaveRoutingS, res.DeregisteredS = -1, -1
+	w := newKillWatch(killed)
 	wait := 30*time.Second + time.Duration(o.FailAfter+2)*o.ProbeInterval
 	_ = waitFor(ctx, wait, func() (bool, error) {
-		if res.LeaveRoutingS < 0 {
-			if out, err := fleetProvidersOut(ctx, gw, byID, killed); err == nil && out {
-				res.LeaveRoutingS = time.Since(killAt).Seconds()
-			}
+		refusing := refusalCounts(ctx, gw.url)
+		hs, err := fleetHosts(ctx, gw)
+		if err != nil {
+			return false, err
 		}
-		if res.DeregisteredS < 0 {
-			if hs, err := fleetHosts(ctx, gw); err == nil && countState(hs, "down", killed) == len(killed) {
-				res.DeregisteredS = time.Since(killAt).Seconds()
-			}
+		out, err := fleetProvidersOut(ctx, gw, hs, killed)
+		if err != nil {
+			return false, err
+		}
+		// A poll of a hundred providers takes a while on a loaded
+		// machine: what it saw is timed at its end, the later bound.
+		now := time.Now()
+		w.observe(now, hs, refusing, out)
+		if res.LeaveRoutingS < 0 && len(out) == len(killed) {
+			res.LeaveRoutingS = now.Sub(killAt).Seconds()
+		}
+		if res.DeregisteredS < 0 && countState(hs, "down", killed) == len(killed) {
+			res.DeregisteredS = now.Sub(killAt).Seconds()
 		}
 		return res.LeaveRoutingS >= 0 && res.DeregisteredS >= 0, nil
 	})
+	res.LeaveAfterRefusalS, res.DeregAfterRefusalS = w.worst()
+	if res.DeregAfterRefusalS >= 0 {
+		res.ProbeIntervalsToDown = res.DeregAfterRefusalS / o.ProbeInterval.Seconds()
+	}
 	<-loadDone
 	// A dropped request was due and never sent: the load fell behind, a
 	// failure of the run the report must not hide.
@@ -313,6 +336,9 @@ type fleetHost struct {
 	ID       int64  `json:"id"`
 	State    string `json:"state"`
 	Provider string `json:"provider"`
+	Probe    *struct {
+		ConsecutiveFailures int `json:"consecutive_failures"`
+	} `json:"probe"`
 }
 
 // fleetHosts lists every host of the bench's org.
@@ -349,15 +375,16 @@ func countState(hs []fleetHost, state string, only map[int64]bool) int {
 	return n
 }
 
-// fleetProvidersOut reports whether every killed host's provider is out
-// of routing: not ready, or gone.
-func fleetProvidersOut(ctx context.Context, gw *gatewayProc, byID map[int64]*box, killed map[int64]bool) (bool, error) {
-	hs, err := fleetHosts(ctx, gw)
-	if err != nil {
-		return false, err
-	}
+// fleetProvidersOut returns the killed hosts whose provider is out of
+// routing: not ready, gone, or deregistered (down).
+func fleetProvidersOut(ctx context.Context, gw *gatewayProc, hs []fleetHost, killed map[int64]bool) (map[int64]bool, error) {
+	out := map[int64]bool{}
 	for _, h := range hs {
-		if !killed[h.ID] || h.Provider == "" || h.State != "serving" {
+		if !killed[h.ID] {
+			continue
+		}
+		if h.Provider == "" || h.State != "serving" {
+			out[h.ID] = true
 			continue
 		}
 		var pv struct {
@@ -369,15 +396,105 @@ func fleetProvidersOut(ctx context.Context, gw *gatewayProc, byID map[int64]*box
 		if _, err := gw.adminCall(ctx, http.MethodGet, "/admin/v1/orgs/"+orgName+"/providers/"+h.Provider, nil, &pv); err != nil {
 			var se *adminStatusError
 			if errors.As(err, &se) && se.status == http.StatusNotFound {
-				continue // gone
+				out[h.ID] = true // gone
+				continue
 			}
-			return false, err
+			return nil, err
 		}
-		if pv.DeletedAt == nil && (pv.Readiness == nil || pv.Readiness.State != "not_ready") {
-			return false, nil
+		if pv.DeletedAt != nil || (pv.Readiness != nil && pv.Readiness.State == "not_ready") {
+			out[h.ID] = true
 		}
 	}
-	return true, nil
+	return out, nil
+}
+
+// killWatch times, per killed host, its first refusal, its leaving
+// routing and its deregistration, as seen by polling.
+type killWatch struct {
+	refused, out, down map[int64]time.Time
+	killed             map[int64]bool
+}
+
+func newKillWatch(killed map[int64]bool) *killWatch {
+	return &killWatch{refused: map[int64]time.Time{}, out: map[int64]time.Time{}, down: map[int64]time.Time{}, killed: killed}
+}
+
+// observe records one poll at now: the hosts, the gateway's refusal
+// counts by provider slug, and the hosts out of routing. Something met a
+// box dead once the gateway counted a refusal of its provider or the
+// controller counted a failed probe (or it is out already).
+func (w *killWatch) observe(now time.Time, hs []fleetHost, refusing map[string]float64, out map[int64]bool) {
+	first := func(m map[int64]time.Time, id int64) {
+		if _, ok := m[id]; !ok {
+			m[id] = now
+		}
+	}
+	for _, h := range hs {
+		if !w.killed[h.ID] {
+			continue
+		}
+		if refusing[h.Provider] > 0 || (h.Probe != nil && h.Probe.ConsecutiveFailures > 0) || out[h.ID] || h.State == "down" {
+			first(w.refused, h.ID)
+		}
+		if out[h.ID] {
+			first(w.out, h.ID)
+		}
+		if h.State == "down" {
+			first(w.down, h.ID)
+		}
+	}
+}
+
+// worst is the longest time from a killed box's first refusal to its
+// leaving routing, and to its deregistration; -1 when some box was not
+// seen doing it.
+func (w *killWatch) worst() (leave, dereg float64) {
+	span := func(to map[int64]time.Time) float64 {
+		worst := 0.0
+		for id := range w.killed {
+			at, ok := to[id]
+			from, seen := w.refused[id]
+			if !ok || !seen {
+				return -1
+			}
+			worst = max(worst, at.Sub(from).Seconds())
+		}
+		return worst
+	}
+	return span(w.out), span(w.down)
+}
+
+// refusalCounts reads the gateway's rolter_upstream_refusals_total by
+// provider slug; empty when /metrics cannot be read.
+func refusalCounts(ctx context.Context, base string) map[string]float64 {
+	out := map[string]float64{}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return out
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "rolter_upstream_refusals_total{") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, `provider="`)
+		slug, rest, ok := strings.Cut(rest, `"`)
+		if !ok {
+			continue
+		}
+		_, value, _ := strings.Cut(rest, "} ")
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			out[slug] = v
+		}
+	}
+	return out
 }
 
 func (f *FleetResult) print(w io.Writer) {
@@ -391,6 +508,8 @@ func (f *FleetResult) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  kill %d boxes under chat load: %d of %d requests failed (%d dropped); out of routing after %s, deregistered after %s\n",
 		f.Killed, f.Failed, f.Requests, f.Dropped, seconds(f.LeaveRoutingS), seconds(f.DeregisteredS))
+	fmt.Fprintf(w, "  from each box's first refusal (worst box): out of routing after %s, deregistered after %s (%.2f probe intervals)\n",
+		seconds(f.LeaveAfterRefusalS), seconds(f.DeregAfterRefusalS), f.ProbeIntervalsToDown)
 	if f.FirstError != "" {
 		fmt.Fprintf(w, "  first error: %s\n", f.FirstError)
 	}

@@ -73,8 +73,6 @@ func TestFleetProvidersOutOnlyGoneOn404(t *testing.T) {
 	status := http.StatusNotFound
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case "/admin/v1/orgs/" + orgName + "/hosts":
-			fmt.Fprint(w, `{"data":[{"id":7,"state":"serving","provider":"fleet-7"},{"id":8,"state":"serving","provider":"fleet-8"}]}`)
 		case "/admin/v1/orgs/" + orgName + "/providers/fleet-7":
 			w.WriteHeader(status)
 			fmt.Fprint(w, `{"error":{"code":"x","message":"x"}}`)
@@ -85,20 +83,45 @@ func TestFleetProvidersOutOnlyGoneOn404(t *testing.T) {
 	}))
 	defer srv.Close()
 	gw := &gatewayProc{url: srv.URL, admin: "ra-test"}
+	hs := []fleetHost{{ID: 7, State: "serving", Provider: "fleet-7"}, {ID: 8, State: "serving", Provider: "fleet-8"}}
 	killed := map[int64]bool{7: true}
 	ctx := context.Background()
-	if out, err := fleetProvidersOut(ctx, gw, nil, killed); !out || err != nil {
+	if out, err := fleetProvidersOut(ctx, gw, hs, killed); !out[7] || err != nil {
 		t.Fatalf("provider gone (404): out %v, %v", out, err)
 	}
 	for _, status = range []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusUnauthorized} {
-		out, err := fleetProvidersOut(ctx, gw, nil, killed)
+		out, err := fleetProvidersOut(ctx, gw, hs, killed)
 		var se *adminStatusError
-		if out || !errors.As(err, &se) || se.status != status {
+		if out[7] || !errors.As(err, &se) || se.status != status {
 			t.Fatalf("provider read answered %d: out %v, %v", status, out, err)
 		}
 	}
 	srv.Close()
-	if out, err := fleetProvidersOut(ctx, gw, nil, killed); out || err == nil {
+	if out, err := fleetProvidersOut(ctx, gw, hs, killed); out[7] || err == nil {
 		t.Fatalf("gateway unreachable: out %v, %v", out, err)
+	}
+	// A killed host already down needs no provider read.
+	if out, err := fleetProvidersOut(ctx, gw, []fleetHost{{ID: 7, State: "down"}}, killed); !out[7] || err != nil {
+		t.Fatalf("down host: out %v, %v", out, err)
+	}
+}
+
+// The kill watch times each box from its own first refusal: the worst
+// box's span, -1 while some box was never seen out.
+func TestKillWatchFromFirstRefusal(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	w := newKillWatch(map[int64]bool{1: true, 2: true})
+	serving := []fleetHost{{ID: 1, State: "serving", Provider: "host-1"}, {ID: 2, State: "serving", Provider: "host-2"}}
+	w.observe(t0, serving, nil, nil)
+	w.observe(t0.Add(time.Second), serving, map[string]float64{"host-1": 1}, nil)
+	w.observe(t0.Add(2*time.Second), serving, map[string]float64{"host-1": 3}, map[int64]bool{1: true})
+	if leave, dereg := w.worst(); leave != -1 || dereg != -1 {
+		t.Fatalf("box 2 not seen out: %v %v", leave, dereg)
+	}
+	down := []fleetHost{{ID: 1, State: "down"}, {ID: 2, State: "down"}}
+	w.observe(t0.Add(9*time.Second), down, nil, map[int64]bool{1: true, 2: true})
+	// Box 1: refused at 1s, out at 2s, down at 9s; box 2: all at 9s.
+	if leave, dereg := w.worst(); leave != 1 || dereg != 8 {
+		t.Fatalf("worst spans: leave %v, deregistered %v; want 1 and 8", leave, dereg)
 	}
 }

@@ -39,6 +39,12 @@ type gatewayProc struct {
 // more than one target, the route and its providers are seeded instead
 // (seedPool). extra are more `rolter serve` flags.
 func startGateway(ctx context.Context, exe, mockURL string, routes, pool int, keyFields map[string]any, extra ...string) (*gatewayProc, error) {
+	return startGatewayEnv(ctx, nil, exe, mockURL, routes, pool, keyFields, extra...)
+}
+
+// startGatewayEnv is startGateway with env added to the child's
+// environment.
+func startGatewayEnv(ctx context.Context, env []string, exe, mockURL string, routes, pool int, keyFields map[string]any, extra ...string) (*gatewayProc, error) {
 	dir, err := os.MkdirTemp("", "rolter-bench-")
 	if err != nil {
 		return nil, err
@@ -74,7 +80,7 @@ func startGateway(ctx context.Context, exe, mockURL string, routes, pool int, ke
 	// need (it makes its own key below), so stdout is discarded.
 	g.child, err = startChild(fmt.Sprintf("gateway (%d routes)", routes), exe, append([]string{"serve",
 		"--listen", addr, "--data-dir", dir, "--log-level", "error", "--shutdown-timeout", "2s"}, extra...),
-		childEnv("ROLTER_ADMIN_TOKEN="+g.admin), nil)
+		childEnv(append([]string{"ROLTER_ADMIN_TOKEN=" + g.admin}, env...)...), nil)
 	if err != nil {
 		return nil, err
 	}

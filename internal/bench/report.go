@@ -17,6 +17,7 @@ type Report struct {
 	Routes   []RoutesResult `json:"routes,omitempty"`
 	Idle     *IdleResult    `json:"idle_streams,omitempty"`
 	Fleet    *FleetResult   `json:"fleet,omitempty"`
+	Tracing  []TraceResult  `json:"tracing,omitempty"` // --trace (trace.go)
 	Targets  []TargetResult `json:"targets"`
 	Notes    []string       `json:"notes,omitempty"`
 	TookS    float64        `json:"took_s"`
@@ -73,6 +74,7 @@ type Phase struct {
 	// Peak RSS (VmHWM) during the phase, bytes.
 	GatewayPeakRSS int64 `json:"gateway_peak_rss_bytes,omitempty"`
 	MockPeakRSS    int64 `json:"mock_peak_rss_bytes"`
+	warmup         int   // requests sent in the warm-up
 }
 
 // RoutesResult is the routes scenario at one catalog size.
@@ -185,7 +187,7 @@ func (r *Report) Print(w io.Writer) {
 				ttfe50, ttfe99 = f3(p.TTFE.P50), f3(p.TTFE.P99)
 			}
 			gw, ratio, rss := "-", "-", "-"
-			if p.Via == "rolter" {
+			if p.Via != "direct" {
 				gw, ratio, rss = f1(p.GatewayCPU), fmt.Sprintf("%.2f", p.CPURatio), mb(p.GatewayPeakRSS)
 			}
 			errs := fmt.Sprint(p.Errors)
@@ -227,6 +229,7 @@ func (r *Report) Print(w io.Writer) {
 	if f := r.Fleet; f != nil {
 		f.print(w)
 	}
+	r.printTracing(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "target\twant\tgot\t")

@@ -87,6 +87,13 @@ type ControllerConfig struct {
 	// it is newer than the store's, which may lag by the liveness batch.
 	LastFetch func(id int64) (time.Time, bool)
 
+	// Changes, when set, moves whenever hosts may have changed
+	// (Handler.Generation: every snapshot swap, admin write to hosts,
+	// announcement). The drain checks then list hosts only when it moved
+	// or while a drain runs, not every DrainInterval: a drain starts with
+	// a write that moves it.
+	Changes func() uint64
+
 	// Registry, when set, receives the fleet metrics (metrics.go).
 	Registry prometheus.Registerer
 	// OrgName names an org for metric labels; nil or "" labels it by id.
@@ -177,6 +184,10 @@ type Controller struct {
 	health map[int64]*hostHealth
 	// samples are the hosts as last listed, for the gauges.
 	samples []hostSample
+	// drainsSeen is the Changes value of the last drain check's listing
+	// (0: none yet) and drainsOpen whether it found a drain not done.
+	drainsSeen uint64
+	drainsOpen bool
 }
 
 type hostHealth struct {
@@ -249,8 +260,8 @@ func (c *Controller) Sweep(ctx context.Context) {
 	if c.cfg.Lease != nil && !c.cfg.Lease.Held(ctx) {
 		c.mu.Lock()
 		clear(c.health)
-		c.samples = nil
 		c.mu.Unlock()
+		c.forget()
 		return
 	}
 	hosts, err := c.st.ListLiveHosts(ctx)
@@ -325,6 +336,11 @@ type probeResult struct {
 	// reading is what the probe saw, for the readiness cache; nil when it
 	// sent no request.
 	reading *readiness.Reading
+	// refused: the box refused the connection, and again at once when
+	// dialled a second time. Nothing listens at the address: the host is
+	// deregistered by this probe, not after FailAfter (a timeout or an
+	// error answer still needs FailAfter in a row).
+	refused bool
 }
 
 // feed hands a registered host's probe to the readiness cache.
@@ -404,7 +420,7 @@ func (c *Controller) apply(ctx context.Context, h *store.Host, res probeResult) 
 			c.log.Info("fleet host serving: registered", "host", h.ID, "ip", h.IP, "port", h.Port, "model_name", h.ModelName)
 		}
 		return true
-	case fail >= c.cfg.FailAfter && h.State == store.HostServing:
+	case (fail >= c.cfg.FailAfter || res.refused) && h.State == store.HostServing:
 		if err := c.st.DeregisterHost(ctx, h.ID, store.HostDown); err != nil {
 			c.log.Error("fleet controller: deregister failed; will retry", "host", h.ID, "err", err)
 			return false
@@ -486,6 +502,16 @@ func (c *Controller) CheckDrains(ctx context.Context) {
 		c.forget()
 		return
 	}
+	var gen uint64
+	if c.cfg.Changes != nil {
+		gen = c.cfg.Changes()
+		c.mu.Lock()
+		quiet := gen != 0 && gen == c.drainsSeen && !c.drainsOpen
+		c.mu.Unlock()
+		if quiet {
+			return // no drain open, nothing changed since the last look
+		}
+	}
 	hosts, err := c.st.ListLiveHosts(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -494,6 +520,13 @@ func (c *Controller) CheckDrains(ctx context.Context) {
 		return
 	}
 	c.sample(hosts)
+	open := false
+	for i := range hosts {
+		open = open || (hosts[i].Drain != nil && hosts[i].Drain.DrainedAt == nil)
+	}
+	c.mu.Lock()
+	c.drainsSeen, c.drainsOpen = gen, open
+	c.mu.Unlock()
 	now := c.cfg.Now()
 	marked := false
 	// The box learns that it may restart from its /vllm/config, which is
@@ -569,7 +602,11 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 	rd := &readiness.Reading{BaseURL: base + "/v1"}
 	if _, err := c.get(ctx, base+"/health", "", false); err != nil {
 		rd.Health = err
-		return probeResult{err: fmt.Errorf("/health: %w", err), reading: rd}
+		// A refused connection is certain only when it is not a moment's
+		// accident: dial once more, at once.
+		refused := readiness.Refused(err) && c.refusedAgain(ctx, base)
+		rd.RefusalConfirmed = refused
+		return probeResult{err: fmt.Errorf("/health: %w", err), reading: rd, refused: refused}
 	}
 	var models struct {
 		Data []struct {
@@ -603,6 +640,13 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 		return probeResult{err: fmt.Errorf("/v1/models does not list the recipe's model %q", recipe.ServedName()), carded: true, skew: skew, reading: rd}
 	}
 	return probeResult{served: card.MaxModelLen, carded: true, skew: skew, reading: rd}
+}
+
+// refusedAgain asks base's /health a second time and reports whether the
+// connection was refused again.
+func (c *Controller) refusedAgain(ctx context.Context, base string) bool {
+	_, err := c.get(ctx, base+"/health", "", c.closeConns)
+	return err != nil && readiness.Refused(err)
 }
 
 // noteSkew records the skew of a probe that read the model list, logging

@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +88,10 @@ type addrKey struct {
 type addrEntry struct {
 	hosts []store.Host
 	body  []byte // the JSON of fleetapi.Config, as writeJSON would send it
+	// judged is what a report from the address is judged on, but for the
+	// stored report itself: each host's id, current and applied revision
+	// and apply request (reportBasis).
+	judged string
 }
 
 // Directory serves the fleet endpoints' reads from memory. Safe for
@@ -210,6 +216,7 @@ func (d *Directory) load(ctx context.Context, l *dirLoad, now time.Time) {
 	}
 	for k, e := range next.byAddr {
 		e.body = configBody(k.ip, e.hosts)
+		e.judged = reportBasis(e.hosts)
 	}
 	d.cur.Store(next)
 	l.dir = next
@@ -226,6 +233,37 @@ func configBody(ip string, hosts []store.Host) []byte {
 		return []byte(`{"ip":"","assignments":[]}` + "\n")
 	}
 	return append(b, '\n')
+}
+
+// reportBasis is what judging a report of hosts depends on, but for the
+// stored report: a report answered from memory (Handler.report) was
+// judged on the same.
+func reportBasis(hosts []store.Host) string {
+	var b strings.Builder
+	for i := range hosts {
+		h := &hosts[i]
+		b.WriteString(strconv.FormatInt(h.ID, 10) + "|" + Revision(h) + "|" + h.AppliedRevision + "|" + strconv.FormatBool(h.ApplyRequested) + "|")
+		if h.Applied != nil {
+			b.WriteString(h.Applied.Revision)
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// reportBasisAt returns reportBasis of the org's live hosts at ip, as of
+// the directory; ok is false when the directory may be behind an
+// announced change (a reload failed): then a report is judged on the
+// store.
+func (d *Directory) reportBasisAt(ctx context.Context, org int64, ip string) (string, bool) {
+	cur, err := d.current(ctx)
+	if err != nil || cur.gen != d.gen.Load() {
+		return "", false
+	}
+	if e := cur.byAddr[addrKey{org, ip}]; e != nil {
+		return e.judged, true
+	}
+	return "", true
 }
 
 // hostsAt returns the org's live hosts at ip and their /vllm/config body

@@ -22,7 +22,12 @@ import (
 // make, by method.
 type queryCounter struct {
 	store.Store
-	lists, keys, fetches, fetchRows, reports atomic.Int64
+	lists, keys, fetches, fetchRows, reports, byIP atomic.Int64
+}
+
+func (q *queryCounter) ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]store.Host, error) {
+	q.byIP.Add(1)
+	return q.Store.ListHostsByIP(ctx, orgID, ip)
 }
 
 func (q *queryCounter) RecordHostReports(ctx context.Context, entries []store.HostReportEntry, at time.Time) error {

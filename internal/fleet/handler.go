@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rolter/rolter/internal/fleetapi"
@@ -68,7 +69,29 @@ type Handler struct {
 	now  func() time.Time
 	dir  *Directory
 	live *Liveness
+
+	memoMu sync.Mutex
+	// memos are, per box address, the last report this replica judged
+	// unchanged or wrote (report); pruned when they pass memoPruneAt.
+	memos       map[addrKey]*reportMemo
+	memoPruneAt int
 }
+
+// reportMemo is a report a box sent, as judged or written: the same body
+// again, while the directory's hosts at the address are as they were
+// (basis: a reload after any announced change reads them afresh) and
+// before until, would be judged the same and not written, so it is
+// answered without reading the store.
+type reportMemo struct {
+	body     []byte
+	basis    string    // reportBasis of the address's hosts in the directory when judged
+	until    time.Time // the stored reported_at of its hosts is under the liveness interval old before then
+	accepted int
+}
+
+// maxMemoBody bounds the reports kept in memory (a box's report is well
+// under a KiB per host); a larger one is judged from the store each time.
+const maxMemoBody = 16 << 10
 
 // NewHandler returns the fleet endpoints over st.
 func NewHandler(st HandlerStore, cfg HandlerConfig, log *slog.Logger) *Handler {
@@ -77,8 +100,13 @@ func NewHandler(st HandlerStore, cfg HandlerConfig, log *slog.Logger) *Handler {
 		now = time.Now
 	}
 	return &Handler{st: st, cfg: cfg, log: log, now: now, dir: NewDirectory(st, now),
-		live: NewLiveness(st, cfg.Liveness, now, log)}
+		live: NewLiveness(st, cfg.Liveness, now, log), memos: map[addrKey]*reportMemo{}, memoPruneAt: 1024}
 }
+
+// Generation moves whenever the hosts may have changed (every
+// Invalidate): the controller lists hosts for its drain checks only when
+// it moved, or while a drain runs.
+func (h *Handler) Generation() uint64 { return h.dir.gen.Load() }
 
 // Invalidate makes the next request reload the hosts and fleet keys: call
 // it after every write to either (the server does on each snapshot swap
@@ -277,6 +305,11 @@ func (h *Handler) config(w http.ResponseWriter, r *http.Request, orgID int64, ip
 // every fetch; a report that says what is stored already, stored less than
 // a liveness interval ago, is not written again.
 func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip string) {
+	// The report ends the box's cycle (fetch, then report): the
+	// connection is closed after it rather than kept idle until the next
+	// cycle, which costs the gateway a descriptor, a goroutine and about
+	// 27 KB of buffers and stack per box for as long as it waits.
+	w.Header().Set("Connection", "close")
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, fleetapi.MaxReportBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -285,6 +318,14 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 			return
 		}
 		writeError(w, http.StatusBadRequest, codeBadRequest, "the body could not be read")
+		return
+	}
+	key, now := addrKey{orgID, ip}, h.now()
+	basis, known := h.dir.reportBasisAt(r.Context(), orgID, ip)
+	if m := h.memo(key); known && m != nil && m.basis == basis && now.Before(m.until) && bytes.Equal(m.body, body) {
+		// The same report again, its hosts as they were, their reports
+		// stored under an interval ago: nothing to write.
+		writeJSON(w, http.StatusOK, map[string]int{"accepted": m.accepted})
 		return
 	}
 	rep, fe := fleetapi.ParseReport(body)
@@ -298,7 +339,6 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		h.storeError(w, r, err)
 		return
 	}
-	now := h.now()
 	byID := make(map[int64]*store.Host, len(hosts))
 	for i := range hosts {
 		byID[hosts[i].ID] = &hosts[i]
@@ -306,6 +346,7 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 	entries := make([]store.HostReportEntry, 0, len(rep.Applied))
 	changed := false // what a /vllm/config says changes: reload the directories
 	write := false   // what is stored differs, or was stored long ago
+	fresh := now     // the oldest stored reported_at of the report's hosts, when not written
 	for _, a := range rep.Applied {
 		host := byID[a.HostID]
 		if host == nil {
@@ -320,6 +361,9 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		}
 		changed = changed || a.Revision != host.AppliedRevision
 		write = write || !h.stored(host, &e, now)
+		if host.ReportedAt != nil && host.ReportedAt.Before(fresh) {
+			fresh = *host.ReportedAt
+		}
 		entries = append(entries, e)
 		if a.Revision != "" && a.Revision != current {
 			h.log.Info("fleet host runs an older revision", "host", host.ID, "applied", a.Revision, "current", current)
@@ -336,8 +380,36 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		if h.cfg.HostsChanged != nil {
 			h.cfg.HostsChanged(r.Context())
 		}
+	} else if known && len(body) <= maxMemoBody {
+		if write {
+			fresh = now
+		}
+		h.remember(key, &reportMemo{body: bytes.Clone(body), basis: basis, until: fresh.Add(h.live.cfg.Flush), accepted: len(entries)}, now)
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"accepted": len(entries)})
+}
+
+func (h *Handler) memo(k addrKey) *reportMemo {
+	h.memoMu.Lock()
+	defer h.memoMu.Unlock()
+	return h.memos[k]
+}
+
+// remember keeps m as k's last report. The memos are pruned of expired
+// ones whenever their count doubles, so they follow the live boxes.
+func (h *Handler) remember(k addrKey, m *reportMemo, now time.Time) {
+	h.memoMu.Lock()
+	defer h.memoMu.Unlock()
+	h.memos[k] = m
+	if len(h.memos) < h.memoPruneAt {
+		return
+	}
+	for k, m := range h.memos {
+		if !now.Before(m.until) {
+			delete(h.memos, k)
+		}
+	}
+	h.memoPruneAt = max(1024, 2*len(h.memos))
 }
 
 // stored reports whether writing e would change nothing of host but its

@@ -96,6 +96,7 @@ func (c *Controller) sample(hosts []store.Host) {
 func (c *Controller) forget() {
 	c.mu.Lock()
 	c.samples = nil
+	c.drainsSeen, c.drainsOpen = 0, false
 	c.mu.Unlock()
 }
 

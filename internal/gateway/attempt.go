@@ -47,6 +47,9 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, i
 	}
 	upstreamHeaders(req.Header, r.Header, tg.provider, x.requestID)
 	setCredential(req.Header, tg, key)
+	if x.tr != nil {
+		x.tr.inject(req.Header)
+	}
 	wd := newWatchdog(tg.provider.firstByteTimeout, tg.provider.idleTimeout, cancel)
 	defer wd.stop()
 	cw := x.client

@@ -63,7 +63,6 @@ func (g *Gateway) forwardPlan(w http.ResponseWriter, r *http.Request, x *exchang
 		last          outcome
 		maxRetryAfter time.Duration
 		busy          *providerRT // a provider at its max_concurrency, skipped
-		notReady      bool        // a target picked had gone not ready since the table's refresh
 	)
 	for tried == 0 || g.clock.Now().Before(deadline) {
 		if x.tierSpent >= g.cfg.MaxAttempts {
@@ -77,17 +76,6 @@ func (g *Gateway) forwardPlan(w http.ResponseWriter, r *http.Request, x *exchang
 			break
 		}
 		tg := plan.targets[i]
-		// The routable set follows readiness when the table is refreshed,
-		// a moment after the change: a target whose provider went not
-		// ready since is skipped (one status read per picked target).
-		if !g.status(tg.provider).Ready {
-			ex.tried.add(i)
-			notReady = true
-			if tgProbe {
-				tg.breaker.Abandon()
-			}
-			continue
-		}
 		// The provider's max_concurrency counts attempts in flight on this
 		// replica, whatever the address; a full provider is skipped like an
 		// unavailable one.
@@ -117,7 +105,13 @@ func (g *Gateway) forwardPlan(w http.ResponseWriter, r *http.Request, x *exchang
 		x.target = tg
 		tg.stats.Begin()
 		began := time.Now()
+		if x.tr != nil {
+			x.tr.startAttempt(x, tg)
+		}
 		o := g.attempt(w, r, x, i, tg, key)
+		if x.tr != nil {
+			x.tr.endAttempt(x, o)
+		}
 		res := o.result
 		tg.provider.limiter.Release()
 		tg.stats.End(time.Since(began), res.class == ClassNone)
@@ -162,20 +156,6 @@ func (g *Gateway) forwardPlan(w http.ResponseWriter, r *http.Request, x *exchang
 			g.markStale(tg, res.model)
 		}
 		ex.tried.add(i)
-	}
-	if tried == 0 && busy == nil && notReady {
-		// Every target picked went not ready since the table's refresh:
-		// answer as admission does for a pool with nothing ready.
-		x.class = ClassNone
-		if f := g.facts(plan, plan.model(x)); f.ready == 0 && f.draining > 0 {
-			return poolDraining(x.model)
-		} else {
-			reason := f.reason
-			if reason == "" { // ready again meanwhile: the next request will see it
-				reason = "no target of " + quoteModel(x.model) + " was ready when picked"
-			}
-			return newError(http.StatusServiceUnavailable, "metadata_unavailable", reason)
-		}
 	}
 	if tried == 0 && busy != nil {
 		e := newError(http.StatusTooManyRequests, "concurrency_limited",

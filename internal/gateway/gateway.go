@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/cooldown"
@@ -120,6 +121,7 @@ type Gateway struct {
 	healthGen atomic.Uint64
 	spend     *spend.Tracker    // nil: budgets are not checked (spend.go)
 	rates     ratelimit.Limiter // rpm and tpm limits (limits.go)
+	tracer    trace.Tracer      // nil: requests are not traced (trace.go)
 }
 
 // Options are the collaborators of a Gateway.
@@ -140,6 +142,9 @@ type Options struct {
 	Spend *spend.Tracker
 	// Limiter enforces rpm and tpm limits (default: in memory).
 	Limiter ratelimit.Limiter
+	// Tracer makes the client API's spans (trace.go); nil, the default,
+	// traces nothing at no cost.
+	Tracer trace.TracerProvider
 }
 
 type discardUsage struct{}
@@ -182,6 +187,9 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		client:    &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		transport: o.Transport,
 		metrics:   NewMetrics(o.Registry), mux: http.NewServeMux()}
+	if o.Tracer != nil {
+		g.tracer = o.Tracer.Tracer(tracerName)
+	}
 	o.Registry.MustRegister(tableCollector{g: g, collect: g.collectCooldowns, desc: prometheus.NewDesc("rolter_cooldown",
 		"Targets and keys per provider by breaker state.", []string{"org", "provider", "kind", "state"}, nil)})
 	o.Registry.MustRegister(tableCollector{g: g, collect: g.collectReady, desc: prometheus.NewDesc("rolter_provider_ready",
@@ -223,6 +231,10 @@ func (g *Gateway) Metrics() *Metrics { return g.metrics }
 // errors included, carries the request id.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ensureRequestID(w, r)
+	if g.tracer != nil {
+		g.serveTraced(w, r)
+		return
+	}
 	g.mux.ServeHTTP(w, r)
 }
 
@@ -262,6 +274,8 @@ type exchange struct {
 	rate rateTicket
 	// body is the one walk of the client's body and the attempts' buffer.
 	body requestBody
+	// tr is the request's trace; nil when not tracing (trace.go).
+	tr *reqTrace
 
 	// outcome: forward sets status, class, attempts and target;
 	// record copies the rest from the last attempt's outcome, once.
@@ -283,6 +297,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	defer g.metrics.inFlight.Dec()
 	t := g.table.Load()
 	x := &exchange{start: time.Now(), endpoint: r.URL.Path[len("/v1"):], requestID: ensureRequestID(w, r)}
+	if g.tracer != nil {
+		x.tr = traceOf(r, x)
+	}
 
 	x.api = apiOf(x.endpoint)
 	key, ok := authenticate(t.snap, r, x.start)

@@ -35,6 +35,11 @@ type Reading struct {
 	// ModelsErr is why GET {base}/models failed; nil when it was read or
 	// not tried.
 	ModelsErr error
+	// RefusalConfirmed: Health is a refused connection (Refused) and the
+	// prober dialled again at once and was refused again. Such a reading
+	// takes a ready provider out at once; any other failure counts toward
+	// FailAfter.
+	RefusalConfirmed bool
 }
 
 // FeedGrace is how long after a fed reading Run leaves the provider to
@@ -70,6 +75,8 @@ func (c *Cache) Feed(id int64, r Reading) bool {
 	switch {
 	case r.Health != nil:
 		o = healthFailed(redact("health probe failed: GET /health: " + plainError(r.Health)))
+		o.refused = Refused(r.Health)
+		o.decisive = o.refused && r.RefusalConfirmed
 	case !p.Upstream:
 	case r.ModelsErr != nil:
 		o = metadataError("GET /models", errors.New(plainError(r.ModelsErr)), redact)

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/rolter/rolter/internal/secret"
@@ -44,7 +46,9 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 	switch p.Kind {
 	case store.KindVLLM, store.KindSGLang, store.KindLlamaCpp:
 		if _, err := c.get(ctx, p, root+"/health", c.closeConns && !p.Upstream); err != nil {
-			return healthFailed(redact("health probe failed: GET /health: " + err.Error()))
+			o := healthFailed(redact("health probe failed: GET /health: " + err.Error()))
+			o.refused = Refused(err)
+			return o
 		}
 		if !p.Upstream {
 			return observation{}
@@ -59,7 +63,9 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 		// cheapest authenticated GET it serves.
 		body, err := c.get(ctx, p, base+"/models", false)
 		if err != nil {
-			return healthFailed(redact("health probe failed: GET /models: " + err.Error()))
+			o := healthFailed(redact("health probe failed: GET /models: " + err.Error()))
+			o.refused = Refused(err)
+			return o
 		}
 		if !p.Upstream {
 			return observation{}
@@ -114,6 +120,17 @@ func fromModels(models []byte, redact func(string) string) observation {
 			"GET /models: model %q reports no context length (looked for %s)", card.id, contextKeysDoc)))
 	}
 	return observation{facts: Facts{ModelID: card.id, Context: card.context, Quantization: ftypeShort(card.ftype)}}
+}
+
+// Refused reports whether err is a connection refused, or reset while
+// dialling: nothing reached the server, so it certainly does not serve at
+// that address now (unlike a timeout, which a slow server also causes).
+func Refused(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && errors.Is(err, syscall.ECONNRESET)
 }
 
 // metadataError classifies a failed metadata request: a body over the cap

@@ -204,8 +204,11 @@ type Cache struct {
 	soonWake chan struct{} // one pending wake-up of Run for ProbeSoon
 
 	onChange atomic.Pointer[func()]
-	notifyMu sync.Mutex  // held while onChange runs
-	pending  atomic.Bool // a change has not been announced yet
+	changes  atomic.Uint64 // changes recorded, counted before announcing them
+	notifyMu sync.Mutex    // held while onChange runs; guards announced
+	// announced is the count of changes the latest OnChange call started
+	// after: it covers them all.
+	announced uint64
 }
 
 // refuseRedirect is the probe client's CheckRedirect: the 3xx answer itself
@@ -324,11 +327,13 @@ func (c *Cache) Status(id int64) (Status, bool) {
 }
 
 // OnChange registers fn, called after any provider's Ready or Facts change
-// so the gateway can rebuild its tables. Calls never overlap, and changes
-// that happen while fn runs are announced by one more call after it returns
-// (so several changes may share a call, and fn may run on the goroutine of
-// a probe other than the one that saw the change). When fn runs, Status
-// already reports the change. Set it before Run.
+// so the gateway can rebuild its tables. Calls never overlap. The change is
+// announced before the probe, Feed or MarkStale that made it returns: by
+// then an fn call that began after the change has returned (its own, or
+// one another change started meanwhile, which covers it). So the gateway's
+// table agrees with a change as soon as whatever made it is done, and
+// several changes that wait while fn runs share the next call. When fn
+// runs, Status already reports the change. Set it before Run.
 func (c *Cache) OnChange(fn func()) {
 	if fn == nil {
 		c.onChange.Store(nil)
@@ -337,21 +342,22 @@ func (c *Cache) OnChange(fn func()) {
 	c.onChange.Store(&fn)
 }
 
-// announce runs the OnChange function unless a call already running will
-// run it again: the goroutine holding notifyMu re-checks pending after it
-// unlocks, so a change recorded while it was busy is never lost.
+// announce runs the OnChange function for a change just recorded, unless
+// a call that began after it has returned meanwhile; it waits for a call
+// under way to end first.
 func (c *Cache) announce() {
 	fn := c.onChange.Load()
 	if fn == nil {
 		return
 	}
-	c.pending.Store(true)
-	for c.pending.Load() && c.notifyMu.TryLock() {
-		if c.pending.Swap(false) {
-			(*fn)()
-		}
-		c.notifyMu.Unlock()
+	mine := c.changes.Add(1)
+	c.notifyMu.Lock()
+	defer c.notifyMu.Unlock()
+	if c.announced >= mine {
+		return // covered by a call that began after this change
 	}
+	c.announced = c.changes.Load()
+	(*fn)()
 }
 
 // ProbeSoon asks for a probe of the provider now, instead of at its next
@@ -378,7 +384,7 @@ func (c *Cache) ProbeSoon(id int64) {
 func (c *Cache) ProbeAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, e := range *c.entries.Load() {
-		wg.Go(func() { c.probe(ctx, e) })
+		wg.Go(func() { c.probe(ctx, e, false) })
 	}
 	wg.Wait()
 }
@@ -392,19 +398,23 @@ func (c *Cache) jitter() time.Duration {
 // maxProbesInFlight is the most probes running at one time.
 const maxProbesInFlight = 32
 
-// probe observes one provider and records the result.
-func (c *Cache) probe(ctx context.Context, e *entry) {
+// probe observes one provider and records the result; triggered says that
+// ProbeSoon asked for it (see probeHeld).
+func (c *Cache) probe(ctx context.Context, e *entry, triggered bool) {
 	select {
 	case c.sem <- struct{}{}:
 		defer func() { <-c.sem }()
 	case <-ctx.Done():
 		return
 	}
-	c.probeHeld(ctx, e)
+	c.probeHeld(ctx, e, triggered)
 }
 
-// probeHeld is probe for a caller that holds a slot of c.sem.
-func (c *Cache) probeHeld(ctx context.Context, e *entry) {
+// probeHeld is probe for a caller that holds a slot of c.sem. A probe
+// ProbeSoon asked for (triggered: the gateway's connection was refused)
+// that finds the connection refused as well confirms the refusal: the
+// provider is not ready at once, not after FailAfter probes.
+func (c *Cache) probeHeld(ctx context.Context, e *entry, triggered bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p := *e.provider.Load()
@@ -412,6 +422,7 @@ func (c *Cache) probeHeld(ctx context.Context, e *entry) {
 	if ctx.Err() != nil {
 		return // shutting down or given up on: the observation says nothing about the provider
 	}
+	o.decisive = triggered && o.refused
 	c.record(ctx, e, p, o, nil)
 }
 

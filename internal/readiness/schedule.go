@@ -93,7 +93,8 @@ func (c *Cache) Run(ctx context.Context) {
 				continue
 			}
 			// A probe ProbeSoon asked for runs now, fed or not.
-			if until := c.fedUntil(e); !e.soon.Swap(false) && until.After(now) {
+			soon := e.soon.Swap(false)
+			if until := c.fedUntil(e); !soon && until.After(now) {
 				heap.Push(&q, due{until.Add(c.jitter() / 10), e})
 				continue
 			}
@@ -104,7 +105,7 @@ func (c *Cache) Run(ctx context.Context) {
 			}
 			wg.Go(func() {
 				defer func() { <-c.sem }()
-				c.probeHeld(ctx, e)
+				c.probeHeld(ctx, e, soon)
 				select {
 				case finished <- e:
 				case <-ctx.Done():

@@ -16,6 +16,15 @@ type observation struct {
 	unusable string
 	// class is the class of failed or unusable (see Status.Class).
 	class ReasonClass
+	// refused: failed because the connection was refused (Refused).
+	refused bool
+	// decisive: a failure that takes a ready provider out at once,
+	// without waiting for FailAfter: a refused connection confirmed by a
+	// second look (a probe the gateway's own refusal triggered, or a
+	// feeder's repeated dial). A single failure of any other kind, a
+	// timeout above all, only counts toward FailAfter, so a slow box
+	// does not flap.
+	decisive bool
 	// facts are an upstream provider's facts when the probe succeeded.
 	facts Facts
 }
@@ -77,7 +86,7 @@ func (t *tracker) apply(o observation, now time.Time, cfg Config) bool {
 		s.LastError = o.failed
 		if !s.Ready {
 			s.Reason, s.Class = o.failed, o.class
-		} else if t.fails >= cfg.FailAfter {
+		} else if t.fails >= cfg.FailAfter || o.decisive {
 			s.Ready, s.Reason, s.Class, s.Facts = false, o.failed, o.class, Facts{}
 		}
 	default:

@@ -36,6 +36,7 @@ import (
 	"github.com/rolter/rolter/internal/spend"
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/sqlstore"
+	"github.com/rolter/rolter/internal/tracing"
 	"github.com/rolter/rolter/internal/ui"
 	"github.com/rolter/rolter/internal/usage"
 )
@@ -284,7 +285,14 @@ func (s *Server) prepare(ctx context.Context) error {
 		}
 		budgets = spend.NewTracker(spend.NewRedisCounter(rdb, s.db, prefix, s.cfg.RedisTimeout), spendCounter, s.log, nil)
 	}
-	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg, Readiness: probes, Probes: probes, Spend: budgets, Limiter: limiter})
+	// OpenTelemetry traces when an OTLP endpoint is set (OTEL_* env).
+	tracer, stopTracing, err := tracing.Setup(ctx, s.log)
+	if err != nil {
+		closeListeners()
+		return err
+	}
+	gw := gateway.New(s.cfg.Gateway, snap, gateway.Options{Log: s.log, Usage: rec, Registry: reg, Readiness: probes, Probes: probes, Spend: budgets, Limiter: limiter,
+		Tracer: tracer})
 	s.closeIdle = append(s.closeIdle, gw.CloseIdleConnections)
 	probes.OnChange(gw.Refresh)
 	svc.SetReadiness(probes)
@@ -310,6 +318,11 @@ func (s *Server) prepare(ctx context.Context) error {
 		bgWG.Add(1)
 		go func() { defer bgWG.Done(); runLimiter(bg) }()
 	}
+	if stopTracing != nil {
+		// After the listeners drained: the last requests' spans are sent.
+		bgWG.Add(1)
+		go func() { defer bgWG.Done(); <-bg.Done(); s.flushTraces(stopTracing) }()
+	}
 	if !s.cfg.Fleet.DisableController {
 		ccfg := s.cfg.Fleet.Controller
 		ccfg.Lease = s.db.NewLease("fleet-controller")
@@ -324,6 +337,7 @@ func (s *Server) prepare(ctx context.Context) error {
 			ccfg.Client = &http.Client{Transport: probeTransport}
 		}
 		ccfg.LastFetch = fleetHandler.LastFetch
+		ccfg.Changes = fleetHandler.Generation
 		ccfg.OrgName = func(id int64) string { return orgName(snap.Current(), id) }
 		// On PostgreSQL other replicas may route too; their in-flight
 		// requests are not counted here, so drains end at their deadline.
@@ -536,6 +550,16 @@ func probeTargets(sn *snapshot.Snapshot) []readiness.Provider {
 		}
 	})
 	return out
+}
+
+// flushTraces exports the spans still queued and stops the exporter,
+// giving up after the shutdown timeout.
+func (s *Server) flushTraces(stop func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := stop(ctx); err != nil {
+		s.log.Warn("OpenTelemetry: could not flush the last spans", "err", err)
+	}
 }
 
 // Shutdown stops accepting, lets in-flight requests finish for up to the
