@@ -30,7 +30,7 @@ func (a *applier) project(ctx context.Context, o *orgRun, i int, dp *DesiredProj
 	if cur != nil {
 		pid = cur.ID
 	}
-	for ri := range dp.Routes {
+	for _, ri := range fallbackOrder(dp.Routes) {
 		if err := a.route(ctx, o, dp.Name, pid, fmt.Sprintf("%s.routes[%d]", where, ri), &dp.Routes[ri]); err != nil {
 			return err
 		}
@@ -57,7 +57,7 @@ func (a *applier) route(ctx context.Context, o *orgRun, project string, pid int6
 		if o.fleet[t.ProviderID] {
 			w := t.Weight
 			kept = append(kept, TargetInput{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: &w,
-				ContextLimit: t.ContextLimit, Prices: pricesInput(t.Prices)})
+				Priority: t.Priority, ContextLimit: t.ContextLimit, Prices: pricesInput(t.Prices)})
 		}
 	}
 	before := o.withoutFleet(routeView(*cur))

@@ -99,7 +99,12 @@ func groupPatch(in GroupInput, name, slug string, kept []GroupMemberInput) Group
 // added (hosts' providers), which no file names.
 func routePatch(in RouteInput, kept []TargetInput) RoutePatch {
 	targets := append(append([]TargetInput{}, in.Targets...), kept...)
-	return RoutePatch{Strategy: &in.Strategy, Targets: &targets, Policy: &in.Policy, RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit}
+	fallbacks := in.Fallbacks
+	if fallbacks == nil {
+		fallbacks = []string{}
+	}
+	return RoutePatch{Strategy: &in.Strategy, Targets: &targets, Policy: &in.Policy, RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit,
+		Fallbacks: &fallbacks, ContextFallback: &in.ContextFallback}
 }
 
 // keyPatch is in over the existing key k. An unchanged expiry is left out

@@ -71,12 +71,13 @@ func exportOrg(ix *stateIndex, o store.Org, hosts []store.Host) DesiredOrg {
 		dp := DesiredProject{ProjectInput: ProjectInput{Name: pj.Name, Description: pj.Description, Budget: budgetInput(pj.Budget),
 			RPMLimit: pj.RPMLimit, TPMLimit: pj.TPMLimit}}
 		for _, r := range ix.routes[pj.ID] {
-			in := RouteInput{Model: r.Model, Strategy: r.Strategy, Policy: r.Policy, RPMLimit: r.RPMLimit, TPMLimit: r.TPMLimit}
+			in := RouteInput{Model: r.Model, Strategy: r.Strategy, Policy: r.Policy, RPMLimit: r.RPMLimit, TPMLimit: r.TPMLimit,
+				Fallbacks: r.Fallbacks, ContextFallback: r.ContextFallback}
 			for _, t := range r.Targets {
 				if live[t.ProviderID] {
 					w := t.Weight
 					in.Targets = append(in.Targets, TargetInput{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: &w,
-						ContextLimit: t.ContextLimit, Prices: pricesInput(t.Prices)})
+						Priority: t.Priority, ContextLimit: t.ContextLimit, Prices: pricesInput(t.Prices)})
 				}
 			}
 			if len(in.Targets) > 0 { // none: the fleet's route, or one with nothing left to route to

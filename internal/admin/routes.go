@@ -24,6 +24,12 @@ type RouteInput struct {
 	// limit); they apply to requests addressed by the route's name.
 	RPMLimit int `json:"rpm_limit,omitempty"`
 	TPMLimit int `json:"tpm_limit,omitempty"`
+	// Fallbacks are other routes of the project, by name, tried in order
+	// when every attempt on this route failed before the first byte
+	// (issue 19); ContextFallback takes requests too long for this
+	// route's pool context.
+	Fallbacks       []string `json:"fallbacks,omitempty"`
+	ContextFallback string   `json:"context_fallback,omitempty"`
 }
 
 // TargetInput is one route target, naming its provider by slug.
@@ -31,6 +37,8 @@ type TargetInput struct {
 	Provider      string `json:"provider"`
 	UpstreamModel string `json:"upstream_model,omitempty"`
 	Weight        *int   `json:"weight,omitempty"`
+	// Priority is the target's tier: lower is preferred (default 0).
+	Priority int `json:"priority,omitempty"`
 	// ContextLimit overrides the provider's context for this target;
 	// configured providers only.
 	ContextLimit int `json:"context_limit,omitempty"`
@@ -47,18 +55,25 @@ type RoutePatch struct {
 	Policy   *store.Policy  `json:"policy"`
 	RPMLimit *int           `json:"rpm_limit"`
 	TPMLimit *int           `json:"tpm_limit"`
+	// Fallbacks, when present, replaces the list ([] clears it);
+	// ContextFallback "" clears it.
+	Fallbacks       *[]string `json:"fallbacks"`
+	ContextFallback *string   `json:"context_fallback"`
 }
 
 // RouteView is a route as the API shows it.
 type RouteView struct {
-	Model     string       `json:"model"`
-	Strategy  string       `json:"strategy"`
-	Targets   []TargetView `json:"targets"`
-	Policy    store.Policy `json:"policy"`
-	RPMLimit  int          `json:"rpm_limit,omitempty"`
-	TPMLimit  int          `json:"tpm_limit,omitempty"`
-	CreatedAt time.Time    `json:"created_at"`
-	UpdatedAt time.Time    `json:"updated_at"`
+	Model    string       `json:"model"`
+	Strategy string       `json:"strategy"`
+	Targets  []TargetView `json:"targets"`
+	Policy   store.Policy `json:"policy"`
+	RPMLimit int          `json:"rpm_limit,omitempty"`
+	TPMLimit int          `json:"tpm_limit,omitempty"`
+	// Fallbacks is always a list ([] for none).
+	Fallbacks       []string  `json:"fallbacks"`
+	ContextFallback string    `json:"context_fallback,omitempty"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
 }
 
 // TargetView is a route target as the API shows it.
@@ -66,6 +81,7 @@ type TargetView struct {
 	Provider      string `json:"provider"`
 	UpstreamModel string `json:"upstream_model,omitempty"`
 	Weight        int    `json:"weight"`
+	Priority      int    `json:"priority"`
 	ContextLimit  int    `json:"context_limit,omitempty"`
 	// Prices are the target's own; absent: the provider's.
 	Prices *store.Prices `json:"prices,omitempty"`
@@ -123,9 +139,14 @@ func (s *Service) targetReadiness(org string, v RouteView) RouteView {
 
 func routeView(r store.Route) RouteView {
 	v := RouteView{Model: r.Model, Strategy: r.Strategy, Targets: []TargetView{}, Policy: r.Policy,
-		RPMLimit: r.RPMLimit, TPMLimit: r.TPMLimit, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		RPMLimit: r.RPMLimit, TPMLimit: r.TPMLimit, Fallbacks: slices.Clone(r.Fallbacks), ContextFallback: r.ContextFallback,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if v.Fallbacks == nil {
+		v.Fallbacks = []string{}
+	}
 	for _, t := range r.Targets {
-		v.Targets = append(v.Targets, TargetView{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: t.Weight, ContextLimit: t.ContextLimit, Prices: t.Prices})
+		v.Targets = append(v.Targets, TargetView{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: t.Weight,
+			Priority: t.Priority, ContextLimit: t.ContextLimit, Prices: t.Prices})
 	}
 	return v
 }
@@ -193,6 +214,9 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 	for i, t := range targets {
 		field := fmt.Sprintf("targets[%d]", i)
 		w := checkWeight(fe, field+".weight", t.Weight)
+		if t.Priority < 0 || t.Priority > MaxPriority {
+			fe.add(field+".priority", "must be 0-%d (lower is preferred)", MaxPriority)
+		}
 		if t.UpstreamModel != "" {
 			checkModelName(fe, field+".upstream_model", t.UpstreamModel)
 		}
@@ -210,7 +234,8 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 			} else if t.ContextLimit > 0 && pv.MetadataSource == store.MetadataUpstream {
 				fe.add(field+".context_limit", "cannot be configured for a provider whose metadata_source is \"upstream\": the upstream reports it")
 			}
-			r.Targets = append(r.Targets, store.Target{ProviderID: pv.ID, ProviderSlug: pv.Slug, UpstreamModel: t.UpstreamModel, Weight: w, ContextLimit: t.ContextLimit,
+			r.Targets = append(r.Targets, store.Target{ProviderID: pv.ID, ProviderSlug: pv.Slug, UpstreamModel: t.UpstreamModel, Weight: w,
+				Priority: t.Priority, ContextLimit: t.ContextLimit,
 				Prices: checkPrices(fe, field+".prices", t.Prices)})
 		default:
 			unknown = append(unknown, field+".provider")
@@ -237,8 +262,11 @@ func (s *Service) CreateRoute(ctx context.Context, org, project string, in Route
 		return RouteView{}, err
 	}
 	r := &store.Route{ProjectID: pj.ID, Model: in.Model, Strategy: in.Strategy, Policy: in.Policy,
-		RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit}
+		RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit, Fallbacks: in.Fallbacks, ContextFallback: in.ContextFallback}
 	if err := s.resolveRoute(ctx, o.ID, r, in.Targets); err != nil {
+		return RouteView{}, err
+	}
+	if err := s.checkFallbacks(ctx, r, ""); err != nil {
 		return RouteView{}, err
 	}
 	if err := s.checkHandTargets(ctx, o.ID, r, nil); err != nil {
@@ -284,10 +312,16 @@ func (s *Service) PatchRoute(ctx context.Context, org, project, model string, in
 	if in.TPMLimit != nil {
 		rt.TPMLimit = *in.TPMLimit
 	}
+	if in.Fallbacks != nil {
+		rt.Fallbacks = *in.Fallbacks
+	}
+	if in.ContextFallback != nil {
+		rt.ContextFallback = *in.ContextFallback
+	}
 	targets := make([]TargetInput, 0, len(rt.Targets))
 	for _, t := range rt.Targets {
 		w := t.Weight
-		targets = append(targets, TargetInput{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: &w, ContextLimit: t.ContextLimit,
+		targets = append(targets, TargetInput{Provider: t.ProviderSlug, UpstreamModel: t.UpstreamModel, Weight: &w, Priority: t.Priority, ContextLimit: t.ContextLimit,
 			Prices: pricesInput(t.Prices)})
 	}
 	if in.Targets != nil {
@@ -298,6 +332,9 @@ func (s *Service) PatchRoute(ctx context.Context, org, project, model string, in
 		old = nil // another pool's route now
 	}
 	if err := s.resolveRoute(ctx, o.ID, rt, targets); err != nil {
+		return RouteView{}, err
+	}
+	if err := s.checkFallbacks(ctx, rt, model); err != nil {
 		return RouteView{}, err
 	}
 	if err := s.checkHandTargets(ctx, o.ID, rt, old); err != nil {
@@ -313,6 +350,9 @@ func (s *Service) PatchRoute(ctx context.Context, org, project, model string, in
 func (s *Service) DeleteRoute(ctx context.Context, org, project, model string) error {
 	_, rt, err := s.route(ctx, org, project, model)
 	if err != nil {
+		return err
+	}
+	if err := s.refuseIfFallback(ctx, rt, "deleted"); err != nil {
 		return err
 	}
 	return s.committed(ctx, fromStore(s.st.DeleteRoute(ctx, rt.ID), "route"))

@@ -29,6 +29,11 @@ type UsageView struct {
 	PromptTokens     int       `json:"prompt_tokens"`
 	CompletionTokens int       `json:"completion_tokens"`
 	Stream           bool      `json:"stream"`
+	// Tier is the priority of the route target that served the request;
+	// Fallback the fallback route that served it instead of Route ("" for
+	// none) (issue 19).
+	Tier     int    `json:"tier"`
+	Fallback string `json:"fallback"`
 	// Cost in USD; null when the provider that served the request has no
 	// price.
 	Cost *money.Amount `json:"cost"`
@@ -39,7 +44,8 @@ func usageView(u store.UsageRecord, project string) UsageView {
 		AddressKind: u.AddressKind, Address: u.Address, Route: u.Route, Provider: u.ProviderSlug,
 		UpstreamModel: u.UpstreamModel, Status: u.Status, Class: u.Class, Attempts: u.Attempts,
 		LatencyMS: u.Latency.Milliseconds(), TTFTMS: u.TTFT.Milliseconds(),
-		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, Stream: u.Stream, Cost: u.Cost}
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, Stream: u.Stream, Cost: u.Cost,
+		Tier: u.Tier, Fallback: u.Fallback}
 }
 
 // UsageQuery filters usage records; an empty field matches everything.

@@ -87,6 +87,7 @@ func TestUsage(t *testing.T) {
 			"address_kind": "route", "address": "team/qwen3", "route": "team/qwen3", "provider": "vllm-a",
 			"upstream_model": "Qwen/Qwen3-8B", "status": 200.0, "class": "", "attempts": 2.0,
 			"latency_ms": 1500.0, "ttft_ms": 250.0, "prompt_tokens": 12.0, "completion_tokens": 34.0, "stream": true,
+			"tier": 0.0, "fallback": "",
 		}
 		var keys []string
 		for k, v := range first {
@@ -96,8 +97,8 @@ func TestUsage(t *testing.T) {
 			}
 		}
 		slices.Sort(keys)
-		if got := strings.Join(keys, ","); got != "address,address_kind,attempts,class,completion_tokens,cost,created_at,id,key_id,"+
-			"latency_ms,project,prompt_tokens,provider,route,status,stream,ttft_ms,upstream_model" {
+		if got := strings.Join(keys, ","); got != "address,address_kind,attempts,class,completion_tokens,cost,created_at,fallback,id,key_id,"+
+			"latency_ms,project,prompt_tokens,provider,route,status,stream,tier,ttft_ms,upstream_model" {
 			t.Fatalf("fields: %s", got)
 		}
 		last := data[4].(map[string]any)

@@ -177,7 +177,7 @@ func TestRouteAndGroupCommands(t *testing.T) {
 	}
 	must(t, append([]string{"routes", "update", "team/qwen3", "--target", "vllm-b"}, org...)...)
 	list := must(t, append([]string{"routes", "list"}, org...)...)
-	if !regexp.MustCompile(`(?m)^team/qwen3\s+weighted\s+vllm-b\s+600\s+-\s*$`).MatchString(list) {
+	if !regexp.MustCompile(`(?m)^team/qwen3\s+weighted\s+vllm-b\s+600\s+-\s+-\s*$`).MatchString(list) {
 		t.Errorf("routes list:\n%s", list)
 	}
 	wantExit(t, ExitUsage, append([]string{"routes", "create", "--model", "x", "--target", "vllm-a:7"}, org...)...)

@@ -13,7 +13,11 @@ func routes() *resource {
 	common := []field{
 		{flag: "strategy", key: "strategy", usage: "weighted (default), round_robin, least_busy or latency"},
 		{flag: "target", key: "targets", kind: fArray, conv: targetsFlag,
-			usage: "PROVIDER[:UPSTREAM_MODEL[:WEIGHT]] (repeat; on update the list replaces the route's)"},
+			usage: "PROVIDER[:UPSTREAM_MODEL[:WEIGHT]][@PRIORITY] (repeat; on update the list replaces the route's; lower priority is preferred, default 0)"},
+		{flag: "fallback", key: "fallbacks", kind: fArray, conv: fallbacksFlag,
+			usage: "a route of the project tried when every attempt on this one failed (repeat, in order; on update the list replaces the route's, --fallback '' clears it)"},
+		{flag: "context-fallback", key: "context_fallback",
+			usage: "a route of the project with a larger context, for requests too long for this one ('' clears it)"},
 		{flag: "rpm-limit", key: "rpm_limit", kind: fInt, usage: "requests per minute of all callers together (0: none)"},
 		{flag: "tpm-limit", key: "tpm_limit", kind: fInt, usage: "tokens per minute of all callers together (0: none)"},
 	}
@@ -26,26 +30,35 @@ func routes() *resource {
 		item:  func(a *app, id string) string { return RoutePath(a.org, a.project, id) },
 		cols: []column{
 			col("MODEL", "model"), col("STRATEGY", "strategy"), {header: "TARGETS", value: targetsText},
-			col("RPM", "rpm_limit"), col("TPM", "tpm_limit"),
+			col("RPM", "rpm_limit"), col("TPM", "tpm_limit"), {header: "FALLBACKS", value: fallbacksText},
 		},
 		create: create, update: update,
 		examples: map[string]string{
-			"list":   "  rolter routes list\n  rolter routes list --project team-a",
-			"get":    "  rolter routes get qwen3",
-			"create": "  rolter routes create --model qwen3 --target my-vllm:Qwen/Qwen3-8B\n  rolter routes create --model qwen3 --target vllm-a:Qwen/Qwen3-8B:3 --target vllm-b:Qwen/Qwen3-8B:1",
+			"list": "  rolter routes list\n  rolter routes list --project team-a",
+			"get":  "  rolter routes get qwen3",
+			"create": "  rolter routes create --model qwen3 --target my-vllm:Qwen/Qwen3-8B\n  rolter routes create --model qwen3 --target vllm-a:Qwen/Qwen3-8B:3 --target vllm-b:Qwen/Qwen3-8B:1\n" +
+				"  rolter routes create --model qwen3 --target my-vllm:Qwen/Qwen3-8B --target openai:gpt-4o-mini@1 --fallback gpt-4o --context-fallback qwen3-long",
 			"update": "  rolter routes update qwen3 --target my-vllm:Qwen/Qwen3-8B --rpm-limit 600",
 			"delete": "  rolter routes delete qwen3",
 		},
 	}
 }
 
-// targetsFlag reads --target PROVIDER[:UPSTREAM_MODEL[:WEIGHT]]. The
-// provider is up to the first colon; a last part of digits is the weight,
-// so an upstream model may hold colons itself (llama3:8b).
+// targetsFlag reads --target PROVIDER[:UPSTREAM_MODEL[:WEIGHT]][@PRIORITY].
+// The provider is up to the first colon; a last part of digits is the
+// weight, so an upstream model may hold colons itself (llama3:8b); a
+// trailing @ and digits is the priority (an upstream model ending so
+// needs -f).
 func targetsFlag(_ *app, v any) (any, error) {
 	var out []any
 	for _, s := range v.([]string) {
 		t := map[string]any{}
+		if i := strings.LastIndex(s, "@"); i >= 0 {
+			if p, err := strconv.Atoi(s[i+1:]); err == nil {
+				t["priority"] = p
+				s = s[:i]
+			}
+		}
 		prov, rest, _ := strings.Cut(s, ":")
 		if prov == "" {
 			return nil, fmt.Errorf("%q: want PROVIDER[:UPSTREAM_MODEL[:WEIGHT]], e.g. my-vllm:Qwen/Qwen3-8B:1", s)
@@ -80,10 +93,39 @@ func targetsText(m map[string]any) string {
 		if w := text(t["weight"]); w != "" && w != "1" {
 			s += "*" + w
 		}
+		if p := text(t["priority"]); p != "" && p != "0" {
+			s += "@" + p
+		}
 		if r, ok := t["routable"].(bool); ok && !r {
 			s += "(down)"
 		}
 		parts = append(parts, s)
+	}
+	return strings.Join(parts, ",")
+}
+
+// fallbacksFlag reads --fallback ROUTE (repeated); empty values are
+// dropped, so --fallback ” clears the list on update.
+func fallbacksFlag(_ *app, v any) (any, error) {
+	out := []any{}
+	for _, s := range v.([]string) {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// fallbacksText shows a route's fallbacks in order, then its context
+// fallback as ctx:ROUTE.
+func fallbacksText(m map[string]any) string {
+	xs, _ := lookup(m, "fallbacks").([]any)
+	parts := make([]string, 0, len(xs)+1)
+	for _, x := range xs {
+		parts = append(parts, text(x))
+	}
+	if c := text(lookup(m, "context_fallback")); c != "" {
+		parts = append(parts, "ctx:"+c)
 	}
 	return strings.Join(parts, ",")
 }

@@ -51,7 +51,8 @@ func (a *app) usageCmd() *cobra.Command {
 		}
 		return a.printList(ctx, c, cmd, UsagePath(a.org), q, []column{
 			col("ID", "id"), col("TIME", "created_at"), col("PROJECT", "project"), col("KEY_ID", "key_id"),
-			col("MODEL", "address"), col("PROVIDER", "provider"), col("STATUS", "status"), col("CLASS", "class"),
+			col("MODEL", "address"), col("PROVIDER", "provider"), col("TIER", "tier"), col("FALLBACK", "fallback"),
+			col("STATUS", "status"), col("CLASS", "class"),
 			col("PROMPT", "prompt_tokens"), col("COMPLETION", "completion_tokens"), col("COST_USD", "cost"), col("MS", "latency_ms"),
 		})
 	})

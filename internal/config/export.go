@@ -44,10 +44,11 @@ func FromDesired(d admin.Desired) (f *File, placeholders []string) {
 		for _, p := range do.Projects {
 			fp := Project{Name: p.Name, Description: p.Description, Budget: budgetOf(p.Budget), RPMLimit: p.RPMLimit, TPMLimit: p.TPMLimit}
 			for _, r := range p.Routes {
-				fr := Route{Model: r.Model, Strategy: r.Strategy, Policy: policyOf(r.Policy), RPMLimit: r.RPMLimit, TPMLimit: r.TPMLimit}
+				fr := Route{Model: r.Model, Strategy: r.Strategy, Policy: policyOf(r.Policy), RPMLimit: r.RPMLimit, TPMLimit: r.TPMLimit,
+					Fallbacks: r.Fallbacks, ContextFallback: r.ContextFallback}
 				for _, t := range r.Targets {
 					fr.Targets = append(fr.Targets, Target{Provider: t.Provider, UpstreamModel: t.UpstreamModel, Weight: t.Weight,
-						ContextLimit: t.ContextLimit, Prices: pricesOf(t.Prices)})
+						Priority: t.Priority, ContextLimit: t.ContextLimit, Prices: pricesOf(t.Prices)})
 				}
 				fp.Routes = append(fp.Routes, fr)
 			}

@@ -102,6 +102,10 @@ type Route struct {
 	Policy   Policy   `yaml:"policy,omitempty"`
 	RPMLimit int      `yaml:"rpm_limit,omitempty"`
 	TPMLimit int      `yaml:"tpm_limit,omitempty"`
+	// Fallbacks and ContextFallback name other routes of the project
+	// (docs/data-path.md, "Fallback routes").
+	Fallbacks       []string `yaml:"fallbacks,omitempty"`
+	ContextFallback string   `yaml:"context_fallback,omitempty"`
 }
 
 // Target is one route target, naming its provider by slug.
@@ -109,6 +113,7 @@ type Target struct {
 	Provider      string  `yaml:"provider,omitempty"`
 	UpstreamModel string  `yaml:"upstream_model,omitempty"`
 	Weight        *int    `yaml:"weight,omitempty"`
+	Priority      int     `yaml:"priority,omitempty"`
 	ContextLimit  int     `yaml:"context_limit,omitempty"`
 	Prices        *Prices `yaml:"prices,omitempty"`
 }
@@ -224,11 +229,11 @@ func (p Project) input() admin.ProjectInput {
 func (r Route) input() admin.RouteInput {
 	in := admin.RouteInput{
 		Model: r.Model, Strategy: r.Strategy, Policy: r.Policy.store(),
-		RPMLimit: r.RPMLimit, TPMLimit: r.TPMLimit,
+		RPMLimit: r.RPMLimit, TPMLimit: r.TPMLimit, Fallbacks: r.Fallbacks, ContextFallback: r.ContextFallback,
 	}
 	for _, t := range r.Targets {
 		in.Targets = append(in.Targets, admin.TargetInput{
-			Provider: t.Provider, UpstreamModel: t.UpstreamModel, Weight: t.Weight,
+			Provider: t.Provider, UpstreamModel: t.UpstreamModel, Weight: t.Weight, Priority: t.Priority,
 			ContextLimit: t.ContextLimit, Prices: t.Prices.input(),
 		})
 	}

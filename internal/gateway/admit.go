@@ -126,14 +126,14 @@ func (g *Gateway) admit(x *exchange) (func(), *apiError) {
 	plan := x.plan
 	f := plan.facts
 	if f == nil { // a provider or group address: its plan is the request's own
-		f = g.facts(plan, x.model)
+		f = g.facts(plan, plan.model(x))
 		plan.facts = f
 	}
 	if f.ready == 0 {
 		// Nothing routable as of the last rebuild: read readiness afresh
 		// (only on this path), for the reason's current class and in case
 		// a provider became ready since.
-		f = g.facts(plan, x.model)
+		f = g.facts(plan, plan.model(x))
 	}
 	x.facts = f
 	if f.ready == 0 && f.draining > 0 {

@@ -13,9 +13,9 @@ import (
 func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, i int, tg *targetRT, key *keyRT) outcome {
 	// design 003: on an upstream-metadata provider the discovered id is
 	// always the one sent (admit took targets naming another out).
-	upstreamModel := x.model
+	upstreamModel := x.plan.model(x) // a fallback route sends its own name
 	if tg.provider.upstream || tg.id.model != "" {
-		upstreamModel = sendModel(tg, g.status(tg.provider), x.model)
+		upstreamModel = sendModel(tg, g.status(tg.provider), upstreamModel)
 	}
 	if upstreamModel == "" { // the provider went not ready since admit
 		return outcome{result: result{class: ClassConnect, err: errNotReady}}
@@ -87,6 +87,18 @@ func (g *Gateway) exchangeWith(ctx context.Context, c call, pr pairing, tg *targ
 			if modelGone(resp.StatusCode, head, c.model) {
 				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 				return c.outcome(result{class: ClassModelGone, status: resp.StatusCode, err: errModelGone})
+			}
+		}
+		if overflowed(c.x, resp.StatusCode) {
+			// A prompt too long for this pool, and the route has a
+			// context fallback: not relayed, the request moves there
+			// (fallback.go).
+			if head == nil {
+				head, _ = io.ReadAll(io.LimitReader(resp.Body, modelGoneSniff))
+			}
+			if contextExceeded(head) {
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+				return c.outcome(result{class: ClassCaller, status: resp.StatusCode, overflow: true})
 			}
 		}
 		// The caller's fault: relay unchanged, no retry.

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/rolter/rolter/internal/policy"
 )
 
 // result is how one attempt ended.
@@ -15,6 +17,7 @@ type result struct {
 	retryAfter time.Duration // from a 429
 	committed  bool          // bytes reached the client: no more failover
 	refused    bool          // the connection was refused: nothing reached the upstream (routable.go)
+	overflow   bool          // a 400 saying the prompt exceeds the context, not relayed (fallback.go)
 	model      string        // the model id sent upstream (for a stale mark)
 	// err is why the attempt failed, wrapping the transport or read error
 	// when there was one; nil on success and for a relayed caller error.
@@ -22,24 +25,52 @@ type result struct {
 	err error
 }
 
-// forward runs attempts until one succeeds, the request is the caller's
-// fault, the client leaves, or attempts and the retry deadline run out.
-// Before the first byte reaches the client any retryable failure moves on
-// to another target or key; after it, nothing is retried. Up to
+// forward runs the attempts of the request's route, then, when every one
+// failed before the first byte, of its fallback routes (fallback.go), and
+// answers with the last failure when none served.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
+	deadline := g.clock.Now().Add(g.cfg.RetryDeadline)
+	e := g.forwardPlan(w, r, x, deadline)
+	if e != nil && e.Code == policy.CodeContextLengthExceeded {
+		e = g.overflowed(w, r, x, e, deadline)
+	}
+	if e != nil {
+		e = g.fallBack(w, r, x, e, deadline)
+	}
+	if e != nil {
+		x.status = e.status
+		x.writeError(w, e)
+	}
+}
+
+// forwardPlan runs attempts on x.plan until one succeeds, the request is
+// the caller's fault, the client leaves, or attempts and the retry
+// deadline run out; it returns the error to answer with, nil when the
+// request was answered. Before the first byte reaches the client any
+// retryable failure moves on to another target or key; after it, nothing
+// is retried. Attempts are counted per priority tier: a tier whose
+// attempts are spent passes the request to the next (pickTarget). Up to
 // MaxRefusals refused connections do not count as attempts: each moves on
 // to another distinct target.
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
+func (g *Gateway) forwardPlan(w http.ResponseWriter, r *http.Request, x *exchange, deadline time.Time) *apiError {
 	plan := x.plan
 	ex := newExclusions(x)
 	triedKeys := map[int64]bool{}
 	refusals := 0 // refused attempts not counted against MaxAttempts
-	deadline := g.clock.Now().Add(g.cfg.RetryDeadline)
+	x.tier, x.tierSpent = 0, 0
+	tried := 0 // attempts on this plan
 	var (
 		last          outcome
 		maxRetryAfter time.Duration
 		busy          *providerRT // a provider at its max_concurrency, skipped
 	)
-	for x.attempts-refusals < g.cfg.MaxAttempts && (x.attempts == 0 || g.clock.Now().Before(deadline)) {
+	for tried == 0 || g.clock.Now().Before(deadline) {
+		if x.tierSpent >= g.cfg.MaxAttempts {
+			if x.tier+1 >= len(x.facts.tiers) {
+				break
+			}
+			x.tier, x.tierSpent = x.tier+1, 0 // this tier's attempts are spent: the next one's turn
+		}
 		i, tgProbe := g.pickTarget(x, ex)
 		if i < 0 {
 			break
@@ -66,9 +97,11 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 			continue
 		}
 		if x.attempts > 0 {
-			g.metrics.failovers.WithLabelValues(x.key.Project.Org.Name, x.key.Project.Name, plan.route).Inc()
+			g.metrics.failovers.WithLabelValues(x.key.Project.Org.Name, x.key.Project.Name, x.origin.route).Inc()
 		}
 		x.attempts++
+		tried++
+		x.tierSpent++
 		x.target = tg
 		tg.stats.Begin()
 		began := time.Now()
@@ -93,18 +126,24 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 			g.refused(tg)
 			if refusals < MaxRefusals {
 				refusals++
+				x.tierSpent-- // a refusal is free, up to MaxRefusals
 			}
 		}
 		g.logAttempt(x, tg, res)
 
 		v := verdicts[res.class]
+		if res.overflow {
+			x.record(o)
+			x.status, x.class = res.status, res.class
+			return errOverflow()
+		}
 		if res.class == ClassNone || res.committed || !v.retry {
 			x.record(o)
 			x.status, x.class = res.status, res.class
 			if v.status == 499 { // the client's doing: cancelled or too slow
 				x.status = 499
 			}
-			return
+			return nil
 		}
 		if res.class == ClassRateLimited {
 			maxRetryAfter = max(maxRetryAfter, res.retryAfter)
@@ -118,15 +157,14 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 		}
 		ex.tried.add(i)
 	}
-	if x.attempts == 0 && busy != nil {
+	if tried == 0 && busy != nil {
 		e := newError(http.StatusTooManyRequests, "concurrency_limited",
 			"provider "+quoteModel(busy.slug)+" is at its max_concurrency of "+strconv.Itoa(busy.policy.MaxConcurrency)+" requests in flight")
 		e.retryAfter = 1
-		x.status, x.class = e.status, ClassNone
-		x.writeError(w, e)
-		return
+		x.class = ClassNone
+		return e
 	}
-	g.exhausted(w, x, last, maxRetryAfter)
+	return g.exhausted(x, tried, last, maxRetryAfter)
 }
 
 // record copies what the request's final attempt learned into the
@@ -240,11 +278,12 @@ func attemptLabel(c Class) string {
 	return string(c)
 }
 
-// exhausted answers when no attempt succeeded, naming the class that ended
-// it. Upstream 5xx bodies are never echoed.
-func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last outcome, maxRetryAfter time.Duration) {
+// exhausted is the answer when no attempt on x.plan succeeded (tried of
+// them), naming the class that ended it. Upstream 5xx bodies are never
+// echoed.
+func (g *Gateway) exhausted(x *exchange, tried int, last outcome, maxRetryAfter time.Duration) *apiError {
 	x.class = last.class
-	if x.attempts == 0 {
+	if tried == 0 {
 		x.class = ClassConnect
 		msg := "no target of " + quoteModel(x.model) + " is available"
 		var wait time.Duration
@@ -260,13 +299,11 @@ func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last outcome, ma
 		}
 		e := newError(http.StatusServiceUnavailable, "upstream_unavailable", msg)
 		e.retryAfter = int((wait + time.Second - 1) / time.Second)
-		x.status = e.status
-		x.writeError(w, e)
-		return
+		return e
 	}
 	x.record(last)
 	v := verdicts[last.class]
-	msg := "all upstream attempts failed (" + strconv.Itoa(x.attempts) + " tried); the last ended with " + string(last.class)
+	msg := "all upstream attempts failed (" + strconv.Itoa(tried) + " tried); the last ended with " + string(last.class)
 	if x.target != nil {
 		// The provider's slug, never its URL: the URL is in the log line
 		// and the admin view, not for a key holder.
@@ -279,6 +316,5 @@ func (g *Gateway) exhausted(w http.ResponseWriter, x *exchange, last outcome, ma
 	// The largest Retry-After any key or target asked for, whatever class
 	// ended the request: the client should not come back sooner.
 	e.retryAfter = int((maxRetryAfter + time.Second - 1) / time.Second)
-	x.status = e.status
-	x.writeError(w, e)
+	return e
 }

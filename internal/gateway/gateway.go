@@ -256,9 +256,15 @@ type exchange struct {
 	model     string // as the client sent it: the stable caller address
 	stream    bool
 	endpoint  string // upstream path under base_url, e.g. "/chat/completions"
-	plan      *routePlan
-	facts     *planFacts // the plan's admission facts (routable.go), set by admit
-	adm       *admission // per policy results (admit.go); nil for endpoints without output
+	// plan is the address being served; origin the one the client's model
+	// resolved to, which differs while a fallback route serves
+	// (fallback.go), and fallback names that route.
+	plan     *routePlan
+	origin   *routePlan
+	fallback string
+	skip     []*routePlan // routes this request tried or found unable to take it (fallback.go)
+	facts    *planFacts   // the plan's admission facts (routable.go), set by admit
+	adm      *admission   // per policy results (admit.go); nil for endpoints without output
 	// api is the client's API (from the endpoint): it picks each target's
 	// pairing (tg.provider.pairs[api]) and the shape of the gateway's own
 	// errors.
@@ -286,6 +292,8 @@ type exchange struct {
 	status        int
 	class         Class
 	attempts      int
+	tier          int // index into facts.tiers of the tier being tried (pick.go)
+	tierSpent     int // attempts counted against MaxAttempts on that tier
 	target        *targetRT
 	upstreamModel string
 	ttft          time.Duration
@@ -336,11 +344,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, x, aerr)
 		return
 	}
+	x.origin = x.plan
 	if aerr := g.checkBudget(w, r, x); aerr != nil {
 		g.fail(w, x, aerr)
 		return
 	}
-	release, aerr := g.admit(x)
+	release, aerr := g.admitRoute(w, x)
 	if aerr != nil {
 		g.fail(w, x, aerr)
 		return
@@ -521,12 +530,13 @@ func (g *Gateway) account(x *exchange) {
 		Address: x.model, Status: x.status, Class: string(x.class),
 		Attempts: x.attempts, Latency: time.Since(x.start), TTFT: x.ttft, PromptTokens: x.promptTokens,
 		CompletionTokens: x.outputTokens, Stream: x.stream, UpstreamModel: x.upstreamModel}
-	if x.plan != nil {
-		label, rec.Route, rec.AddressKind = x.plan.route, x.plan.route, string(x.plan.kind)
+	if x.origin != nil {
+		label, rec.Route, rec.AddressKind = x.origin.route, x.origin.route, string(x.origin.kind)
 	}
 	if x.target != nil {
 		provider = x.target.provider.slug
 		rec.ProviderID, rec.ProviderSlug = x.target.provider.id, provider
+		g.countServed(x, &rec)
 	}
 	g.charge(x, &rec)
 	g.usage.Record(rec)

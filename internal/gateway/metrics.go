@@ -37,6 +37,8 @@ type Metrics struct {
 	// refusals counts refused connections, each of which took its
 	// provider out of routing at once (routable.go).
 	refusals *prometheus.CounterVec
+	// served counts route requests by tier and fallback route (fallback.go).
+	served *prometheus.CounterVec
 }
 
 // NewMetrics registers the data path metrics on reg.
@@ -75,6 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "rolter_fleet_drain_cut_requests_total", Help: "Requests still in flight to a fleet host at its drain deadline, cut so the host could restart.",
 	}, []string{"org", "provider"})
 	reg.MustRegister(m.drainCuts)
+	m.served = servedMetric(reg)
 	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rolter_upstream_refusals_total", Help: "Connections an upstream refused; each takes the provider out of routing until a probe brings it back.",
 	}, []string{"org", "provider"})

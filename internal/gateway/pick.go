@@ -7,26 +7,30 @@ import (
 )
 
 // pickTarget chooses a target the request may use: by the plan's strategy
-// from its routable set (routable.go), excluding what this request tried or
-// its policy refuses, else (panic mode) the untried one whose cooldown ends
-// first, so that a fully cooled pool still gets a chance instead of
-// failing every request. probe reports that this request holds the
-// target's half-open probe.
+// from the routable set (routable.go) of the best tier from x.tier on that
+// has one it may pick, excluding what this request tried or its policy
+// refuses, else (panic mode) the untried target of the plan's last tier
+// whose cooldown ends first, so that a fully cooled pool still gets a
+// chance instead of failing every request. A tier that yields nothing is
+// passed for good (x.tier moves on). probe reports that this request holds
+// the target's half-open probe.
 func (g *Gateway) pickTarget(x *exchange, ex *exclusions) (int, bool) {
 	plan := x.plan
 	now := g.clock.Now()
-	set := g.routable(plan, x.facts, now)
+	sets := g.routable(plan, x.facts, now)
 	rr := plan.rr
 	if rr == nil {
 		rr = new(atomic.Uint64)
 	}
-	for {
-		i := set.Pick(rr, ex)
+	for x.tier < len(sets) {
+		i := sets[x.tier].Pick(rr, ex)
 		if i < 0 {
-			if plan.pinned {
-				return -1, false
+			if x.tier == len(sets)-1 {
+				break
 			}
-			return g.panicTarget(x, ex), false
+			x.tier++ // the whole tier is unroutable for this request
+			x.tierSpent = 0
+			continue
 		}
 		tg := plan.targets[i]
 		ok, probe := tg.breaker.Allow()
@@ -47,22 +51,41 @@ func (g *Gateway) pickTarget(x *exchange, ex *exclusions) (int, bool) {
 		// Another request holds the half-open probe: not ours to send.
 		ex.tried.add(i)
 	}
+	if plan.pinned {
+		return -1, false
+	}
+	return g.panicTarget(x, ex), false
 }
 
-// panicTarget is the usable, untried target with a weight whose cooldown
-// ends first; -1 when there is none. It scans the plan, which happens only
-// when every routable target is cooling or tried.
+// panicTarget is the usable, untried target with a weight, in the plan's
+// last tier that has usable targets, whose cooldown ends first; -1 when
+// there is none, or when the request already spent its attempts on that
+// tier. A better tier is never forced onto while cooling: a worse one
+// serves instead. It scans the plan, which happens only when every
+// routable target is cooling or tried.
 func (g *Gateway) panicTarget(x *exchange, ex *exclusions) int {
-	plan := x.plan
+	plan, f := x.plan, x.facts
+	last := -1
+	for i := range plan.targets {
+		if x.usable(i) && plan.weights[i] > 0 {
+			last = max(last, f.tier(i))
+		}
+	}
+	if last < x.tier {
+		return -1
+	}
 	best := -1
 	var bestUntil time.Time
 	for i, tg := range plan.targets {
-		if !x.usable(i) || ex.tried.has(i) || plan.weights[i] == 0 {
+		if f.tier(i) != last || !x.usable(i) || ex.tried.has(i) || plan.weights[i] == 0 {
 			continue
 		}
 		if u := tg.breaker.Until(); best < 0 || u.Before(bestUntil) {
 			best, bestUntil = i, u
 		}
+	}
+	if best >= 0 && last != x.tier {
+		x.tier, x.tierSpent = last, 0
 	}
 	return best
 }

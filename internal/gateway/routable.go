@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"net"
+	"slices"
 	"syscall"
 	"time"
 
@@ -38,15 +39,23 @@ type planFacts struct {
 	// the first ready target under that policy that needs one; nil when
 	// none does.
 	translator [numAPIs][]*translating
-	// members are the ready targets with a weight: the routable set when
-	// nothing cools.
-	members []balancer.Member
+	// tiers are the distinct target priorities of the plan, best (lowest)
+	// first, and tierOf each target's index into them (issue 19; nil when
+	// there is one tier): the strategy picks within the best tier that has
+	// a routable target.
+	tiers  []int
+	tierOf []int
+	// members are, per tier, the ready targets with a weight: the routable
+	// sets when nothing cools.
+	members [][]balancer.Member
 }
 
 // facts computes plan's admission facts; model is the client's string.
 func (g *Gateway) facts(plan *routePlan, model string) *planFacts {
 	n := len(plan.targets)
 	f := &planFacts{down: make([]bool, n), policyOf: make([]int, n)}
+	f.tiers, f.tierOf = tiersOf(plan.targets)
+	f.members = make([][]balancer.Member, len(f.tiers))
 	for i, tg := range plan.targets {
 		f.policyOf[i] = -1
 		if tg.provider.draining { // its fleet host restarts: in-flight requests finish, no new ones
@@ -95,10 +104,40 @@ func (g *Gateway) facts(plan *routePlan, model string) *planFacts {
 			}
 		}
 		if plan.weights[i] > 0 {
-			f.members = append(f.members, balancer.Member{ID: i, Weight: plan.weights[i], Stats: tg.stats})
+			t := f.tier(i)
+			f.members[t] = append(f.members[t], balancer.Member{ID: i, Weight: plan.weights[i], Stats: tg.stats})
 		}
 	}
 	return f
+}
+
+var oneTier = []int{0}
+
+// tier is target i's index into f.tiers.
+func (f *planFacts) tier(i int) int {
+	if f.tierOf == nil {
+		return 0
+	}
+	return f.tierOf[i]
+}
+
+// tiersOf is the distinct priorities of targets, lowest first, and each
+// target's index into them. Provider and group plans have one tier.
+func tiersOf(targets []*targetRT) (tiers, tierOf []int) {
+	for _, tg := range targets {
+		if !slices.Contains(tiers, tg.priority) {
+			tiers = append(tiers, tg.priority)
+		}
+	}
+	if len(tiers) <= 1 {
+		return oneTier, nil // every target in tier 0: nothing to allocate per request
+	}
+	slices.Sort(tiers)
+	tierOf = make([]int, len(targets))
+	for i, tg := range targets {
+		tierOf[i] = slices.Index(tiers, tg.priority)
+	}
+	return tiers, tierOf
 }
 
 // cooling reports whether a breaker whose cooldown ends at until keeps its
@@ -109,10 +148,11 @@ func (g *Gateway) facts(plan *routePlan, model string) *planFacts {
 // A cooldown's end needs no bump either (liveSet.until).
 func cooling(until, now time.Time) bool { return until.After(now) }
 
-// liveSet is a plan's routable set as of a health generation.
+// liveSet is a plan's routable sets (one per tier) as of a health
+// generation.
 type liveSet struct {
-	set *balancer.Set
-	gen uint64
+	sets []*balancer.Set // per tier, best first
+	gen  uint64
 	// until is the earliest end of a member's cooldown: the set is rebuilt
 	// then, so the member rejoins for its half-open probe. Zero: none cools.
 	until time.Time
@@ -122,40 +162,42 @@ type liveSet struct {
 // began cooling since (healthGen) or a member's cooldown has ended. While one
 // request rebuilds it, others use the previous set: a member that began
 // cooling meanwhile is refused by its breaker and redrawn.
-func (g *Gateway) routable(plan *routePlan, f *planFacts, now time.Time) *balancer.Set {
+func (g *Gateway) routable(plan *routePlan, f *planFacts, now time.Time) []*balancer.Set {
 	if f != plan.facts { // facts read afresh for this request (admit): a set of its own
-		return g.buildLive(plan, f, 0, now).set
+		return g.buildLive(plan, f, 0, now).sets
 	}
 	gen := g.healthGen.Load()
 	l := plan.live.Load()
 	if l != nil && l.gen == gen && (l.until.IsZero() || now.Before(l.until)) {
-		return l.set
+		return l.sets
 	}
 	if l != nil {
 		if !plan.rebuilding.CompareAndSwap(false, true) {
-			return l.set
+			return l.sets
 		}
 		defer plan.rebuilding.Store(false)
 	}
 	next := g.buildLive(plan, f, gen, now)
 	plan.live.Store(next)
-	return next.set
+	return next.sets
 }
 
 // buildLive is f's members that are not cooling at now.
 func (g *Gateway) buildLive(plan *routePlan, f *planFacts, gen uint64, now time.Time) *liveSet {
-	next := &liveSet{gen: gen}
-	members := make([]balancer.Member, 0, len(f.members))
-	for _, m := range f.members {
-		if u := plan.targets[m.ID].breaker.Until(); u.After(now) {
-			if next.until.IsZero() || u.Before(next.until) {
-				next.until = u
+	next := &liveSet{gen: gen, sets: make([]*balancer.Set, len(f.members))}
+	for t, tier := range f.members {
+		members := make([]balancer.Member, 0, len(tier))
+		for _, m := range tier {
+			if u := plan.targets[m.ID].breaker.Until(); u.After(now) {
+				if next.until.IsZero() || u.Before(next.until) {
+					next.until = u
+				}
+				continue
 			}
-			continue
+			members = append(members, m)
 		}
-		members = append(members, m)
+		next.sets[t] = balancer.NewSet(plan.strategy, members)
 	}
-	next.set = balancer.NewSet(plan.strategy, members)
 	return next
 }
 

@@ -57,6 +57,11 @@ type routePlan struct {
 	// address has none beside its provider's, which every target carries).
 	policy  store.Policy
 	limiter *policy.Limiter // routes and groups with max_concurrency only
+	// fallbacks are the routes tried, in order, when every attempt on
+	// this one failed before the first byte; ctxFallback takes a request
+	// too long for its pool (fallback.go). Route plans only.
+	fallbacks   []*routePlan
+	ctxFallback *routePlan
 	// facts are what admission needs of the targets, computed with the
 	// plan: when the table is built for a route, per request for the
 	// plans of provider and group addresses (routable.go).
@@ -86,6 +91,7 @@ type targetRT struct {
 	id       targetID
 	provider *providerRT
 	ctxLimit int // configured per-target context; 0: the provider's
+	priority int // the target's tier in its route (issue 19); 0 elsewhere
 	// configured: the model comes from configuration (a route target, a
 	// provider's catalog or a group's model map, or discovery), not only
 	// from the client, so an upstream "no such model" means the
@@ -261,6 +267,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 			for _, r := range pj.Routes {
 				g.addRoute(t, r)
 			}
+			linkFallbacks(pj, t.routes)
 		}
 	})
 	return t
@@ -456,6 +463,7 @@ func (g *Gateway) addRoute(t *table, r *snapshot.Route) {
 		target := g.target(t, tg.Provider.ID, tg.UpstreamModel, true)
 		t.routed[target.id]++
 		target.ctxLimit = tg.ContextLimit
+		target.priority = tg.Priority
 		target.configured = true
 		target.prices = tg.Prices
 		plan.targets = append(plan.targets, target)

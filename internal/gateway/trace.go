@@ -142,7 +142,9 @@ func (tr *reqTrace) end(r *http.Request, sw *statusWriter) {
 				attrs = append(attrs, attrOrg.String(x.key.Project.Org.Name))
 			}
 		}
-		if x.plan != nil {
+		if x.origin != nil { // the caller's route, also when a fallback served
+			attrs = append(attrs, attrRoute.String(x.origin.route))
+		} else if x.plan != nil {
 			attrs = append(attrs, attrRoute.String(x.plan.route))
 		}
 		if x.target != nil {

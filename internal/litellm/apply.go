@@ -248,10 +248,12 @@ func (plan *Plan) groupsAndRoutes() *desired {
 		if r.Exists {
 			continue
 		}
-		in := admin.RouteInput{Model: r.Model, RPMLimit: r.Limits.RPM, TPMLimit: r.Limits.TPM}
+		in := admin.RouteInput{Model: r.Model, RPMLimit: r.Limits.RPM, TPMLimit: r.Limits.TPM,
+			Fallbacks: r.Fallbacks, ContextFallback: r.ContextFallback}
 		for _, t := range r.Targets {
 			w := t.Weight
-			in.Targets = append(in.Targets, admin.TargetInput{Provider: t.Provider.Slug, UpstreamModel: t.UpstreamModel, Weight: &w})
+			in.Targets = append(in.Targets, admin.TargetInput{Provider: t.Provider.Slug, UpstreamModel: t.UpstreamModel, Weight: &w,
+				Priority: t.Priority})
 		}
 		where := fmt.Sprintf("orgs[0].projects[0].routes[%d]", len(pj.Routes))
 		d.what[where], d.routes[where] = fmt.Sprintf("route %q", r.Model), r

@@ -76,6 +76,9 @@ type Entry struct {
 	UpstreamModel string
 	// Weight is litellm_params.weight (default 1).
 	Weight int
+	// Priority is litellm_params.order (lower first, as a target's
+	// priority; default 0).
+	Priority int
 	// RPM and TPM are litellm_params.rpm and tpm; 0: not set.
 	RPM, TPM int
 	// Wildcard is set for a wildcard entry: the prefix of "prefix/*", or
@@ -98,6 +101,13 @@ type Config struct {
 	Unset []UnsetVar
 	// Limits are the route limits mapped from rpm and tpm, by model_name.
 	Limits map[string]Limits
+	// Fallbacks and ContextFallbacks are the fallback settings
+	// (router_settings or litellm_settings fallbacks and
+	// context_window_fallbacks), by model_name; FallbackWarnings say what
+	// of them cannot be mapped.
+	Fallbacks        map[string][]string
+	ContextFallbacks map[string]string
+	FallbackWarnings []string
 	// Warnings name every setting the import does not carry over, one line
 	// each, sorted. They carry key names, entry positions and model names
 	// only, never values.
@@ -141,6 +151,7 @@ type rawParams struct {
 	APIBase  string         `yaml:"api_base"`
 	APIKey   secret.Secret  `yaml:"api_key"`
 	Weight   *float64       `yaml:"weight"`
+	Order    *float64       `yaml:"order"`
 	RPM      *float64       `yaml:"rpm"`
 	TPM      *float64       `yaml:"tpm"`
 	Other    map[string]any `yaml:",inline"`
@@ -182,7 +193,8 @@ func parse(b []byte, lookupEnv func(string) (string, bool), dryRun bool) (*Confi
 		return nil, errors.New("litellm: no model_list: not a LiteLLM config")
 	}
 	env := fileEnv(raw.EnvVars, lookupEnv)
-	cfg := &Config{Warnings: settingWarnings(raw.Other)}
+	fallbacks, ctxFallbacks, fbWarns := takeFallbacks(raw.Other)
+	cfg := &Config{Warnings: settingWarnings(raw.Other), Fallbacks: fallbacks, ContextFallbacks: ctxFallbacks, FallbackWarnings: fbWarns}
 	ignored := map[string][]int{} // key path -> entries
 	unset := map[string][]string{}
 	seen := map[[2]string]int{} // (model_name, model) -> entries so far
@@ -315,6 +327,7 @@ func (c *entryCheck) check(re rawEntry) (e Entry, skip string) {
 	key, ref, ok := c.resolve("api_key", p.APIKey.Reveal())
 	e.Key, e.KeyRef, e.KeyUnset = secret.New(key), ref, !ok
 	e.Weight = c.whole("weight", p.Weight, 0, admin.MaxWeight, 1)
+	e.Priority = c.whole("order", p.Order, 0, admin.MaxPriority, 0)
 	e.RPM = c.whole("rpm", p.RPM, 1, admin.MaxRateLimit, 0)
 	e.TPM = c.whole("tpm", p.TPM, 1, admin.MaxRateLimit, 0)
 	e.InfoID = infoID(re.Info)

@@ -81,6 +81,9 @@ type Plan struct {
 	Unset   []UnsetVar
 	// Suggestions are what a probe found (Options.Probe), one line each.
 	Suggestions []string
+	// Notes say what of the file's fallback settings the import leaves
+	// out, one line each.
+	Notes []string
 }
 
 // Provider is one provider of a plan.
@@ -134,6 +137,10 @@ type Route struct {
 	Model   string
 	Targets []Target
 	Limits  Limits
+	// Fallbacks and ContextFallback come from the file's fallbacks and
+	// context_window_fallbacks settings (fallbacks.go).
+	Fallbacks       []string
+	ContextFallback string
 	// Exists: the project has this route already; it is left unchanged.
 	Exists bool
 }
@@ -143,6 +150,7 @@ type Target struct {
 	Provider      *Provider
 	UpstreamModel string
 	Weight        int
+	Priority      int // litellm_params.order
 }
 
 // Group is a "prefix/*" wildcard of the file as a provider group.
@@ -255,17 +263,23 @@ func NewPlan(ctx context.Context, st Store, cfg *Config, opts Options) (*Plan, e
 				routes[e.ModelName] = r
 				plan.Routes = append(plan.Routes, r)
 			}
-			r.Targets = append(r.Targets, Target{Provider: p, UpstreamModel: e.UpstreamModel, Weight: e.Weight})
+			r.Targets = append(r.Targets, Target{Provider: p, UpstreamModel: e.UpstreamModel, Weight: e.Weight, Priority: e.Priority})
 		}
 	}
 	plan.match(existing)
+	var projectRoutes []store.Route
 	if project != nil {
 		for _, r := range state.Routes {
-			if rt, ok := routes[r.Model]; ok && r.ProjectID == project.ID {
+			if r.ProjectID != project.ID {
+				continue
+			}
+			projectRoutes = append(projectRoutes, r)
+			if rt, ok := routes[r.Model]; ok {
 				rt.Exists = true
 			}
 		}
 	}
+	plan.linkFallbacks(cfg, projectRoutes)
 	for _, g := range plan.Groups {
 		if !g.Exists {
 			held = append(held, g.Slug)

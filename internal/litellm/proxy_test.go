@@ -78,12 +78,12 @@ var (
 		{"openai-llm-example-com-v1", "openai llm.example.com/v1", "openai", "https://llm.example.com/v1", proxyCatchAllKey},
 	}
 	proxyRoutes = map[string]routeRow{
-		"gpt-4o":        {[]string{"openai-api-openai-com-v1/gpt-4o*1"}, 500, 200000},
-		"qwen3":         {[]string{"vllm-10-0-0-5-8000-v1/Qwen/Qwen3-8B*1", "vllm-10-0-0-6-8000-v1/Qwen/Qwen3-8B*2"}, 100, 150000},
-		"llama3":        {[]string{"ollama-10-0-0-7-11434-v1/llama3.1:8b*1"}, 0, 0},
-		"llama3-local":  {[]string{"ollama-chat-localhost-11434-v1/llama3.1:8b*1"}, 0, 0},
-		"gemma":         {[]string{"openai-gpu-3-lan-8080-v1/gemma-3-12b*1"}, 0, 0},
-		"claude-sonnet": {[]string{"anthropic-api-anthropic-com-v1/claude-sonnet-4-5*1"}, 0, 0},
+		"gpt-4o":        {[]string{"openai-api-openai-com-v1/gpt-4o*1"}, 500, 200000, []string{"claude-sonnet", "ctx:claude-sonnet"}},
+		"qwen3":         {[]string{"vllm-10-0-0-5-8000-v1/Qwen/Qwen3-8B*1", "vllm-10-0-0-6-8000-v1/Qwen/Qwen3-8B*2"}, 100, 150000, []string{"gpt-4o", "llama3"}},
+		"llama3":        {[]string{"ollama-10-0-0-7-11434-v1/llama3.1:8b*1"}, 0, 0, nil},
+		"llama3-local":  {[]string{"ollama-chat-localhost-11434-v1/llama3.1:8b*1"}, 0, 0, nil},
+		"gemma":         {[]string{"openai-gpu-3-lan-8080-v1/gemma-3-12b*1"}, 0, 0, nil},
+		"claude-sonnet": {[]string{"anthropic-api-anthropic-com-v1/claude-sonnet-4-5*1"}, 0, 0, nil},
 	}
 	proxyGroups = map[string][]string{
 		"openai":    {"openai-api-openai-com-v1*1"},
@@ -99,10 +99,8 @@ var (
 	proxyWarnings = []string{
 		"ignored general_settings.database_url: rolter keeps its state in its own store (--store)",
 		"ignored general_settings.master_key: rolter has no master key: admin tokens guard the admin API (ROLTER_ADMIN_TOKEN, /admin/v1/tokens) and clients use virtual keys",
-		"ignored litellm_settings.context_window_fallbacks: rolter has no fallbacks yet (issue 19): gpt-4o -> claude-sonnet",
 		"ignored litellm_settings.drop_params: no rolter equivalent",
 		"ignored litellm_settings.success_callback: no rolter equivalent",
-		"ignored router_settings.fallbacks: rolter has no fallbacks yet (issue 19): gpt-4o -> claude-sonnet; qwen3 -> gpt-4o, llama3",
 		"ignored router_settings.num_retries: rolter retries a failed request on the route's other targets itself (docs/data-path.md)",
 		"ignored router_settings.redis_host: rolter shares rate-limit counters between replicas through --redis",
 		"ignored router_settings.redis_password: rolter shares rate-limit counters between replicas through --redis",
@@ -114,6 +112,9 @@ var (
 type routeRow struct {
 	Targets  []string
 	RPM, TPM int
+	// Fallbacks are the route's fallbacks, then "ctx:" and its context
+	// fallback (issue 19).
+	Fallbacks []string
 }
 
 func (h *harness) routeRows(t *testing.T, org, project string) map[string]routeRow {
@@ -132,6 +133,10 @@ func (h *harness) routeRows(t *testing.T, org, project string) map[string]routeR
 		row := routeRow{RPM: r.RPMLimit, TPM: r.TPMLimit}
 		for _, tg := range r.Targets {
 			row.Targets = append(row.Targets, tg.ProviderSlug+"/"+tg.UpstreamModel+"*"+itoa(tg.Weight))
+		}
+		row.Fallbacks = r.Fallbacks
+		if r.ContextFallback != "" {
+			row.Fallbacks = append(row.Fallbacks, "ctx:"+r.ContextFallback)
 		}
 		out[r.Model] = row
 	}
@@ -223,8 +228,8 @@ func TestProxyImport(t *testing.T) {
 			"created provider ollama-10-0-0-7-11434-v1: kind openai, base_url http://10.0.0.7:11434/v1, no key\n",
 			"created group openai for openai/*: openai-api-openai-com-v1 weight 1 (clients ask for openai/<model>)\n",
 			"created group anthropic for anthropic/*: anthropic-api-anthropic-com-v1 weight 1 (clients ask for anthropic/<model>)\n",
-			"created route gpt-4o: openai-api-openai-com-v1/gpt-4o weight 1; rpm_limit 500, tpm_limit 200000\n",
-			"created route qwen3: vllm-10-0-0-5-8000-v1/Qwen/Qwen3-8B weight 1, vllm-10-0-0-6-8000-v1/Qwen/Qwen3-8B weight 2; rpm_limit 100, tpm_limit 150000\n",
+			"created route gpt-4o: openai-api-openai-com-v1/gpt-4o weight 1; rpm_limit 500, tpm_limit 200000, fallbacks claude-sonnet, context fallback claude-sonnet\n",
+			"created route qwen3: vllm-10-0-0-5-8000-v1/Qwen/Qwen3-8B weight 1, vllm-10-0-0-6-8000-v1/Qwen/Qwen3-8B weight 2; rpm_limit 100, tpm_limit 150000, fallbacks gpt-4o, llama3\n",
 			`model_list[9] (model_name "*"): rolter has no catch-all address; its models are reachable as openai-llm-example-com-v1/<model>`+"\n",
 		)
 		if !strings.HasSuffix(out, "created 8 providers, 6 routes, 2 groups; skipped 0 providers, 0 routes (already present); 3 entries not imported\n") {

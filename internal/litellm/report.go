@@ -64,7 +64,7 @@ func (plan *Plan) Print(w io.Writer, dryRun bool) {
 	}
 	for _, r := range plan.Routes {
 		if routes.add(w, r.Exists, "route", r.Model) {
-			fmt.Fprintf(w, "%s route %s: %s%s\n", verb, r.Model, weights(r.Targets), r.Limits.phrase())
+			fmt.Fprintf(w, "%s route %s: %s%s%s\n", verb, r.Model, weights(r.Targets), r.Limits.phrase(), r.fallbackPhrase())
 		}
 	}
 	for _, a := range plan.Addresses {
@@ -72,6 +72,9 @@ func (plan *Plan) Print(w io.Writer, dryRun bool) {
 	}
 	for _, s := range plan.Suggestions {
 		fmt.Fprintln(w, s)
+	}
+	for _, n := range plan.Notes {
+		fmt.Fprintln(w, n)
 	}
 	if len(plan.Skipped) > 0 {
 		fmt.Fprintln(w, SkippedHeader)

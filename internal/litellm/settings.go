@@ -42,7 +42,7 @@ var settingReasons = map[string]string{ //nolint:gosec // G101: explanations key
 // settingReason says why a setting is not carried over.
 func settingReason(key string, v any) string {
 	if strings.HasSuffix(key, "fallbacks") {
-		r := "rolter has no fallbacks yet (issue 19)"
+		r := "rolter maps fallbacks and context_window_fallbacks (lists of {model_name: [model_name, ...]}) onto routes; not this one"
 		if pairs := fallbackPairs(v); pairs != "" {
 			r += ": " + pairs
 		}

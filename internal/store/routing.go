@@ -108,11 +108,24 @@ type Route struct {
 	Targets   []Target
 	// RPMLimit and TPMLimit bound the requests and tokens per minute sent
 	// to the route by every key together; 0: no limit.
-	RPMLimit  int
-	TPMLimit  int
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	RPMLimit int
+	TPMLimit int
+	// Fallbacks are other routes of the same project, by model, tried in
+	// order when every attempt on this route failed before the first byte
+	// with a retryable class (issue 19). The admin service refuses cycles
+	// and chains deeper than MaxFallbackDepth.
+	Fallbacks []string
+	// ContextFallback is the route, by model, that a request too long for
+	// this route's pool context is sent to instead; "": none.
+	ContextFallback string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
+
+// MaxFallbackDepth bounds a chain of fallback routes (fallbacks and
+// context fallbacks together): a route, its fallback, that one's
+// fallback, and one more.
+const MaxFallbackDepth = 3
 
 // Target is one provider a route sends traffic to.
 type Target struct {
@@ -121,8 +134,11 @@ type Target struct {
 	ProviderSlug  string // filled on read
 	UpstreamModel string // empty: send the client's model string
 	Weight        int
-	ContextLimit  int     // 0: the provider's
-	Prices        *Prices // nil: the provider's
+	// Priority is the target's tier in its route: lower is preferred, and
+	// a tier is used only when every better one is unroutable or spent.
+	Priority     int
+	ContextLimit int     // 0: the provider's
+	Prices       *Prices // nil: the provider's
 }
 
 // Policy is the router-owned policy of a route, a group or a provider

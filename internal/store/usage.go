@@ -39,6 +39,12 @@ type UsageRecord struct {
 	PromptTokens     int
 	CompletionTokens int
 	Stream           bool
+	// Tier is the priority of the route target that served the request
+	// (0 when none did or the address is not a route).
+	Tier int
+	// Fallback is the fallback (or context fallback) route that served
+	// the request instead of Route; "" when Route itself did.
+	Fallback string
 	// Cost is what the tokens cost at the prices of the target that served
 	// them; nil when that target has no price, 0 when no provider was
 	// reached.

@@ -90,7 +90,8 @@ func (u *UI) routeCreate(w http.ResponseWriter, r *request) error {
 	}
 	return u.saveRoute(w, r, v, d, live, func(in routeInput) (string, error) {
 		_, err := u.svc.CreateRoute(r.Context(), v.Org, v.Project, admin.RouteInput{Model: in.Model, Strategy: in.Strategy,
-			Targets: in.Targets, Policy: in.Policy, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit})
+			Targets: in.Targets, Policy: in.Policy, RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit,
+			Fallbacks: in.Fallbacks, ContextFallback: in.ContextFallback})
 		// The list, searched for the new route, so its row shows whatever
 		// the project's size.
 		return link("routes", "org", v.Org, "project", v.Project, "q", in.Model, "done", "created", "model", in.Model), err
@@ -175,7 +176,8 @@ func (u *UI) routeUpdate(w http.ResponseWriter, r *request) error {
 	}
 	return u.saveRoute(w, r, v, d, live, func(in routeInput) (string, error) {
 		_, err := u.svc.PatchRoute(r.Context(), v.Org, v.Project, d.Current, admin.RoutePatch{Model: &in.Model,
-			Strategy: &in.Strategy, Targets: &in.Targets, Policy: &in.Policy, RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit})
+			Strategy: &in.Strategy, Targets: &in.Targets, Policy: &in.Policy, RPMLimit: &in.RPMLimit, TPMLimit: &in.TPMLimit,
+			Fallbacks: &in.Fallbacks, ContextFallback: &in.ContextFallback})
 		done := "saved"
 		if in.Model != d.Current {
 			done = "renamed"

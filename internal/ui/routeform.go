@@ -48,12 +48,14 @@ type routeInput struct {
 	Targets            []admin.TargetInput
 	Policy             store.Policy
 	RPMLimit, TPMLimit int
+	Fallbacks          []string
+	ContextFallback    string
 }
 
 func readRouteForm(r *request) routeForm {
 	f := func(name string) string { return strings.TrimSpace(r.PostForm.Get(name)) }
 	form := routeForm{Model: f("model"), Strategy: f("strategy"), RPMLimit: f("rpm_limit"), TPMLimit: f("tpm_limit"),
-		Policy: readPolicyForm(r)}
+		Policy: readPolicyForm(r), Fallbacks: f("fallbacks"), ContextFallback: f("context_fallback")}
 	col := func(name string, i int) string {
 		vs := r.PostForm[name]
 		if i < len(vs) {
@@ -63,7 +65,7 @@ func readRouteForm(r *request) routeForm {
 	}
 	for i := range r.PostForm["target_provider"] {
 		t := targetForm{Provider: col("target_provider", i), UpstreamModel: col("target_model", i), Weight: col("target_weight", i),
-			ContextLimit: col("target_context", i), InputPrice: col("target_input_price", i), OutputPrice: col("target_output_price", i)}
+			Priority: col("target_priority", i), ContextLimit: col("target_context", i), InputPrice: col("target_input_price", i), OutputPrice: col("target_output_price", i)}
 		if t.Provider == newProviderOption {
 			t.Provider = ""
 		}
@@ -77,9 +79,10 @@ func readRouteForm(r *request) routeForm {
 
 func routeFormOf(rt admin.RouteView) routeForm {
 	f := routeForm{Model: rt.Model, Strategy: rt.Strategy, RPMLimit: num(rt.RPMLimit), TPMLimit: num(rt.TPMLimit),
-		Policy: policyFormOf(rt.Policy)}
+		Policy: policyFormOf(rt.Policy), Fallbacks: strings.Join(rt.Fallbacks, ", "), ContextFallback: rt.ContextFallback}
 	for _, t := range rt.Targets {
-		tf := targetForm{Provider: t.Provider, UpstreamModel: t.UpstreamModel, Weight: strconv.Itoa(t.Weight), ContextLimit: num(t.ContextLimit)}
+		tf := targetForm{Provider: t.Provider, UpstreamModel: t.UpstreamModel, Weight: strconv.Itoa(t.Weight), Priority: num(t.Priority),
+			ContextLimit: num(t.ContextLimit)}
 		if t.Prices != nil {
 			tf.InputPrice, tf.OutputPrice = t.Prices.Input.PerMillion(), t.Prices.Output.PerMillion()
 		}
@@ -93,10 +96,17 @@ func routeFormOf(rt admin.RouteView) routeForm {
 func (f routeForm) input() (routeInput, map[string]string) {
 	fe := map[string]string{}
 	in := routeInput{Model: f.Model, Strategy: f.Strategy, Policy: f.Policy.policy(fe), Targets: []admin.TargetInput{},
-		RPMLimit: parseInt(fe, "rpm_limit", f.RPMLimit), TPMLimit: parseInt(fe, "tpm_limit", f.TPMLimit)}
+		RPMLimit: parseInt(fe, "rpm_limit", f.RPMLimit), TPMLimit: parseInt(fe, "tpm_limit", f.TPMLimit),
+		Fallbacks: []string{}, ContextFallback: f.ContextFallback}
+	for _, name := range strings.Split(f.Fallbacks, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			in.Fallbacks = append(in.Fallbacks, name)
+		}
+	}
 	for i, t := range f.Targets {
 		field := fmt.Sprintf("targets[%d]", i)
 		ti := admin.TargetInput{Provider: t.Provider, UpstreamModel: t.UpstreamModel,
+			Priority:     parseInt(fe, field+".priority", t.Priority),
 			ContextLimit: parseInt(fe, field+".context_limit", t.ContextLimit)}
 		ti.Weight, _ = parseWeight(fe, field+".weight", t.Weight)
 		// Both prices empty: the provider's. One alone is the Service's

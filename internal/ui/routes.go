@@ -99,6 +99,9 @@ type routeForm struct {
 	RPMLimit, TPMLimit string
 	Policy             policyForm
 	Targets            []targetForm
+	// Fallbacks are the fallback routes as typed, comma-separated in
+	// order; ContextFallback one route or empty.
+	Fallbacks, ContextFallback string
 }
 
 // targetForm is one target row as typed.
@@ -109,6 +112,7 @@ type targetForm struct {
 	Row                                   string
 	Index                                 int
 	Provider, UpstreamModel, Weight       string
+	Priority                              string
 	ContextLimit, InputPrice, OutputPrice string
 	Hint                                  modelHint
 }

@@ -12,15 +12,23 @@ import (
 	"github.com/rolter/rolter/internal/store"
 )
 
-const routeCols = `id, project_id, model, strategy, policy, rpm_limit, tpm_limit, created_at, updated_at`
+const routeCols = `id, project_id, model, strategy, policy, rpm_limit, tpm_limit, fallbacks, context_fallback, created_at, updated_at`
 
 func scanRoute(sc interface{ Scan(...any) error }) (store.Route, error) {
 	var (
-		r      store.Route
-		policy string
+		r         store.Route
+		policy    string
+		fallbacks string
 	)
-	if err := sc.Scan(&r.ID, &r.ProjectID, &r.Model, &r.Strategy, &policy, &r.RPMLimit, &r.TPMLimit, &r.CreatedAt, &r.UpdatedAt); err != nil {
+	if err := sc.Scan(&r.ID, &r.ProjectID, &r.Model, &r.Strategy, &policy, &r.RPMLimit, &r.TPMLimit, &fallbacks, &r.ContextFallback,
+		&r.CreatedAt, &r.UpdatedAt); err != nil {
 		return r, err
+	}
+	if err := json.Unmarshal([]byte(fallbacks), &r.Fallbacks); err != nil {
+		return r, fmt.Errorf("store: route %d: fallbacks column: %w", r.ID, err)
+	}
+	if len(r.Fallbacks) == 0 {
+		r.Fallbacks = nil
 	}
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	if err := json.Unmarshal([]byte(policy), &r.Policy); err != nil {
@@ -34,8 +42,9 @@ func (s *DB) CreateRoute(ctx context.Context, r *store.Route) error {
 	t := now()
 	return s.tx(ctx, func(tx querier) error {
 		id, err := s.insert(ctx, tx, "route model",
-			`INSERT INTO routes (project_id, model, strategy, policy, rpm_limit, tpm_limit, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ProjectID, r.Model, r.Strategy, jsonText(r.Policy), r.RPMLimit, r.TPMLimit, t, t)
+			`INSERT INTO routes (project_id, model, strategy, policy, rpm_limit, tpm_limit, fallbacks, context_fallback, created_at, updated_at)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ProjectID, r.Model, r.Strategy, jsonText(r.Policy), r.RPMLimit, r.TPMLimit, stringList(r.Fallbacks), r.ContextFallback, t, t)
 		if err != nil {
 			return err
 		}
@@ -48,9 +57,9 @@ func (s *DB) insertTargets(ctx context.Context, tx querier, r *store.Route) erro
 	for i := range r.Targets {
 		tg := &r.Targets[i]
 		id, err := s.insert(ctx, tx, "route target",
-			`INSERT INTO route_targets (route_id, provider_id, upstream_model, weight, position, context_limit, input_price, output_price)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, tg.ProviderID, tg.UpstreamModel, tg.Weight, i, tg.ContextLimit, priceArg(tg.Prices, false), priceArg(tg.Prices, true))
+			`INSERT INTO route_targets (route_id, provider_id, upstream_model, weight, priority, position, context_limit, input_price, output_price)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, tg.ProviderID, tg.UpstreamModel, tg.Weight, tg.Priority, i, tg.ContextLimit, priceArg(tg.Prices, false), priceArg(tg.Prices, true))
 		if err != nil {
 			return err
 		}
@@ -73,7 +82,7 @@ func (s *DB) ListRoutes(ctx context.Context, projectID int64, p store.Page) ([]s
 
 // routeTargets are the children attachTargets reads, in the route's order.
 var routeTargets = childTable[store.Route, store.Target]{
-	selectFrom: `SELECT t.id, t.route_id, t.provider_id, p.slug, t.upstream_model, t.weight, t.context_limit, t.input_price, t.output_price
+	selectFrom: `SELECT t.id, t.route_id, t.provider_id, p.slug, t.upstream_model, t.weight, t.priority, t.context_limit, t.input_price, t.output_price
 		FROM route_targets t JOIN providers p ON p.id = t.provider_id`,
 	parentCol: "t.route_id",
 	orderBy:   ` ORDER BY t.route_id, t.position`,
@@ -89,7 +98,7 @@ func (s *DB) attachTargets(ctx context.Context, qr querier, rs []store.Route, al
 			route   int64
 			in, out sql.NullInt64
 		)
-		if err := sc.Scan(&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight, &tg.ContextLimit, &in, &out); err != nil {
+		if err := sc.Scan(&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight, &tg.Priority, &tg.ContextLimit, &in, &out); err != nil {
 			return 0, tg, err
 		}
 		if in.Valid && out.Valid {
@@ -104,8 +113,8 @@ func (s *DB) UpdateRoute(ctx context.Context, r *store.Route) error {
 	t := now()
 	return s.tx(ctx, func(tx querier) error {
 		if err := s.exec(ctx, tx, "route model",
-			`UPDATE routes SET model = ?, strategy = ?, policy = ?, rpm_limit = ?, tpm_limit = ?, updated_at = ? WHERE id = ?`,
-			r.Model, r.Strategy, jsonText(r.Policy), r.RPMLimit, r.TPMLimit, t, r.ID); err != nil {
+			`UPDATE routes SET model = ?, strategy = ?, policy = ?, rpm_limit = ?, tpm_limit = ?, fallbacks = ?, context_fallback = ?, updated_at = ? WHERE id = ?`,
+			r.Model, r.Strategy, jsonText(r.Policy), r.RPMLimit, r.TPMLimit, stringList(r.Fallbacks), r.ContextFallback, t, r.ID); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM route_targets WHERE route_id = ?`), r.ID); err != nil {

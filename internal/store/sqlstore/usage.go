@@ -13,12 +13,12 @@ import (
 )
 
 const usageCols = `created_at, org_id, project_id, key_id, address_kind, address, route, provider_id, provider_slug,
-	upstream_model, status, class, attempts, latency_ms, ttft_ms, prompt_tokens, completion_tokens, stream, cost_nano`
+	upstream_model, status, class, attempts, latency_ms, ttft_ms, prompt_tokens, completion_tokens, stream, cost_nano, tier, fallback`
 
 // usageArgs is the number of columns in usageCols.
-const usageArgs = 19
+const usageArgs = 21
 
-// usageRowsPerInsert bounds one multi-VALUES statement: 500 rows bind 9,500
+// usageRowsPerInsert bounds one multi-VALUES statement: 500 rows bind 10,500
 // parameters, well inside SQLite's 32,766 and PostgreSQL's 65,535.
 const usageRowsPerInsert = 500
 
@@ -50,7 +50,7 @@ func (s *DB) InsertUsage(ctx context.Context, recs []store.UsageRecord) error {
 				// one bad byte from failing every row of the batch.
 				args = append(args, at, r.OrgID, r.ProjectID, r.KeyID, text(r.AddressKind), text(r.Address), text(r.Route),
 					r.ProviderID, text(r.ProviderSlug), text(r.UpstreamModel), r.Status, text(r.Class), r.Attempts,
-					r.Latency.Milliseconds(), r.TTFT.Milliseconds(), r.PromptTokens, r.CompletionTokens, r.Stream, costArg(r.Cost))
+					r.Latency.Milliseconds(), r.TTFT.Milliseconds(), r.PromptTokens, r.CompletionTokens, r.Stream, costArg(r.Cost), r.Tier, text(r.Fallback))
 			}
 			if _, err := tx.ExecContext(ctx, s.q(usageInsert(len(chunk))), args...); err != nil {
 				return s.classify(err, "")
@@ -83,7 +83,7 @@ func scanUsage(sc interface{ Scan(...any) error }) (store.UsageRecord, error) {
 	)
 	err := sc.Scan(&u.ID, &u.CreatedAt, &u.OrgID, &u.ProjectID, &u.KeyID, &u.AddressKind, &u.Address, &u.Route,
 		&u.ProviderID, &u.ProviderSlug, &u.UpstreamModel, &u.Status, &u.Class, &u.Attempts,
-		&latency, &ft, &u.PromptTokens, &u.CompletionTokens, &u.Stream, &cost)
+		&latency, &ft, &u.PromptTokens, &u.CompletionTokens, &u.Stream, &cost, &u.Tier, &u.Fallback)
 	if cost.Valid {
 		c := money.Amount(cost.Int64)
 		u.Cost = &c
