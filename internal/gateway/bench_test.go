@@ -41,6 +41,7 @@ type benchEnv struct {
 	key    string
 	client *http.Client
 	snap   *snapshot.Holder
+	gw     *Gateway
 }
 
 func benchCheck(b *testing.B, err error) {
@@ -102,7 +103,7 @@ func newBenchEnv(b *testing.B, routes int) *benchEnv {
 		stop()
 		<-done
 	})
-	return &benchEnv{url: srv.URL + "/v1/chat/completions", key: "Bearer " + tok.Reveal(), client: &http.Client{Transport: tr}, snap: snap}
+	return &benchEnv{url: srv.URL + "/v1/chat/completions", key: "Bearer " + tok.Reveal(), client: &http.Client{Transport: tr}, snap: snap, gw: gw}
 }
 
 // post sends one chat request and reads the whole answer into buf.
