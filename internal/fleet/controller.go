@@ -424,27 +424,27 @@ func (c *Controller) apply(ctx context.Context, h *store.Host, res probeResult) 
 	lost := probeErr == nil && h.State == store.HostServing && prev == key &&
 		c.cfg.Registered != nil && !c.cfg.Registered(h)
 	if lost {
-		c.log.Warn("fleet host serves but is not routed (its route or target was removed by hand): registering it again",
-			"host", h.ID, "model_name", h.ModelName)
+		c.hostLog(h).Warn("fleet host serves but is not routed (its route or target was removed by hand): registering it again",
+			"model_name", h.ModelName)
 	}
 	switch {
 	case ok >= c.cfg.RecoverAfter && (h.State != store.HostServing || prev != key || lost):
 		if err := c.st.RegisterHost(ctx, h.ID, reg); err != nil {
-			c.log.Error("fleet controller: register failed; will retry", "host", h.ID, "err", err)
+			c.hostLog(h).Error("fleet controller: register failed; will retry", "err", err)
 			return false
 		}
 		c.setRegistered(h.ID, key)
 		if h.State != store.HostServing {
-			c.log.Info("fleet host serving: registered", "host", h.ID, "ip", h.IP, "port", h.Port, "model_name", h.ModelName)
+			c.hostLog(h).Info("fleet host serving: registered", "ip", h.IP, "port", h.Port, "model_name", h.ModelName)
 		}
 		return true
 	case (fail >= c.cfg.FailAfter || res.refused) && h.State == store.HostServing:
 		if err := c.st.DeregisterHost(ctx, h.ID, store.HostDown); err != nil {
-			c.log.Error("fleet controller: deregister failed; will retry", "host", h.ID, "err", err)
+			c.hostLog(h).Error("fleet controller: deregister failed; will retry", "err", err)
 			return false
 		}
 		c.setRegistered(h.ID, "")
-		c.log.Warn("fleet host down: deregistered", "host", h.ID, "ip", h.IP, "port", h.Port, "model_name", h.ModelName,
+		c.hostLog(h).Warn("fleet host down: deregistered", "ip", h.IP, "port", h.Port, "model_name", h.ModelName,
 			"failed_probes", fail, "err", probeErr)
 		return true
 	case probeErr != nil && fail == 1 && h.State != store.HostServing:
@@ -465,11 +465,11 @@ func (c *Controller) startDrain(ctx context.Context, h *store.Host) bool {
 		if errors.Is(err, ErrWouldDrainPool) {
 			c.log.Debug("fleet host restart waits: it is the pool's last serving host", "host", h.ID, "model_name", h.ModelName)
 		} else {
-			c.log.Error("fleet controller: cannot start a drain; will retry", "host", h.ID, "err", err)
+			c.hostLog(h).Error("fleet controller: cannot start a drain; will retry", "err", err)
 		}
 		return false
 	}
-	c.log.Info("fleet host draining before its restart", "host", h.ID, "ip", h.IP, "model_name", h.ModelName,
+	c.hostLog(h).Info("fleet host draining before its restart", "ip", h.IP, "model_name", h.ModelName,
 		"auto_apply", h.AutoApply, "drain_timeout", h.DrainTimeout)
 	return true
 }
@@ -500,13 +500,13 @@ func (c *Controller) applyDraining(ctx context.Context, h *store.Host, res probe
 	}
 	reg, key := registration(h, served)
 	if err := c.st.RegisterHost(ctx, h.ID, reg); err != nil {
-		c.log.Error("fleet controller: register after restart failed; will retry", "host", h.ID, "err", err)
+		c.hostLog(h).Error("fleet controller: register after restart failed; will retry", "err", err)
 		return false
 	}
 	c.setRegistered(h.ID, key)
 	out := c.cfg.Now().Sub(h.Drain.StartedAt)
 	c.metrics.outOfRouting.WithLabelValues(c.orgName(h.OrgID)).Observe(max(0, out.Seconds()))
-	c.log.Info("fleet host serves its new revision: back in routing", "host", h.ID, "ip", h.IP, "model_name", h.ModelName,
+	c.hostLog(h).Info("fleet host serves its new revision: back in routing", "ip", h.IP, "model_name", h.ModelName,
 		"revision", h.AppliedRevision, "drain_started", h.Drain.StartedAt, "out_of_routing", out.Round(time.Millisecond))
 	return true
 }
@@ -573,7 +573,7 @@ func (c *Controller) CheckDrains(ctx context.Context) {
 			continue
 		}
 		if err := c.st.MarkDrained(ctx, h.ID, now); err != nil {
-			c.log.Error("fleet controller: cannot mark a drain done; will retry", "host", h.ID, "err", err)
+			c.hostLog(h).Error("fleet controller: cannot mark a drain done; will retry", "err", err)
 			continue
 		}
 		marked = true
@@ -584,10 +584,10 @@ func (c *Controller) CheckDrains(ctx context.Context) {
 		}
 		c.metrics.drain.WithLabelValues(c.orgName(h.OrgID), outcome).Observe(max(0, now.Sub(h.Drain.StartedAt).Seconds()))
 		if expired && n != 0 {
-			c.log.Warn("fleet host drain deadline passed: the box restarts now; requests still in flight are cut",
-				"host", h.ID, "model_name", h.ModelName, "in_flight", n, "took", took)
+			c.hostLog(h).Warn("fleet host drain deadline passed: the box restarts now; requests still in flight are cut",
+				"model_name", h.ModelName, "in_flight", n, "took", took)
 		} else {
-			c.log.Info("fleet host drained: the box may restart", "host", h.ID, "model_name", h.ModelName, "took", took)
+			c.hostLog(h).Info("fleet host drained: the box may restart", "model_name", h.ModelName, "took", took)
 		}
 	}
 }
@@ -681,11 +681,11 @@ func (c *Controller) noteSkew(h *store.Host, hh *hostHealth, res probeResult) {
 	}
 	if !slices.Equal(hh.skew, res.skew) {
 		for _, k := range res.skew {
-			c.log.Warn("fleet host serves other than its recipe says", "host", h.ID, "model_name", h.ModelName,
+			c.hostLog(h).Warn("fleet host serves other than its recipe says", "model_name", h.ModelName,
 				"field", k.Field, "recipe", k.Recipe, "served", k.Served, "fatal", k.Fatal)
 		}
 		if len(res.skew) == 0 {
-			c.log.Info("fleet host serves what its recipe says again", "host", h.ID, "model_name", h.ModelName)
+			c.hostLog(h).Info("fleet host serves what its recipe says again", "model_name", h.ModelName)
 		}
 	}
 	hh.skew = res.skew

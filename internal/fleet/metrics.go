@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -174,4 +175,15 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// hostLog is the controller's log with the fields every line about a host
+// carries: its org (by name), its id, and its provider's slug once it has
+// been registered (a provider is never named by its number).
+func (c *Controller) hostLog(h *store.Host) *slog.Logger {
+	l := c.log.With("org", c.orgName(h.OrgID), "host", h.ID)
+	if h.ProviderSlug != "" {
+		l = l.With("provider", h.ProviderSlug)
+	}
+	return l
 }

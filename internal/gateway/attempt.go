@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // attempt sends the request to target i (tg) with one key, in the shape
@@ -69,11 +70,13 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, i
 // caller error is relayed unchanged, a retryable status fails the attempt,
 // and a 2xx goes to pr's respond or relay.
 func (g *Gateway) exchangeWith(ctx context.Context, c call, pr pairing, tg *targetRT, req *http.Request) outcome {
+	sent := time.Now()
 	resp, err := g.transport.RoundTrip(req)
 	if err != nil {
 		cls := classifyErr(err, ctx, c.r.Context())
 		return c.outcome(result{class: cls, refused: cls == ClassConnect && connRefused(err), err: fmt.Errorf("send: %w", attemptErr(err, ctx))})
 	}
+	c.x.upstreamTTFB = time.Since(sent)
 	defer resp.Body.Close()
 	switch cls := classifyStatus(resp.StatusCode); cls {
 	case ClassNone:

@@ -45,6 +45,7 @@ type benchEnv struct {
 	client *http.Client
 	snap   *snapshot.Holder
 	db     *sqlstore.DB
+	gw     *Gateway
 }
 
 func benchCheck(b *testing.B, err error) {
@@ -112,7 +113,7 @@ func newBenchEnv(b *testing.B, routes int, upstream ...http.RoundTripper) *bench
 		stop()
 		<-done
 	})
-	return &benchEnv{url: srv.URL + "/v1/chat/completions", key: "Bearer " + tok.Reveal(), client: &http.Client{Transport: tr}, snap: snap, db: db}
+	return &benchEnv{url: srv.URL + "/v1/chat/completions", key: "Bearer " + tok.Reveal(), client: &http.Client{Transport: tr}, snap: snap, db: db, gw: gw}
 }
 
 // post sends one chat request and reads the whole answer into buf.

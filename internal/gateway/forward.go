@@ -97,7 +97,7 @@ func (g *Gateway) forwardPlan(w http.ResponseWriter, r *http.Request, x *exchang
 			continue
 		}
 		if x.attempts > 0 {
-			g.metrics.failovers.WithLabelValues(x.key.Project.Org.Name, x.key.Project.Name, x.origin.route).Inc()
+			g.observeFailover(x, tg, last)
 		}
 		x.attempts++
 		tried++
@@ -116,12 +116,13 @@ func (g *Gateway) forwardPlan(w http.ResponseWriter, r *http.Request, x *exchang
 		tg.provider.limiter.Release()
 		tg.stats.End(time.Since(began), res.class == ClassNone)
 		last = o
-		g.metrics.attempts.WithLabelValues(tg.provider.org, tg.provider.slug, attemptLabel(res.class)).Inc()
-		was := tg.breaker.Until()
+		g.observeAttempt(x, tg, res, began)
+		was, wasKey := tg.breaker.Until(), keyUntil(key)
 		g.judge(tg, key, tgProbe, keyProbe, res)
 		if now := g.clock.Now(); cooling(was, now) != cooling(tg.breaker.Until(), now) {
 			g.healthGen.Add(1) // it began cooling: routable sets follow
 		}
+		g.observeCooldowns(x, tg, key, was, wasKey, res)
 		if res.refused {
 			g.refused(tg)
 			if refusals < MaxRefusals {
@@ -256,12 +257,8 @@ func (g *Gateway) logAttempt(x *exchange, tg *targetRT, res result) {
 	if !g.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := []slog.Attr{slog.String("request_id", x.requestID), slog.String("org", tg.provider.org),
-		slog.String("provider", tg.provider.slug), slog.String("class", string(res.class)),
-		slog.Int("attempt", x.attempts), slog.String("upstream_model", capModel(res.model))}
-	if res.status != 0 {
-		attrs = append(attrs, slog.Int("status", res.status))
-	}
+	attrs := append(requestAttrs(x, tg.provider, res.class, res.status, 4),
+		slog.Int("attempt", x.attempts), slog.String("upstream_model", capModel(res.model)))
 	if res.committed {
 		attrs = append(attrs, slog.Bool("committed", true))
 	}

@@ -185,10 +185,15 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		"Targets and keys per provider by breaker state.", []string{"org", "provider", "kind", "state"}, nil)})
 	o.Registry.MustRegister(tableCollector{g: g, collect: g.collectReady, desc: prometheus.NewDesc("rolter_provider_ready",
 		"1 while the provider is ready (its active health and metadata probes pass), else 0.", []string{"org", "provider"}, nil)})
+	o.Registry.MustRegister(tableCollector{g: g, collect: g.collectKeyCooldowns, desc: prometheus.NewDesc("rolter_key_cooldown",
+		"1 for each pool key, by its id, with its breaker state (closed, cooling, half_open).", []string{"org", "provider", "key", "state"}, nil)})
+	o.Registry.MustRegister(tableCollector{g: g, collect: g.collectContext, desc: prometheus.NewDesc("rolter_provider_context_tokens",
+		"The context (tokens) a ready provider is routed on: discovered for upstream-metadata providers, else configured.", []string{"org", "provider"}, nil)})
 	snap.OnSwap(func(s *snapshot.Snapshot) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.table.Store(g.buildTable(s, g.table.Load()))
+		g.pruneSeries(s)
 	})
 	for _, ep := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"} {
 		g.mux.HandleFunc("POST "+ep, g.serve)
@@ -299,6 +304,9 @@ type exchange struct {
 	ttft          time.Duration
 	promptTokens  int
 	outputTokens  int
+	// upstreamTTFB is the current attempt's time to the upstream's
+	// response headers, for its metric (observe.go); 0 until they came.
+	upstreamTTFB time.Duration
 }
 
 // serve is the request path, top to bottom.
@@ -540,12 +548,7 @@ func (g *Gateway) account(x *exchange) {
 	}
 	g.charge(x, &rec)
 	g.usage.Record(rec)
-	org, project := x.key.Project.Org.Name, x.key.Project.Name
-	g.metrics.requests.WithLabelValues(org, project, label, provider, statusLabel(x.status), string(x.class)).Inc()
-	g.metrics.latency.WithLabelValues(org, project, label).Observe(rec.Latency.Seconds())
-	if x.ttft > 0 {
-		g.metrics.ttft.WithLabelValues(org, project, label).Observe(x.ttft.Seconds())
-	}
+	g.observeRequest(x, label, provider, rec.Latency)
 	if !g.log.Enabled(context.Background(), slog.LevelDebug) {
 		return // building the attributes costs allocations per request
 	}

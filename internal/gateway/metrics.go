@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -39,6 +40,22 @@ type Metrics struct {
 	refusals *prometheus.CounterVec
 	// served counts route requests by tier and fallback route (fallback.go).
 	served *prometheus.CounterVec
+	// Tokens and upstream latency (observe.go resolves their children
+	// once per provider and route, not per request).
+	promptTokens, completionTokens *prometheus.CounterVec
+	upstreamTTFB, upstreamDuration *prometheus.HistogramVec
+	// names are the entities of the last snapshot, for pruneSeries
+	// (observe.go); guarded by the gateway's mu.
+	names *seriesNames
+}
+
+// nativeHistogram makes a histogram both a classic one (buckets, which
+// every Prometheus scrapes) and a native one (exponential buckets, for a
+// server with native histograms enabled), with at most 100 native buckets
+// per series.
+func nativeHistogram(name, help string, buckets []float64) prometheus.HistogramOpts {
+	return prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets,
+		NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 100, NativeHistogramMinResetDuration: time.Hour}
 }
 
 // NewMetrics registers the data path metrics on reg.
@@ -82,6 +99,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "rolter_upstream_refusals_total", Help: "Connections an upstream refused; each takes the provider out of routing until a probe brings it back.",
 	}, []string{"org", "provider"})
 	reg.MustRegister(m.refusals)
+	tokenLabels := []string{"org", "project", "route", "provider"}
+	m.promptTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rolter_prompt_tokens_total", Help: "Prompt (input) tokens the upstreams reported, by route and provider.",
+	}, tokenLabels)
+	m.completionTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rolter_completion_tokens_total", Help: "Completion (output) tokens the upstreams reported, by route and provider.",
+	}, tokenLabels)
+	m.upstreamTTFB = prometheus.NewHistogramVec(nativeHistogram("rolter_upstream_ttfb_seconds",
+		"Upstream attempts, from sending the request to the upstream's response headers.", buckets), []string{"org", "provider"})
+	m.upstreamDuration = prometheus.NewHistogramVec(nativeHistogram("rolter_upstream_duration_seconds",
+		"Upstream attempts, from their start to their end (the last byte relayed, or the failure).", buckets), []string{"org", "provider"})
+	reg.MustRegister(m.promptTokens, m.completionTokens, m.upstreamTTFB, m.upstreamDuration)
 	m.unauthenticated = m.requests.WithLabelValues("", "", "", "", statusLabel(http.StatusUnauthorized), string(ClassNone))
 	reg.MustRegister(m.requests, m.latency, m.ttft, m.inFlight, m.attempts, m.failovers, m.usageDrops, m.credentialFailures, m.usageRejects)
 	return m

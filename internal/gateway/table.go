@@ -228,6 +228,7 @@ type providerRT struct {
 	// flight at the deadline; nil for providers that are not fleet hosts.
 	draining bool
 	drain    *drainCut
+	obs      provObs // its metric children (observe.go)
 }
 
 // keyRT is one pool key; auth is the precomputed header value.

@@ -73,6 +73,8 @@ type Provider struct {
 	BaseURL    string        // e.g. http://10.0.0.5:8000/v1 (no trailing slash)
 	Credential secret.Secret // first pool key; zero if none
 	Upstream   bool          // metadata_source == "upstream": discover model id and context
+	// Org and Slug name the provider in log lines (never by its id).
+	Org, Slug string
 }
 
 // Facts are what an upstream provider reports about itself.
@@ -300,7 +302,7 @@ func (c *Cache) Sync(ps []Provider) {
 	for _, p := range ps {
 		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
 		if _, dup := next[p.ID]; dup {
-			c.log.Warn("metadata: duplicate provider id; the later one wins", "provider", p.ID)
+			c.log.Warn("metadata: duplicate provider id; the later one wins", "org", p.Org, "provider", p.Slug)
 		}
 		if e, ok := old[p.ID]; ok && e.key == keyOf(p) {
 			e.provider.Store(&p)
@@ -434,7 +436,7 @@ func (c *Cache) record(ctx context.Context, e *entry, p Provider, o observation,
 	changed := e.tr.apply(o, c.clock.Now(), c.cfg)
 	if c.recheckStale(ctx, e, p, o, models) && ctx.Err() == nil {
 		changed = true
-		c.log.Info("metadata: a stale model is listed again; back in routing", "provider", p.ID)
+		c.log.Info("metadata: a stale model is listed again; back in routing", "org", p.Org, "provider", p.Slug)
 	}
 	st := e.tr.status
 	e.status.Store(&st)
@@ -447,15 +449,17 @@ func (c *Cache) record(ctx context.Context, e *entry, p Provider, o observation,
 func (c *Cache) logTransition(p Provider, prev, cur Status, o observation) {
 	switch {
 	case cur.Ready && !prev.Ready:
-		c.log.Info("metadata: provider ready", "provider", p.ID, "kind", p.Kind,
-			"model", cur.Facts.ModelID, "context", cur.Facts.Context)
+		c.log.Info("metadata: provider ready", "org", p.Org, "provider", p.Slug, "kind", p.Kind,
+			"model", cur.Facts.ModelID, "context", cur.Facts.Context, "previous_class", string(prev.Class))
 	case !cur.Ready && prev.Ready:
-		c.log.Warn("metadata: provider not ready", "provider", p.ID, "kind", p.Kind, "reason", cur.Reason)
+		c.log.Warn("metadata: provider not ready", "org", p.Org, "provider", p.Slug, "kind", p.Kind,
+			"class", string(cur.Class), "reason", cur.Reason)
 	case cur.Ready && !cur.Facts.Equal(prev.Facts):
-		c.log.Info("metadata: provider facts changed", "provider", p.ID, "kind", p.Kind,
+		c.log.Info("metadata: provider facts changed", "org", p.Org, "provider", p.Slug, "kind", p.Kind,
 			"model", cur.Facts.ModelID, "context", cur.Facts.Context,
 			"previous_model", prev.Facts.ModelID, "previous_context", prev.Facts.Context)
 	case !o.ok():
-		c.log.Debug("metadata: probe failed", "provider", p.ID, "kind", p.Kind, "error", o.message())
+		c.log.Debug("metadata: probe failed", "org", p.Org, "provider", p.Slug, "kind", p.Kind,
+			"class", string(o.class), "error", o.message())
 	}
 }

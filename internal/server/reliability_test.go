@@ -246,9 +246,9 @@ func TestScenario18_SecretHygiene(t *testing.T) {
 	mustDo(201, "POST", "/admin/v1/orgs/default/providers", adminTok,
 		`{"name":"hyg","kind":"vllm","base_url":"`+demoBase+`","models":["demo-model"],"forward_headers":["X-Demo-*"],"keys":[{"secret":"`+providerKey+`"}]}`)
 	mustDo(201, "POST", "/admin/v1/orgs/default/providers", adminTok,
-		`{"name":"broken","kind":"vllm","base_url":"`+demoBase+`","keys":[{"secret":"`+providerKey+`-2"}]}`)
+		`{"name":"broken","kind":"vllm","base_url":"`+demoBase+`","forward_headers":["X-Demo-*"],"keys":[{"secret":"`+providerKey+`-2"}]}`)
 	mustDo(201, "POST", "/admin/v1/orgs/default/projects/default/routes", adminTok,
-		`{"model":"hyg","targets":[{"provider":"hyg","upstream_model":"demo-model"}]}`)
+		`{"model":"hyg","targets":[{"provider":"hyg","upstream_model":"demo-model"},{"provider":"broken","upstream_model":"demo-model"}]}`)
 	minted := mustDo(201, "POST", "/admin/v1/orgs/default/projects/default/keys", adminTok, `{"name":"hygiene"}`)
 	seen = seen[:len(seen)-1] // the minting response is where the key is shown, once
 	vk := keyRe.FindStringSubmatch("virtual key: " + extract(minted, `"secret":"`))
@@ -266,6 +266,10 @@ func TestScenario18_SecretHygiene(t *testing.T) {
 		{virtualKey, `{"model":"hyg","messages":[{"role":"user","content":"hi"}]}`, 200, [2]string{}},
 		{virtualKey, `{"model":"hyg","stream":true,"messages":[{"role":"user","content":"hi"}]}`, 200, [2]string{}},
 		{bannerKey, `{"model":"demo","messages":[]}`, 200, [2]string{}},
+		// Both targets fail, three times: failed attempts, failovers and
+		// cooldowns are logged (issue 20), and scanned below.
+		{virtualKey, `{"model":"hyg","messages":[]}`, 502, [2]string{"X-Demo-Status", "503"}},
+		{virtualKey, `{"model":"hyg","messages":[]}`, 502, [2]string{"X-Demo-Status", "503"}},
 		{virtualKey, `{"model":"hyg","messages":[]}`, 502, [2]string{"X-Demo-Status", "503"}},
 		{virtualKey, `{"model":"nope"}`, 404, [2]string{}},
 		{virtualKey, `not json`, 400, [2]string{}},
@@ -332,6 +336,11 @@ func TestScenario18_SecretHygiene(t *testing.T) {
 	logs := r.logs.String()
 	if !strings.Contains(logs, "/v1/chat/completions") {
 		t.Fatalf("the scan saw no request logs: %.500s", logs)
+	}
+	for _, msg := range []string{"upstream attempt failed", "failing over to another target", "cooldown began"} {
+		if !strings.Contains(logs, `msg="`+msg+`"`) {
+			t.Errorf("the scan saw no %q line", msg)
+		}
 	}
 	for name, s := range map[string]string{"admin token": adminTok, "master key": masterKey, "provider key": providerKey,
 		"virtual key": virtualKey, "banner key": bannerKey, "fleet key": fleetKey, "host key": hostKey} {

@@ -543,7 +543,8 @@ func probeTargets(sn *snapshot.Snapshot) []readiness.Provider {
 	var out []readiness.Provider
 	sn.EachOrg(func(o *snapshot.Org) {
 		for _, p := range o.Providers {
-			mp := readiness.Provider{ID: p.ID, Kind: p.Kind, BaseURL: p.BaseURL, Upstream: p.MetadataSource == store.MetadataUpstream}
+			mp := readiness.Provider{ID: p.ID, Kind: p.Kind, BaseURL: p.BaseURL, Upstream: p.MetadataSource == store.MetadataUpstream,
+				Org: o.Name, Slug: p.Slug}
 			if len(p.Keys) > 0 {
 				mp.Credential = p.Keys[0].Secret
 			}
