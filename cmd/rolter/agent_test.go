@@ -37,7 +37,7 @@ func TestServeRefusesBadNumbers(t *testing.T) {
 		{"--max-attempts", "0"}, {"--max-body", "-1"}, {"--usage-buffer", "0"}, {"--probe-fail-after", "0"},
 		{"--fleet-fail-after", "0"}, {"--idle-timeout", "0s"}, {"--fleet-probe-interval", "-1s"}, {"--shutdown-timeout", "-1s"},
 		{"--body-timeout", "0s"}, {"--body-timeout", "soon"}, {"--client-write-timeout", "-5s"}, {"--credential-cooldown", "0s"},
-		{"--metrics-token", "short"},
+		{"--metrics-token", "short"}, {"--upstream-client", "h2"},
 	} {
 		code, _, errOut := runCmd(t, append([]string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0"}, args...)...)
 		if code != 1 || !strings.Contains(errOut, strings.TrimLeft(args[0], "-")) {

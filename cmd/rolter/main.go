@@ -201,6 +201,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "how long a client may take to send its request headers")
 	fs.BoolVar(&cfg.UISecureCookie, "ui-secure-cookie", os.Getenv("ROLTER_UI_SECURE_COOKIE") == "true",
 		"always mark the web console's session cookie Secure (behind a TLS proxy that sends no X-Forwarded-Proto; env ROLTER_UI_SECURE_COOKIE=true)")
+	fs.StringVar(&cfg.Gateway.UpstreamClient, "upstream-client", defaultUpstreamClient,
+		"upstream HTTP client: h1 (rolter's own HTTP/1.1 client) or std (Go's http.Transport); docs/performance.md compares them")
 	fs.BoolVar(&cfg.AllowLinkLocalUpstreams, "allow-link-local-upstreams", false, "allow provider base_urls on link-local and cloud metadata addresses (never 0.0.0.0 or ::)")
 	fs.DurationVar(&cfg.Fleet.Controller.Interval, "fleet-probe-interval", 10*time.Second, "how often the fleet controller probes each host's /health and /v1/models")
 	fs.IntVar(&cfg.Fleet.Controller.FailAfter, "fleet-fail-after", 3, "consecutive failed probes before a serving host is deregistered (never retired)")
@@ -261,7 +263,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // checkServeFlags refuses counts below 1 and durations below or at 0,
 // which the packages would otherwise quietly replace with their defaults.
+// defaultUpstreamClient is --upstream-client's default; a string
+// variable so that an A/B bench build can flip it with -ldflags -X.
+var defaultUpstreamClient = "h1"
+
 func checkServeFlags(cfg *server.Config) error {
+	switch cfg.Gateway.UpstreamClient {
+	case "h1", "std":
+	default:
+		return fmt.Errorf("--upstream-client must be h1 or std, not %q", cfg.Gateway.UpstreamClient)
+	}
 	for _, c := range []struct {
 		flag string
 		v    int64

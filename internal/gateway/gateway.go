@@ -67,7 +67,17 @@ type Config struct {
 	// addresses; by default a base URL whose name resolves to one fails at
 	// dial time.
 	AllowLinkLocal bool
+	// UpstreamClient chooses the upstream transport when Options has
+	// none: "h1" (h1client, the default) or "std" (NewTransport, Go's
+	// http.Transport). rolter serve --upstream-client.
+	UpstreamClient string
 }
+
+// Upstream clients (Config.UpstreamClient).
+const (
+	UpstreamH1  = "h1"
+	UpstreamStd = "std"
+)
 
 func (c *Config) defaults() {
 	defaults.Set(&c.MaxBody, 32<<20)
@@ -132,7 +142,7 @@ type Options struct {
 	Clock    clock.Clock           // default: the system clock
 	Usage    UsageSink             // default: discard
 	Registry prometheus.Registerer // default: a private registry
-	// Transport for upstream requests (default: a tuned http.Transport).
+	// Transport for upstream requests (default: by Config.UpstreamClient).
 	Transport http.RoundTripper
 	// Readiness gates providers on their active health and discovered
 	// metadata (default: every provider ready, nothing discovered).
@@ -172,7 +182,11 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 		o.Limiter = ratelimit.NewLocal(o.Clock, 0)
 	}
 	if o.Transport == nil {
-		o.Transport = h1client.New(h1client.Config{Dial: netguard.Dialer(cfg.AllowLinkLocal).DialContext})
+		if cfg.UpstreamClient == UpstreamStd {
+			o.Transport = NewTransport(cfg.AllowLinkLocal)
+		} else {
+			o.Transport = h1client.New(h1client.Config{Dial: netguard.Dialer(cfg.AllowLinkLocal).DialContext})
+		}
 	}
 	g := &Gateway{cfg: cfg, log: o.Log, clock: o.Clock, usage: o.Usage, ready: o.Readiness, probes: o.Probes, spend: o.Spend, rates: o.Limiter,
 		client:    &http.Client{Transport: o.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},

@@ -105,9 +105,17 @@ func (b *body) read(p []byte) (int, error) {
 				return 0, err
 			}
 		}
-		n, err := br.Read(p[:min(int64(len(p)), b.left)])
-		b.left -= int64(n)
-		if b.left == 0 {
+		n := 0
+		for {
+			m, err := br.Read(p[n : n+int(min(int64(len(p)-n), b.left))])
+			n += m
+			b.left -= int64(m)
+			if b.left > 0 {
+				if err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return n, err
+			}
 			b.st = stDataEnd
 			// Read what follows when it is already here, so that the last
 			// chunk's end is seen with its data and the connection
@@ -117,13 +125,17 @@ func (b *body) read(p []byte) (int, error) {
 			}
 			if b.st == stDone {
 				b.eof = true
+				return n, nil
 			}
-			return n, nil
+			// Further chunks already buffered join this read, as with
+			// net/http's chunked reader: a stream's reader then sees the
+			// events that arrived together at once and the relay flushes
+			// them in one write, not one write per chunk. Nothing blocks
+			// here: only buffered bytes are taken.
+			if b.st != stData || n == len(p) || br.Buffered() == 0 {
+				return n, nil
+			}
 		}
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return n, err
 	}
 	b.eof = true
 	return 0, nil

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -383,4 +384,55 @@ func rawServer(t *testing.T, answer string) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// chunkedBody is a chunked body read from wire through src, on a
+// connection that is closed at the end (nothing is pooled).
+func chunkedBody(src io.Reader) *body {
+	nc, peer := net.Pipe()
+	_ = peer.Close()
+	cn := &conn{nc: nc, br: bufio.NewReaderSize(src, brSize)}
+	return &body{c: New(Config{}), cn: cn, mode: modeChunked, close: true, ctx: context.Background()}
+}
+
+// TestChunksAlreadyBufferedJoinOneRead: chunks that arrived together come
+// back from one Read, as from net/http's chunked reader, so that a relay
+// sees the events that came together at once and flushes them in one
+// write (issue 21: a flush per chunk cost the streamed relay CPU).
+func TestChunksAlreadyBufferedJoinOneRead(t *testing.T) {
+	const wire = "b\r\ndata: a\n\nxx\r\n" + "b\r\ndata: b\n\nyy\r\n" + "e;ext=1\r\ndata: [DONE]\n\n\r\n" + "0\r\n\r\n"
+	const want = "data: a\n\nxx" + "data: b\n\nyy" + "data: [DONE]\n\n"
+	b := chunkedBody(strings.NewReader(wire))
+	p := make([]byte, 256)
+	n, err := b.Read(p)
+	if string(p[:n]) != want || err != io.EOF {
+		t.Fatalf("one read of three buffered chunks: %q %v, want %q and EOF", p[:n], err, want)
+	}
+
+	// However the bytes arrive and however small the reads, the data is
+	// the same and the framing is never part of it.
+	for name, src := range map[string]func(io.Reader) io.Reader{
+		"one byte at a time": iotest.OneByteReader,
+		"halves":             iotest.HalfReader,
+		"whole":              func(r io.Reader) io.Reader { return r },
+	} {
+		for _, size := range []int{1, 3, 13, 14, 256} {
+			b := chunkedBody(src(strings.NewReader(wire)))
+			var got []byte
+			buf := make([]byte, size)
+			for range 1000 {
+				n, err := b.Read(buf)
+				got = append(got, buf[:n]...)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("%s, reads of %d: %v", name, size, err)
+				}
+			}
+			if string(got) != want {
+				t.Fatalf("%s, reads of %d: %q, want %q", name, size, got, want)
+			}
+		}
+	}
 }
