@@ -30,49 +30,60 @@ import (
 // FallbackHeader names the fallback route that served a request.
 const FallbackHeader = "X-Rolter-Fallback"
 
-// linkFallbacks resolves the fallbacks of the project's route plans: each
-// plan gets its chain flattened, depth first (a fallback's own fallbacks
-// come before the next one's), at most store.MaxFallbackDepth deep, each
-// route once and never the route itself. The admin API refuses cycles and
-// deeper chains; the bounds here keep a table built from anything safe.
-func linkFallbacks(pj *snapshot.Project, plans map[*snapshot.Route]*routePlan) {
-	byName := func(m string) *routePlan {
-		if r := pj.Routes[m]; r != nil {
-			return plans[r]
-		}
+// fallbacks are the plans, in t, of the fallback routes of plan's route,
+// by name in its project of t's snapshot: the chain flattened depth first
+// (a fallback's own fallbacks come before the next one's), at most
+// store.MaxFallbackDepth deep, each route once and never the route
+// itself. The admin API refuses cycles and deeper chains; the bounds here
+// keep a table built from anything safe. Resolved per request, on the
+// fallback path only: after a patch the names reach the routes' current
+// plans.
+func (t *table) fallbacks(plan *routePlan) []*routePlan {
+	if t == nil || plan == nil || plan.src == nil || len(plan.src.Fallbacks) == 0 {
 		return nil
 	}
-	for _, r := range pj.Routes {
-		plan := plans[r]
-		if plan == nil {
-			continue
-		}
-		if r.ContextFallback != "" {
-			if fb := byName(r.ContextFallback); fb != plan {
-				plan.ctxFallback = fb
-			}
-		}
-		if len(r.Fallbacks) == 0 {
-			continue
-		}
-		seen := map[*routePlan]bool{plan: true}
-		var walk func(names []string, depth int)
-		walk = func(names []string, depth int) {
-			if depth > store.MaxFallbackDepth {
-				return
-			}
-			for _, m := range names {
-				fb := byName(m)
-				if fb == nil || seen[fb] {
-					continue
-				}
-				seen[fb] = true
-				plan.fallbacks = append(plan.fallbacks, fb)
-				walk(pj.Routes[m].Fallbacks, depth+1)
-			}
-		}
-		walk(r.Fallbacks, 1)
+	pj := t.snap.Project(plan.src.ProjectID)
+	if pj == nil {
+		return nil
 	}
+	var out []*routePlan
+	seen := map[*snapshot.Route]bool{plan.src: true}
+	var walk func(names []string, depth int)
+	walk = func(names []string, depth int) {
+		if depth > store.MaxFallbackDepth {
+			return
+		}
+		for _, m := range names {
+			r := pj.Routes[m]
+			fb := t.routes[r]
+			if fb == nil || seen[r] {
+				continue
+			}
+			seen[r] = true
+			out = append(out, fb)
+			walk(r.Fallbacks, depth+1)
+		}
+	}
+	walk(plan.src.Fallbacks, 1)
+	return out
+}
+
+// ctxFallback is the plan, in t, of the context fallback of plan's route
+// (by name in its project of t's snapshot); nil when it has none, names
+// itself or the plan is pinned.
+func (t *table) ctxFallback(plan *routePlan) *routePlan {
+	if t == nil || plan == nil || plan.pinned || plan.src == nil || plan.src.ContextFallback == "" {
+		return nil
+	}
+	pj := t.snap.Project(plan.src.ProjectID)
+	if pj == nil {
+		return nil
+	}
+	r := pj.Routes[plan.src.ContextFallback]
+	if r == nil || r == plan.src {
+		return nil
+	}
+	return t.routes[r]
 }
 
 // model is the client string as the plan sees it: a route's own name (a
@@ -95,8 +106,8 @@ func (p *routePlan) model(x *exchange) string {
 func (g *Gateway) admitRoute(w http.ResponseWriter, x *exchange) (func(), *apiError) {
 	release, e := g.admit(x)
 	for depth := 0; e != nil && e.Code == policy.CodeContextLengthExceeded && depth < store.MaxFallbackDepth; depth++ {
-		fb := x.plan.ctxFallback
-		if fb == nil || x.plan.pinned {
+		fb := x.table.ctxFallback(x.plan)
+		if fb == nil {
 			break
 		}
 		x.plan, x.facts, x.adm = fb, nil, nil
@@ -108,7 +119,7 @@ func (g *Gateway) admitRoute(w http.ResponseWriter, x *exchange) (func(), *apiEr
 		return release, e
 	}
 	x.skip = append(x.skip, x.plan)
-	for _, fb := range x.origin.fallbacks {
+	for _, fb := range x.table.fallbacks(x.origin) {
 		if slices.Contains(x.skip, fb) {
 			continue
 		}
@@ -132,7 +143,7 @@ func (g *Gateway) admitRoute(w http.ResponseWriter, x *exchange) (func(), *apiEr
 // exceeds its context and the request has a context fallback to go to:
 // only then is a 400 read before it is relayed.
 func overflowed(x *exchange, status int) bool {
-	return status == http.StatusBadRequest && x.plan.ctxFallback != nil && !x.plan.pinned
+	return status == http.StatusBadRequest && x.table.ctxFallback(x.plan) != nil
 }
 
 // contextExceeded reports whether a 400 body says the prompt is too long
@@ -156,8 +167,8 @@ func errOverflow() *apiError {
 // returns the error to answer with, nil when the fallback answered.
 func (g *Gateway) overflowed(w http.ResponseWriter, r *http.Request, x *exchange, e *apiError, deadline time.Time) *apiError {
 	for depth := 0; depth < store.MaxFallbackDepth; depth++ {
-		fb := x.plan.ctxFallback
-		if fb == nil || x.plan.pinned || slices.Contains(x.skip, fb) {
+		fb := x.table.ctxFallback(x.plan)
+		if fb == nil || slices.Contains(x.skip, fb) {
 			return e
 		}
 		x.skip = append(x.skip, x.plan, fb)
@@ -195,7 +206,7 @@ func (g *Gateway) fallBack(w http.ResponseWriter, r *http.Request, x *exchange, 
 		return e
 	}
 	x.skip = append(x.skip, x.plan)
-	for _, fb := range origin.fallbacks {
+	for _, fb := range x.table.fallbacks(origin) {
 		if !g.clock.Now().Before(deadline) {
 			break // no new attempt starts after the retry deadline
 		}

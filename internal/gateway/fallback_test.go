@@ -482,3 +482,61 @@ func TestContextFallbackOnUpstreamOverflow(t *testing.T) {
 		t.Fatalf("another 400: %d %q %s", resp.StatusCode, resp.Header.Get("X-Rolter-Fallback"), body)
 	}
 }
+
+// A fallback is resolved by name in the table serving the request: after
+// the fallback route's targets are replaced (a patched table, its plan
+// derived anew), the caller's route falls back through its new target,
+// and a fallback route created after the caller's is reached too.
+func TestFallbackFollowsPatchedRoute(t *testing.T) {
+	h := newHarness(t, Config{MaxAttempts: 1})
+	h.key = h.newKey([]string{"primary"}, nil)
+	bad := newUpstream(t, answer500)
+	old := newUpstream(t, answer500)
+	fresh := newUpstream(t, answerChat("fresh-model"))
+	pbad := h.provider("vllm", bad.base(), store.ProviderSettings{})
+	pold := h.provider("old", old.base(), store.ProviderSettings{})
+	pfresh := h.provider("fresh", fresh.base(), store.ProviderSettings{})
+	// primary names "late" before it exists: only a lookup by name at
+	// request time reaches it once it does.
+	h.createRoute(store.Route{Model: "secondary", Targets: []store.Target{{ProviderID: pold, UpstreamModel: "old-model", Weight: 1}}})
+	h.createRoute(store.Route{Model: "primary", Fallbacks: []string{"secondary", "late"},
+		Targets: []store.Target{{ProviderID: pbad, UpstreamModel: "Qwen/Qwen3-8B", Weight: 1}}})
+
+	resp := h.post("/v1/chat/completions", chat("primary"))
+	readAll(t, resp)
+	if resp.StatusCode == 200 || old.count() != 1 || fresh.count() != 0 {
+		t.Fatalf("before: %d, old %d, fresh %d", resp.StatusCode, old.count(), fresh.count())
+	}
+
+	// secondary's targets replaced: the table is patched, primary's plan
+	// is shared with the previous table and secondary's derived anew.
+	ctx := context.Background()
+	before := h.gw.table.Load()
+	sec := before.snap.Org(h.org.Name).Projects[h.proj.Name].Routes["secondary"].Route
+	sec.Targets = []store.Target{{ProviderID: pfresh, UpstreamModel: "fresh-model", Weight: 1}}
+	must(t, h.db.UpdateRoute(ctx, &sec))
+	h.reload()
+	after := h.gw.table.Load()
+	if after.snap.DiffFrom(before.snap) == nil {
+		t.Fatal("the table was rebuilt, not patched: the test needs a patch")
+	}
+	resp = h.post("/v1/chat/completions", chat("primary"))
+	body := readAll(t, resp)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Rolter-Fallback") != "secondary" || modelOf(t, body) != "primary" {
+		t.Fatalf("after: %d %q %s", resp.StatusCode, resp.Header.Get("X-Rolter-Fallback"), body)
+	}
+	if old.count() != 1 || fresh.count() != 1 || sentModel(t, fresh) != "fresh-model" {
+		t.Fatalf("old %d, fresh %d, sent %q", old.count(), fresh.count(), sentModel(t, fresh))
+	}
+
+	// secondary failing again: the route created after primary serves.
+	sec.Targets = []store.Target{{ProviderID: pold, UpstreamModel: "old-model", Weight: 1}}
+	must(t, h.db.UpdateRoute(ctx, &sec))
+	h.reload()
+	h.createRoute(store.Route{Model: "late", Targets: []store.Target{{ProviderID: pfresh, UpstreamModel: "late-model", Weight: 1}}})
+	resp = h.post("/v1/chat/completions", chat("primary"))
+	readAll(t, resp)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Rolter-Fallback") != "late" || sentModel(t, fresh) != "late-model" {
+		t.Fatalf("late: %d %q, sent %q", resp.StatusCode, resp.Header.Get("X-Rolter-Fallback"), sentModel(t, fresh))
+	}
+}

@@ -280,6 +280,7 @@ type exchange struct {
 	// (fallback.go), and fallback names that route.
 	plan     *routePlan
 	origin   *routePlan
+	table    *table // the table the request resolved in: its fallbacks' too
 	fallback string
 	skip     []*routePlan // routes this request tried or found unable to take it (fallback.go)
 	facts    *planFacts   // the plan's admission facts (routable.go), set by admit
@@ -328,7 +329,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	g.metrics.inFlight.Inc()
 	defer g.metrics.inFlight.Dec()
 	t := g.table.Load()
-	x := &exchange{start: time.Now(), endpoint: r.URL.Path[len("/v1"):], requestID: ensureRequestID(w, r)}
+	x := &exchange{start: time.Now(), endpoint: r.URL.Path[len("/v1"):], requestID: ensureRequestID(w, r), table: t}
 	if g.tracer != nil {
 		x.tr = traceOf(r, x)
 	}

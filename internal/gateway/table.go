@@ -57,11 +57,12 @@ type routePlan struct {
 	// address has none beside its provider's, which every target carries).
 	policy  store.Policy
 	limiter *policy.Limiter // routes and groups with max_concurrency only
-	// fallbacks are the routes tried, in order, when every attempt on
-	// this one failed before the first byte; ctxFallback takes a request
-	// too long for its pool (fallback.go). Route plans only.
-	fallbacks   []*routePlan
-	ctxFallback *routePlan
+	// src is the route a route plan was derived from, whose fallback
+	// names are resolved per request in the table serving it
+	// (fallback.go): a plan never points at another, so a patched table
+	// neither keeps stale links nor writes to plans it shares. nil for
+	// provider and group addresses and narrowed (pinned) plans.
+	src *snapshot.Route
 	// facts are what admission needs of the targets, computed with the
 	// plan: when the table is built for a route, per request for the
 	// plans of provider and group addresses (routable.go).
@@ -268,7 +269,6 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 			for _, r := range pj.Routes {
 				g.addRoute(t, r)
 			}
-			linkFallbacks(pj, t.routes)
 		}
 	})
 	return t
@@ -295,6 +295,10 @@ func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff
 				delete(t.keys, k.id)
 			}
 			delete(t.providers, id)
+		}
+		// The org it left lists it no more, whether it is gone or changed.
+		if was := prev.snap.Provider(id); was != nil {
+			remodel[was.OrgID] = true
 		}
 		p := s.Provider(id)
 		if p == nil {
@@ -455,7 +459,7 @@ func (g *Gateway) orgModels(t *table, o *snapshot.Org) []modelEntry {
 
 // addRoute derives route r's plan and /v1/models entry into t.
 func (g *Gateway) addRoute(t *table, r *snapshot.Route) {
-	plan := &routePlan{kind: resolve.KindRoute, route: r.Model,
+	plan := &routePlan{kind: resolve.KindRoute, route: r.Model, src: r,
 		strategy: g.selector(r.Strategy, "route "+r.Model), rr: new(atomic.Uint64), policy: r.Policy, limiter: g.limiter(r)}
 	entry := modelEntry{ID: r.Model, Object: "model", Created: r.CreatedAt.Unix(), OwnedBy: "rolter",
 		AddressKind: string(resolve.KindRoute), Policy: r.Policy}

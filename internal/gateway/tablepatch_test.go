@@ -25,6 +25,20 @@ func tableDump(t *table) string {
 				tg.provider.base, tg.provider.kind, tg.provider.policy, tg.provider.draining))
 		}
 		add("route %d %s %s %+v %v facts %+v ready %d", r.ID, p.route, p.strategy, p.policy, tgs, p.facts.down, p.facts.ready)
+		var fbs []string
+		for _, fb := range t.fallbacks(p) {
+			fbs = append(fbs, fb.route)
+			if fb.src == nil || t.routes[t.snap.Route(fb.src.ID)] != fb {
+				lines = append(lines, fmt.Sprintf("route %d: fallback %s is not the table's plan", r.ID, fb.route))
+			}
+		}
+		if fb := t.ctxFallback(p); fb != nil {
+			fbs = append(fbs, "ctx:"+fb.route)
+			if fb.src == nil || t.routes[t.snap.Route(fb.src.ID)] != fb {
+				lines = append(lines, fmt.Sprintf("route %d: context fallback %s is not the table's plan", r.ID, fb.route))
+			}
+		}
+		add("route %d fallbacks %v", r.ID, fbs)
 		if t.snap.Route(r.ID) != r {
 			lines = append(lines, fmt.Sprintf("route %d: not the snapshot's", r.ID))
 		}
@@ -72,6 +86,10 @@ func TestTablePatchEqualsRebuild(t *testing.T) {
 		ctx := context.Background()
 		//nolint:gosec // G404: a reproducible sequence of test writes
 		rng := rand.New(rand.NewPCG(21, 4))
+		// Fallback names come from their own sequence, so adding them
+		// left the writes above as they were.
+		//nolint:gosec // G404: a reproducible sequence of test writes
+		fbRng := rand.New(rand.NewPCG(19, 1))
 		var provs []*store.Provider
 		var routes []*store.Route
 		var groups []*store.Group
@@ -89,6 +107,26 @@ func TestTablePatchEqualsRebuild(t *testing.T) {
 				}
 			}
 			return out
+		}
+		// fallbacks names up to two routes, maybe gone, maybe r itself
+		// (the admin API refuses that; the table must stay bounded), and
+		// maybe a context fallback.
+		fallbacks := func(r *store.Route) {
+			r.Fallbacks, r.ContextFallback = nil, ""
+			name := func() string {
+				if len(routes) == 0 || fbRng.IntN(5) == 0 {
+					return fmt.Sprintf("m-%d", fbRng.IntN(n+1))
+				}
+				return routes[fbRng.IntN(len(routes))].Model
+			}
+			for range fbRng.IntN(3) {
+				if m := name(); !slices.Contains(r.Fallbacks, m) {
+					r.Fallbacks = append(r.Fallbacks, m)
+				}
+			}
+			if fbRng.IntN(3) == 0 {
+				r.ContextFallback = name()
+			}
 		}
 		write := func() {
 			n++
@@ -116,6 +154,7 @@ func TestTablePatchEqualsRebuild(t *testing.T) {
 				must(t, h.db.AddProviderKey(ctx, &store.ProviderKey{ProviderID: ps[rng.IntN(len(ps))].ID, Secret: secret.New(fmt.Sprintf("a%d", n)), Weight: 2}))
 			case op <= 5 || len(routes) == 0:
 				r := &store.Route{ProjectID: h.proj.ID, Model: fmt.Sprintf("m-%d", n), Strategy: "weighted", Targets: targets()}
+				fallbacks(r)
 				must(t, h.db.CreateRoute(ctx, r))
 				routes = append(routes, r)
 			case op == 6:
@@ -124,6 +163,7 @@ func TestTablePatchEqualsRebuild(t *testing.T) {
 					r = routes[0] // the one fleet providers inherit from
 				}
 				r.Targets, r.Policy.MaxOutputTokens = targets(), 1+rng.IntN(1000)
+				fallbacks(r)
 				must(t, h.db.UpdateRoute(ctx, r))
 			case op == 7:
 				i := rng.IntN(len(routes))

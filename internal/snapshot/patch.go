@@ -334,5 +334,8 @@ func (s *Snapshot) RoutesOf(id int64, fn func(*Route)) {
 	}
 }
 
+// Project returns the project with id, or nil.
+func (s *Snapshot) Project(id int64) *Project { return s.ix.projects[id] }
+
 // OrgByID returns the org with id, or nil.
 func (s *Snapshot) OrgByID(id int64) *Org { return s.ix.orgs[id] }
