@@ -169,6 +169,9 @@ type ControllerStore interface {
 	DeregisterHost(ctx context.Context, id int64, state string) error
 	StartDrain(ctx context.Context, orgID, id int64, check store.PoolCheck, at time.Time) error
 	MarkDrained(ctx context.Context, id int64, at time.Time) error
+	// GetHost reads back a host's provider slug after its first
+	// registration (registeredLog).
+	GetHost(ctx context.Context, orgID, id int64) (*store.Host, error)
 }
 
 // Controller probes every live host and keeps the rule "a host's route
@@ -435,7 +438,7 @@ func (c *Controller) apply(ctx context.Context, h *store.Host, res probeResult) 
 		}
 		c.setRegistered(h.ID, key)
 		if h.State != store.HostServing {
-			c.hostLog(h).Info("fleet host serving: registered", "ip", h.IP, "port", h.Port, "model_name", h.ModelName)
+			c.registeredLog(ctx, h).Info("fleet host serving: registered", "ip", h.IP, "port", h.Port, "model_name", h.ModelName)
 		}
 		return true
 	case (fail >= c.cfg.FailAfter || res.refused) && h.State == store.HostServing:
@@ -451,6 +454,22 @@ func (c *Controller) apply(ctx context.Context, h *store.Host, res probeResult) 
 		c.log.Debug("fleet host not serving yet", "host", h.ID, "state", h.State, "err", probeErr)
 	}
 	return false
+}
+
+// registeredLog is hostLog for a host RegisterHost has just registered.
+// On its first registration h does not know its provider's slug yet:
+// RegisterHost picks "host-<id>", or "host-<id>-<n>" when an operator
+// holds that slug, so it is read back (one row, on this transition only).
+// Should the read fail, the line goes out without it.
+func (c *Controller) registeredLog(ctx context.Context, h *store.Host) *slog.Logger {
+	if h.ProviderSlug == "" {
+		if x, err := c.st.GetHost(ctx, h.OrgID, h.ID); err == nil {
+			hc := *h
+			hc.ProviderSlug = x.ProviderSlug
+			h = &hc
+		}
+	}
+	return c.hostLog(h)
 }
 
 // startDrain begins the drain of a routed host whose box is to restart
@@ -624,7 +643,9 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 		pc = &probeConn{dial: c.dial, addr: hostport, limit: probeBodyLimit}
 		defer pc.close()
 	}
-	if _, err := c.get(ctx, pc, base, "/health", "", false); err != nil {
+	_, status, err := c.get(ctx, pc, base, "/health", "", false)
+	rd.Status = status
+	if err != nil {
 		rd.Health = err
 		// A refused connection is certain only when it is not a moment's
 		// accident: dial once more, at once.
@@ -638,7 +659,8 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 			MaxModelLen json.RawMessage `json:"max_model_len"`
 		} `json:"data"`
 	}
-	body, err := c.get(ctx, pc, base, "/v1/models", h.APIKey.Reveal(), c.closeConns)
+	body, status, err := c.get(ctx, pc, base, "/v1/models", h.APIKey.Reveal(), c.closeConns)
+	rd.Status = status
 	if err == nil {
 		rd.Models = body
 		if jerr := json.Unmarshal(body, &models); jerr != nil {
@@ -669,7 +691,7 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 // refusedAgain asks base's /health a second time and reports whether the
 // connection was refused again.
 func (c *Controller) refusedAgain(ctx context.Context, pc *probeConn, base string) bool {
-	_, err := c.get(ctx, pc, base, "/health", "", c.closeConns)
+	_, _, err := c.get(ctx, pc, base, "/health", "", c.closeConns)
 	return err != nil && readiness.Refused(err)
 }
 
@@ -695,24 +717,25 @@ func (c *Controller) noteSkew(h *store.Host, hh *hostHealth, res probeResult) {
 const probeBodyLimit = 1 << 20
 
 // get GETs base+path and returns the body of a 200 answer (at most 1
-// MiB); closeConn closes the connection after it (the probe's last
+// MiB) and the answer's HTTP status (0 when none came: refused, timed
+// out); closeConn closes the connection after it (the probe's last
 // request). With pc it is sent on pc, otherwise through the client.
-func (c *Controller) get(ctx context.Context, pc *probeConn, base, path, key string, closeConn bool) ([]byte, error) {
+func (c *Controller) get(ctx context.Context, pc *probeConn, base, path, key string, closeConn bool) ([]byte, int, error) {
 	if pc != nil {
 		a, err := pc.get(ctx, path, key, closeConn)
 		switch {
 		case err != nil:
-			return nil, err
+			return nil, 0, err
 		case a.status >= 300 && a.status <= 399 && a.location:
-			return nil, errRedirect
+			return nil, a.status, errRedirect
 		case a.status != http.StatusOK:
-			return nil, fmt.Errorf("status %d", a.status)
+			return nil, a.status, fmt.Errorf("status %d", a.status)
 		}
-		return a.body, nil
+		return a.body, a.status, nil
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	req.Close = closeConn
 	if key != "" {
@@ -721,12 +744,17 @@ func (c *Controller) get(ctx context.Context, pc *probeConn, base, path, key str
 	resp, err := c.cfg.Client.Do(req)
 	if err != nil {
 		if errors.Is(err, errRedirect) {
-			return nil, errRedirect // without the url.Error's Location
+			status := 0
+			if resp != nil { // the redirect itself, its body closed
+				status = resp.StatusCode
+			}
+			return nil, status, errRedirect // without the url.Error's Location
 		}
-		return nil, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
-	return httpbody.ReadOK(resp, probeBodyLimit)
+	body, err := httpbody.ReadOK(resp, probeBodyLimit)
+	return body, resp.StatusCode, err
 }
 
 // Health reports the controller's view of a host: consecutive good and

@@ -40,6 +40,10 @@ type Reading struct {
 	// takes a ready provider out at once; any other failure counts toward
 	// FailAfter.
 	RefusalConfirmed bool
+	// Status is the HTTP status of the last answer the prober read: of
+	// /health when Health failed, else of /models when it was asked; 0
+	// when that request got no answer (refused, timed out).
+	Status int
 }
 
 // FeedGrace is how long after a fed reading Run leaves the provider to
@@ -85,6 +89,7 @@ func (c *Cache) Feed(id int64, r Reading) bool {
 	default:
 		o = fromModels(r.Models, redact)
 	}
+	o.status = r.Status
 	models := r.Models
 	if models == nil {
 		models = []byte{} // no list read: the stale marks stay, and no request is sent for them

@@ -30,8 +30,16 @@ func selfHosted(kind string) bool {
 	return kind == store.KindVLLM || kind == store.KindSGLang || kind == store.KindLlamaCpp
 }
 
-// observe probes p once. It only ever sends GETs.
-func (c *Cache) observe(ctx context.Context, p Provider) observation {
+// observe probes p once. It only ever sends GETs. The observation's
+// status is that of the last request's answer.
+func (c *Cache) observe(ctx context.Context, p Provider) (o observation) {
+	var status int
+	defer func() { o.status = status }()
+	get := func(u string, closeConn bool) ([]byte, error) {
+		body, code, err := c.get(ctx, p, u, closeConn)
+		status = code
+		return body, err
+	}
 	base := p.BaseURL
 	root := strings.TrimSuffix(base, "/v1")
 	redact := func(s string) string { return redactSecret(s, p.Credential) }
@@ -45,7 +53,7 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 	var models []byte
 	switch p.Kind {
 	case store.KindVLLM, store.KindSGLang, store.KindLlamaCpp:
-		if _, err := c.get(ctx, p, root+"/health", c.closeConns && !p.Upstream); err != nil {
+		if _, err := get(root+"/health", c.closeConns && !p.Upstream); err != nil {
 			o := healthFailed(redact("health probe failed: GET /health: " + err.Error()))
 			o.refused = Refused(err)
 			return o
@@ -53,7 +61,7 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 		if !p.Upstream {
 			return observation{}
 		}
-		body, err := c.get(ctx, p, base+"/models", closeLast)
+		body, err := get(base+"/models", closeLast)
 		if err != nil {
 			return metadataError("GET /models", err, redact)
 		}
@@ -61,7 +69,7 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 	default:
 		// A hosted API has no health endpoint; listing models is the
 		// cheapest authenticated GET it serves.
-		body, err := c.get(ctx, p, base+"/models", false)
+		body, err := get(base+"/models", false)
 		if err != nil {
 			o := healthFailed(redact("health probe failed: GET /models: " + err.Error()))
 			o.refused = Refused(err)
@@ -82,7 +90,7 @@ func (c *Cache) observe(ctx context.Context, p Provider) observation {
 		return unusableMetadata(redact(err.Error()))
 	}
 	facts := Facts{ModelID: card.id, Context: card.context}
-	body, err := c.get(ctx, p, root+"/props", c.closeConns)
+	body, err := get(root+"/props", c.closeConns)
 	if err != nil {
 		return metadataError("GET /props", err, redact)
 	}
@@ -144,15 +152,16 @@ func metadataError(what string, err error, redact func(string) string) observati
 }
 
 // get GETs u with p's credential and returns the body of a 2xx answer, read
-// through the MaxBody cap; closeConn closes the connection after it (a
+// through the MaxBody cap, and the answer's HTTP status (0 when none came:
+// refused, timed out); closeConn closes the connection after it (a
 // probe's last request). Its errors name neither the host nor the
 // credential.
-func (c *Cache) get(ctx context.Context, p Provider, u string, closeConn bool) ([]byte, error) {
+func (c *Cache) get(ctx context.Context, p Provider, u string, closeConn bool) (body []byte, status int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Close = closeConn
@@ -167,33 +176,34 @@ func (c *Cache) get(ctx context.Context, p Provider, u string, closeConn bool) (
 	resp, err := c.client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			return nil, fmt.Errorf("timed out after %s", c.cfg.Timeout)
+			return nil, 0, fmt.Errorf("timed out after %s", c.cfg.Timeout)
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // drop "Get \"http://host/...\":": the path is in the caller's message
 		}
-		return nil, err
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBody+1))
+	status = resp.StatusCode
+	body, err = io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBody+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading body: %w", err)
+		return nil, status, fmt.Errorf("reading body: %w", err)
 	}
 	if int64(len(body)) > c.cfg.MaxBody {
-		return nil, fmt.Errorf("%w: over %d bytes", errTooLarge, c.cfg.MaxBody)
+		return nil, status, fmt.Errorf("%w: over %d bytes", errTooLarge, c.cfg.MaxBody)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		msg := "returned " + strconv.Itoa(resp.StatusCode)
 		if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
-			return nil, errors.New(msg + " (a redirect: probes do not follow redirects)")
+			return nil, status, errors.New(msg + " (a redirect: probes do not follow redirects)")
 		}
 		if detail := errorDetail(body); detail != "" {
 			msg += ": " + detail
 		}
-		return nil, errors.New(msg)
+		return nil, status, errors.New(msg)
 	}
-	return body, nil
+	return body, status, nil
 }
 
 // errorDetail extracts the message of an error body in the shapes the

@@ -450,16 +450,17 @@ func (c *Cache) logTransition(p Provider, prev, cur Status, o observation) {
 	switch {
 	case cur.Ready && !prev.Ready:
 		c.log.Info("metadata: provider ready", "org", p.Org, "provider", p.Slug, "kind", p.Kind,
-			"model", cur.Facts.ModelID, "context", cur.Facts.Context, "previous_class", string(prev.Class))
+			"model", cur.Facts.ModelID, "context", cur.Facts.Context, "previous_class", string(prev.Class),
+			"upstream_status", o.status)
 	case !cur.Ready && prev.Ready:
 		c.log.Warn("metadata: provider not ready", "org", p.Org, "provider", p.Slug, "kind", p.Kind,
-			"class", string(cur.Class), "reason", cur.Reason)
+			"class", string(cur.Class), "upstream_status", o.status, "reason", cur.Reason)
 	case cur.Ready && !cur.Facts.Equal(prev.Facts):
 		c.log.Info("metadata: provider facts changed", "org", p.Org, "provider", p.Slug, "kind", p.Kind,
 			"model", cur.Facts.ModelID, "context", cur.Facts.Context,
 			"previous_model", prev.Facts.ModelID, "previous_context", prev.Facts.Context)
 	case !o.ok():
 		c.log.Debug("metadata: probe failed", "org", p.Org, "provider", p.Slug, "kind", p.Kind,
-			"class", string(o.class), "error", o.message())
+			"class", string(o.class), "upstream_status", o.status, "error", o.message())
 	}
 }

@@ -94,7 +94,7 @@ func (c *Cache) recheckStale(ctx context.Context, e *entry, p Provider, o observ
 	if body == nil {
 		var err error
 		// A request after the probe's: the last, for a self-hosted server.
-		if body, err = c.get(ctx, p, p.BaseURL+"/models", c.closeConns && selfHosted(p.Kind)); err != nil {
+		if body, _, err = c.get(ctx, p, p.BaseURL+"/models", c.closeConns && selfHosted(p.Kind)); err != nil {
 			return false
 		}
 	}

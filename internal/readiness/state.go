@@ -27,6 +27,10 @@ type observation struct {
 	decisive bool
 	// facts are an upstream provider's facts when the probe succeeded.
 	facts Facts
+	// status is the HTTP status of the probe's last answer (the one that
+	// decided the observation); 0 when the upstream never answered
+	// (refused, a timeout before the status line).
+	status int
 }
 
 // healthFailed, metadataFailed and unusableMetadata build the observations
