@@ -18,6 +18,7 @@ import (
 	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
+	"github.com/rolter/rolter/internal/store/sqlstore"
 	"github.com/rolter/rolter/internal/store/storetest"
 )
 
@@ -218,16 +219,7 @@ func TestControllerTransitions(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		st := storetest.Open(t, d, nil)
-		org := &store.Org{Name: "default"}
-		must(t, st.CreateOrg(ctx, org))
-		pj := &store.Project{OrgID: org.ID, Name: "default"}
-		must(t, st.CreateProject(ctx, pj))
-		b := newBox(t, "Qwen/Qwen3-8B")
-		u, _ := url.Parse(b.srv.URL)
-		port, _ := strconv.Atoi(u.Port())
-		h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
-			APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm("--max-model-len", "32768")}}
-		must(t, st.CreateHost(ctx, h, nil))
+		org, pj, b, h := boxHost(t, st, vllm("--max-model-len", "32768"))
 		var changes atomic.Int64
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		c := NewController(st, ControllerConfig{FailAfter: 3}, log, func(context.Context) { changes.Add(1) })
@@ -316,17 +308,8 @@ func (l *switchLease) Release()                  {}
 func TestControllerOnlyWithLease(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.Open(t, "sqlite", nil)
-	org := &store.Org{Name: "default"}
-	must(t, st.CreateOrg(ctx, org))
-	pj := &store.Project{OrgID: org.ID, Name: "default"}
-	must(t, st.CreateProject(ctx, pj))
-	b := newBox(t, "Qwen/Qwen3-8B")
+	org, _, b, h := boxHost(t, st, vllm())
 	b.health.Store(true)
-	u, _ := url.Parse(b.srv.URL)
-	port, _ := strconv.Atoi(u.Port())
-	h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
-		APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm()}}
-	must(t, st.CreateHost(ctx, h, nil))
 	lease := &switchLease{}
 	c := NewController(st, ControllerConfig{Lease: lease}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	c.Sweep(ctx)
@@ -346,21 +329,12 @@ func TestControllerOnlyWithLease(t *testing.T) {
 func TestControllerFollowsTheAppliedAssignment(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.Open(t, "sqlite", nil)
-	org := &store.Org{Name: "default"}
-	must(t, st.CreateOrg(ctx, org))
-	pj := &store.Project{OrgID: org.ID, Name: "default"}
-	must(t, st.CreateProject(ctx, pj))
-	b := newBox(t, "Qwen/Qwen3-8B")
+	org, pj, b, h := boxHost(t, st, vllm("--max-model-len", "8192"))
 	b.health.Store(true)
-	u, _ := url.Parse(b.srv.URL)
-	port, _ := strconv.Atoi(u.Port())
-	h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
-		APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm("--max-model-len", "8192")}}
-	must(t, st.CreateHost(ctx, h, nil))
 	// The box reports the current revision: it is recorded as applied.
 	rev := Revision(h)
 	must(t, st.RecordHostReports(ctx, []store.HostReportEntry{{HostID: h.ID, Applied: rev,
-		Current: &store.AppliedAssignment{Revision: rev, Port: port, Recipe: h.Recipe}}}, time.Now()))
+		Current: &store.AppliedAssignment{Revision: rev, Port: h.Port, Recipe: h.Recipe}}}, time.Now()))
 	c := NewController(st, ControllerConfig{FailAfter: 2}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	c.Sweep(ctx)
 	contextOf := func() int {
@@ -404,4 +378,23 @@ func TestControllerFollowsTheAppliedAssignment(t *testing.T) {
 	if len(r.Targets) != 1 || r.Targets[0].UpstreamModel != "Qwen/Qwen3-8B-FP8" {
 		t.Fatalf("targets after apply: %+v", r.Targets)
 	}
+}
+
+// boxHost makes org and project "default", a box serving Qwen/Qwen3-8B
+// (not yet healthy) and a host for it, model name "qwen3", whose recipe
+// runs v.
+func boxHost(t *testing.T, st *sqlstore.DB, v *fleetapi.VLLM) (*store.Org, *store.Project, *box, *store.Host) {
+	t.Helper()
+	ctx := context.Background()
+	org := &store.Org{Name: "default"}
+	must(t, st.CreateOrg(ctx, org))
+	pj := &store.Project{OrgID: org.ID, Name: "default"}
+	must(t, st.CreateProject(ctx, pj))
+	b := newBox(t, "Qwen/Qwen3-8B")
+	u, _ := url.Parse(b.srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
+		APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: v}}
+	must(t, st.CreateHost(ctx, h, nil))
+	return org, pj, b, h
 }

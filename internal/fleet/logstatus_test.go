@@ -6,16 +6,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/readiness"
-	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/storetest"
 )
@@ -76,17 +73,8 @@ func TestControllerLogsSlugAndFeedsStatus(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, db string) {
 				ctx := context.Background()
 				st := storetest.Open(t, db, nil)
-				org := &store.Org{Name: "default"}
-				must(t, st.CreateOrg(ctx, org))
-				pj := &store.Project{OrgID: org.ID, Name: "default"}
-				must(t, st.CreateProject(ctx, pj))
-				b := newBox(t, "Qwen/Qwen3-8B")
+				org, _, b, h := boxHost(t, st, vllm("--max-model-len", "32768"))
 				b.health.Store(true)
-				u, _ := url.Parse(b.srv.URL)
-				port, _ := strconv.Atoi(u.Port())
-				h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
-					APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm("--max-model-len", "32768")}}
-				must(t, st.CreateHost(ctx, h, nil))
 				// An operator's provider holds "host-<id>": the slug is not derivable.
 				taken := "host-" + strconv.FormatInt(h.ID, 10)
 				must(t, st.CreateProvider(ctx, &store.Provider{OrgID: org.ID, Slug: taken, Name: "taken", Kind: store.KindOpenAI,

@@ -4,14 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/url"
-	"strconv"
 	"testing"
 
 	"github.com/rolter/rolter/internal/clock"
-	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/readiness"
-	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
 	"github.com/rolter/rolter/internal/store/storetest"
 )
@@ -25,17 +21,8 @@ func TestControllerDeregistersARefusingBoxInOneSweep(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
 		st := storetest.Open(t, d, nil)
-		org := &store.Org{Name: "default"}
-		must(t, st.CreateOrg(ctx, org))
-		pj := &store.Project{OrgID: org.ID, Name: "default"}
-		must(t, st.CreateProject(ctx, pj))
-		b := newBox(t, "Qwen/Qwen3-8B")
+		org, _, b, h := boxHost(t, st, vllm("--max-model-len", "32768"))
 		b.health.Store(true)
-		u, _ := url.Parse(b.srv.URL)
-		port, _ := strconv.Atoi(u.Port())
-		h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
-			APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm("--max-model-len", "32768")}}
-		must(t, st.CreateHost(ctx, h, nil))
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		cache := readiness.New(readiness.Config{FailAfter: 3}, clock.System, nil, log)
 		c := NewController(st, ControllerConfig{FailAfter: 3, Readings: cache}, log, nil)
