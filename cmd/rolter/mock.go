@@ -32,8 +32,16 @@ func mock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: demo.New(demo.Options{}), ReadHeaderTimeout: 10 * time.Second}
-	if *printAddr {
+	return serveUntilDone(ctx, ln, demo.New(demo.Options{}), *printAddr, stdout)
+}
+
+// serveUntilDone serves h on ln until ctx ends, then closes the server at
+// once (the measuring instruments have nothing worth draining: in-flight
+// streams just end). With printAddr the bound host:port is the first line
+// of stdout.
+func serveUntilDone(ctx context.Context, ln net.Listener, h http.Handler, printAddr bool, stdout io.Writer) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if printAddr {
 		fmt.Fprintln(stdout, ln.Addr().String())
 	}
 	done := make(chan error, 1)
@@ -43,8 +51,7 @@ func mock(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
-	// A mock has nothing worth draining: in-flight streams just end.
-	err = srv.Close()
+	err := srv.Close()
 	if serr := <-done; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
