@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -468,32 +467,20 @@ func (w *killWatch) worst() (leave, dereg float64) {
 // provider slug; empty when /metrics cannot be read.
 func refusalCounts(ctx context.Context, base string) map[string]float64 {
 	out := map[string]float64{}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return out
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return out
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	eachMetric(ctx, base, func(line string) {
 		if !strings.HasPrefix(line, "rolter_upstream_refusals_total{") {
-			continue
+			return
 		}
 		_, rest, _ := strings.Cut(line, `provider="`)
 		slug, rest, ok := strings.Cut(rest, `"`)
 		if !ok {
-			continue
+			return
 		}
 		_, value, _ := strings.Cut(rest, "} ")
 		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
 			out[slug] = v
 		}
-	}
+	})
 	return out
 }
 

@@ -160,18 +160,8 @@ func (c *client) openStream(ctx context.Context) (io.ReadCloser, error) {
 // a measurement the targets depend on.
 func runtimeMetrics(ctx context.Context, base string) map[string]float64 {
 	out := map[string]float64{}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return out
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return out
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
+	eachMetric(ctx, base, func(line string) {
+		name, value, ok := strings.Cut(line, " ")
 		switch {
 		case !ok:
 		case name == "go_goroutines", name == "go_memstats_heap_inuse_bytes", name == "go_memstats_stack_inuse_bytes":
@@ -179,6 +169,25 @@ func runtimeMetrics(ctx context.Context, base string) map[string]float64 {
 				out[name] = v
 			}
 		}
-	}
+	})
 	return out
+}
+
+// eachMetric calls fn with each line of the gateway's /metrics (Prometheus
+// text format, lines up to 1 MiB); nothing when it cannot be read.
+func eachMetric(ctx context.Context, base string, fn func(line string)) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fn(sc.Text())
+	}
 }
