@@ -18,6 +18,7 @@ import (
 
 	"github.com/rolter/rolter/internal/defaults"
 	"github.com/rolter/rolter/internal/fleetapi"
+	"github.com/rolter/rolter/internal/h1client"
 	"github.com/rolter/rolter/internal/httpbody"
 	"github.com/rolter/rolter/internal/netguard"
 	"github.com/rolter/rolter/internal/readiness"
@@ -53,9 +54,10 @@ type ControllerConfig struct {
 	AllowLinkLocal bool
 	// Dial, when set, dials the probes that close their connection (an
 	// Interval over readiness.ProbeIdleTimeout) instead of Client: they
-	// are sent over a minimal HTTP/1.1 connection (probehttp.go), which
-	// costs far less than a client's transport for a connection used
-	// once. It must refuse what Client's dialer refuses. With neither
+	// are sent through the controller's own h1client transport, which
+	// costs far less than net/http's for a connection used once (no
+	// goroutines per connection). It must refuse what Client's dialer
+	// refuses. With neither
 	// Client nor Dial set, the default dialer (AllowLinkLocal) is used
 	// this way.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -191,9 +193,12 @@ type Controller struct {
 	// closeConns: probe connections are not kept between sweeps (an
 	// Interval over readiness.ProbeIdleTimeout).
 	closeConns bool
-	// dial, when set (cfg.Dial, with closeConns), sends the probes over a
-	// probeConn (probehttp.go) rather than the client.
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// probes, when set (cfg.Dial, with closeConns), sends the probes
+	// rather than cfg.Client: an h1client transport over cfg.Dial, used
+	// without an http.Client (whose per-request context and header copy
+	// cost more than the exchange allocates); it returns a 3xx as is,
+	// and get refuses it.
+	probes *h1client.Client
 
 	mu     sync.Mutex
 	health map[int64]*hostHealth
@@ -228,8 +233,8 @@ func NewController(st ControllerStore, cfg ControllerConfig, log *slog.Logger, c
 	cfg.defaults()
 	c := &Controller{st: st, cfg: cfg, log: log, changed: changed, health: map[int64]*hostHealth{}, metrics: newMetrics(),
 		closeConns: cfg.Interval > readiness.ProbeIdleTimeout}
-	if c.closeConns {
-		c.dial = cfg.Dial
+	if c.closeConns && cfg.Dial != nil {
+		c.probes = h1client.New(h1client.Config{Dial: cfg.Dial, MaxIdlePerHost: 1, IdleTimeout: readiness.ProbeIdleTimeout})
 	}
 	if cfg.Registry != nil {
 		cfg.Registry.MustRegister(collector{c})
@@ -309,7 +314,11 @@ func (c *Controller) Sweep(ctx context.Context) {
 	if c.closeConns {
 		// A probe that failed before its last request left its
 		// connection idle; nothing is kept until the next sweep.
-		c.cfg.Client.CloseIdleConnections()
+		if c.probes != nil {
+			c.probes.CloseIdleConnections()
+		} else {
+			c.cfg.Client.CloseIdleConnections()
+		}
 	}
 	if ctx.Err() != nil {
 		return
@@ -638,18 +647,13 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 	hostport := netip.AddrPortFrom(addr, uint16(port)).String()
 	base := "http://" + hostport
 	rd := &readiness.Reading{BaseURL: base + "/v1"}
-	var pc *probeConn
-	if c.dial != nil {
-		pc = &probeConn{dial: c.dial, addr: hostport, limit: probeBodyLimit}
-		defer pc.close()
-	}
-	_, status, err := c.get(ctx, pc, base, "/health", "", false)
+	_, status, err := c.get(ctx, base, "/health", "", false)
 	rd.Status = status
 	if err != nil {
 		rd.Health = err
 		// A refused connection is certain only when it is not a moment's
 		// accident: dial once more, at once.
-		refused := readiness.Refused(err) && c.refusedAgain(ctx, pc, base)
+		refused := readiness.Refused(err) && c.refusedAgain(ctx, base)
 		rd.RefusalConfirmed = refused
 		return probeResult{err: fmt.Errorf("/health: %w", err), reading: rd, refused: refused}
 	}
@@ -659,7 +663,7 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 			MaxModelLen json.RawMessage `json:"max_model_len"`
 		} `json:"data"`
 	}
-	body, status, err := c.get(ctx, pc, base, "/v1/models", h.APIKey.Reveal(), c.closeConns)
+	body, status, err := c.get(ctx, base, "/v1/models", h.APIKey.Reveal(), c.closeConns)
 	rd.Status = status
 	if err == nil {
 		rd.Models = body
@@ -690,8 +694,8 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 
 // refusedAgain asks base's /health a second time and reports whether the
 // connection was refused again.
-func (c *Controller) refusedAgain(ctx context.Context, pc *probeConn, base string) bool {
-	_, _, err := c.get(ctx, pc, base, "/health", "", c.closeConns)
+func (c *Controller) refusedAgain(ctx context.Context, base string) bool {
+	_, _, err := c.get(ctx, base, "/health", "", c.closeConns)
 	return err != nil && readiness.Refused(err)
 }
 
@@ -719,30 +723,28 @@ const probeBodyLimit = 1 << 20
 // get GETs base+path and returns the body of a 200 answer (at most 1
 // MiB) and the answer's HTTP status (0 when none came: refused, timed
 // out); closeConn closes the connection after it (the probe's last
-// request). With pc it is sent on pc, otherwise through the client.
-func (c *Controller) get(ctx context.Context, pc *probeConn, base, path, key string, closeConn bool) ([]byte, int, error) {
-	if pc != nil {
-		a, err := pc.get(ctx, path, key, closeConn)
-		switch {
-		case err != nil:
-			return nil, 0, err
-		case a.status >= 300 && a.status <= 399 && a.location:
-			return nil, a.status, errRedirect
-		case a.status != http.StatusOK:
-			return nil, a.status, fmt.Errorf("status %d", a.status)
-		}
-		return a.body, a.status, nil
-	}
+// request).
+func (c *Controller) get(ctx context.Context, base, path, key string, closeConn bool) ([]byte, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
 		return nil, 0, err
 	}
 	req.Close = closeConn
+	req.Header.Set("User-Agent", "rolter-probe")
+	req.Header.Set("Accept", "application/json")
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := c.cfg.Client.Do(req)
-	if err != nil {
+	var resp *http.Response
+	if c.probes != nil {
+		if resp, err = c.probes.RoundTrip(req); err != nil {
+			return nil, 0, err
+		}
+		if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.Header.Get("Location") != "" {
+			resp.Body.Close() // unread: the connection is not kept
+			return nil, resp.StatusCode, errRedirect
+		}
+	} else if resp, err = c.cfg.Client.Do(req); err != nil {
 		if errors.Is(err, errRedirect) {
 			status := 0
 			if resp != nil { // the redirect itself, its body closed
@@ -753,9 +755,15 @@ func (c *Controller) get(ctx context.Context, pc *probeConn, base, path, key str
 		return nil, 0, err
 	}
 	defer resp.Body.Close()
-	body, err := httpbody.ReadOK(resp, probeBodyLimit)
+	body, err := httpbody.ReadOK(resp, probeBodyLimit+1)
+	if err == nil && len(body) > probeBodyLimit {
+		return nil, resp.StatusCode, fmt.Errorf("%w: over %d bytes", errProbeTooLarge, probeBodyLimit)
+	}
 	return body, resp.StatusCode, err
 }
+
+// errProbeTooLarge is a probe answer's body over probeBodyLimit.
+var errProbeTooLarge = errors.New("body too large")
 
 // Health reports the controller's view of a host: consecutive good and
 // failed probes and the last probe error; known is false before the first

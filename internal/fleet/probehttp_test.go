@@ -5,24 +5,32 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
-	"net/http"
-	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rolter/rolter/internal/readiness"
+	"github.com/rolter/rolter/internal/store/storetest"
 )
 
+// The probes of a controller that closes its connections (an interval over
+// readiness.ProbeIdleTimeout) with Dial set go through its own h1client
+// transport. These tests drive that path (Controller.get) against a raw
+// server; h1client's own tests cover the response parsing.
+
 // rawServer answers every request on every connection with answer(n),
-// n counting requests from 0, and counts connections.
+// n counting requests from 0, and counts connections opened and closed by
+// the client.
 type rawServer struct {
-	ln    net.Listener
-	conns atomic.Int32
-	reqs  atomic.Int32
-	heard chan string // each request's head, when not nil
+	ln     net.Listener
+	conns  atomic.Int32
+	hungUp atomic.Int32 // connections the client closed
+	reqs   atomic.Int32
+	heard  chan string // each request's head
 }
 
 func newRawServer(t *testing.T, answer func(n int) string) *rawServer {
@@ -48,6 +56,7 @@ func newRawServer(t *testing.T, answer func(n int) string) *rawServer {
 					for {
 						line, err := br.ReadString('\n')
 						if err != nil {
+							s.hungUp.Add(1)
 							return
 						}
 						head.WriteString(line)
@@ -60,17 +69,12 @@ func newRawServer(t *testing.T, answer func(n int) string) *rawServer {
 					default:
 					}
 					a := answer(int(s.reqs.Add(1) - 1))
-					if a == "" {
-						return // hang up
-					}
 					if a == "hang" {
 						_, _ = io.Copy(io.Discard, br) // until the client gives up
+						s.hungUp.Add(1)
 						return
 					}
 					if _, err := c.Write([]byte(a)); err != nil {
-						return
-					}
-					if strings.Contains(a, "Connection: close") || !strings.Contains(a, "Content-Length") && !strings.Contains(a, "chunked") {
 						return
 					}
 				}
@@ -80,9 +84,19 @@ func newRawServer(t *testing.T, answer func(n int) string) *rawServer {
 	return s
 }
 
-func (s *rawServer) probe(limit int64) *probeConn {
+func (s *rawServer) base() string { return "http://" + s.ln.Addr().String() }
+
+// probeController is a controller whose probes close their connections,
+// dialing with a plain dialer.
+func probeController(t *testing.T) *Controller {
+	t.Helper()
 	var d net.Dialer
-	return &probeConn{dial: d.DialContext, addr: s.ln.Addr().String(), limit: limit}
+	c := NewController(storetest.Open(t, "sqlite", nil), ControllerConfig{Interval: 10 * time.Second, Dial: d.DialContext},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if c.probes == nil {
+		t.Fatal("no h1client probe client at a 10 s interval with Dial set")
+	}
+	return c
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -91,173 +105,126 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func TestProbeConnContentLengthKeepsTheConnection(t *testing.T) {
+// waitFor waits, with a generous deadline, until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// /health and /v1/models share one connection; the last request asks to
+// close it and it is closed, even when the server would keep it.
+func TestProbeOneConnectionClosedAfterLast(t *testing.T) {
 	s := newRawServer(t, func(n int) string {
 		return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"n\":1}"
 	})
-	p := s.probe(1 << 10)
+	c := probeController(t)
 	ctx := ctxFor(t, time.Minute)
-	a, err := p.get(ctx, "/health", "", false)
-	if err != nil || a.status != 200 || string(a.body) != `{"n":1}` {
-		t.Fatalf("first: %+v, %v", a, err)
+	if b, _, err := c.get(ctx, s.base(), "/health", "", false); err != nil || string(b) != `{"n":1}` {
+		t.Fatalf("first: %q, %v", b, err)
 	}
-	a, err = p.get(ctx, "/v1/models", "k3y", true)
-	if err != nil || a.status != 200 || string(a.body) != `{"n":1}` {
-		t.Fatalf("second: %+v, %v", a, err)
+	if b, _, err := c.get(ctx, s.base(), "/v1/models", "k3y", true); err != nil || string(b) != `{"n":1}` {
+		t.Fatalf("second: %q, %v", b, err)
 	}
 	if n := s.conns.Load(); n != 1 {
 		t.Errorf("%d connections for two requests; want one, kept between them", n)
 	}
-	if p.conn != nil {
-		t.Error("the last request left its connection open")
+	waitFor(t, "the client to close the connection", func() bool { return s.hungUp.Load() == 1 })
+	first, second := <-s.heard, <-s.heard
+	if strings.Contains(first, "Connection: close") || strings.Contains(first, "Authorization") {
+		t.Errorf("first request %q asks to close or carries a key", first)
 	}
-	<-s.heard
-	second := <-s.heard
-	for _, want := range []string{"GET /v1/models HTTP/1.1\r\n", "Authorization: Bearer k3y\r\n", "Connection: close\r\n", "Host: " + s.ln.Addr().String() + "\r\n"} {
+	for _, want := range []string{"GET /v1/models HTTP/1.1\r\n", "Authorization: Bearer k3y\r\n", "Connection: close\r\n",
+		"Host: " + s.ln.Addr().String() + "\r\n", "User-Agent: rolter-probe\r\n"} {
 		if !strings.Contains(second, want) {
 			t.Errorf("request %q lacks %q", second, want)
 		}
 	}
-	if p.wbuf != nil && strings.Contains(string(p.wbuf), "k3y") {
-		t.Error("the key stayed in the write buffer")
-	}
 }
 
-func TestProbeConnChunked(t *testing.T) {
-	s := newRawServer(t, func(n int) string {
-		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;ext=1\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\nX-Trailer: y\r\n\r\n"
-	})
-	p := s.probe(1 << 10)
-	ctx := ctxFor(t, time.Minute)
-	for i := range 2 {
-		a, err := p.get(ctx, "/health", "", i == 1)
-		if err != nil || a.status != 200 || string(a.body) != `{"a":1}` {
-			t.Fatalf("request %d: %+v, %v", i, a, err)
-		}
-	}
-	if n := s.conns.Load(); n != 1 {
-		t.Errorf("%d connections; want one", n)
-	}
-}
-
-func TestProbeConnBodyToTheEnd(t *testing.T) {
-	s := newRawServer(t, func(n int) string { return "HTTP/1.0 503 Busy\r\n\r\nbusy" })
-	p := s.probe(1 << 10)
-	ctx := ctxFor(t, time.Minute)
-	for i := range 2 {
-		a, err := p.get(ctx, "/health", "", false)
-		if err != nil || a.status != 503 || string(a.body) != "busy" {
-			t.Fatalf("request %d: %+v, %v", i, a, err)
-		}
-	}
-	if n := s.conns.Load(); n != 2 {
-		t.Errorf("%d connections; want a new one after a body read to the end", n)
-	}
-}
-
-func TestProbeConnCaps(t *testing.T) {
-	big := strings.Repeat("x", 100)
-	for _, tc := range []struct {
-		name, answer string
-		want         error
-	}{
-		{"content-length", "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + big, errProbeTooLarge},
-		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n" + big[:64] + "\r\n40\r\n" + big[:64] + "\r\n0\r\n\r\n", errProbeTooLarge},
-		{"to the end", "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + big, errProbeTooLarge},
-		{"header line", "HTTP/1.1 200 OK\r\nX-Long: " + strings.Repeat("y", probeMaxLine) + "\r\nContent-Length: 0\r\n\r\n", nil},
-		{"header count", "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-A: b\r\n", probeMaxHeaders+1) + "Content-Length: 0\r\n\r\n", nil},
-		{"status line", "HTTP/2 200\r\n\r\n", nil},
-		{"transfer-encoding", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", nil},
-		{"hang up", "", nil},
+func TestProbeBodyCap(t *testing.T) {
+	big := strings.Repeat("x", probeBodyLimit+1)
+	for _, tc := range []struct{ name, answer string }{
+		{"content-length", "HTTP/1.1 200 OK\r\nContent-Length: " + itoa(len(big)) + "\r\n\r\n" + big},
+		{"to the end", "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + big},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newRawServer(t, func(int) string { return tc.answer })
-			p := s.probe(64)
-			a, err := p.get(ctxFor(t, time.Minute), "/v1/models", "", false)
-			if err == nil {
-				t.Fatalf("answer %+v accepted", a)
+			b, _, err := probeController(t).get(ctxFor(t, time.Minute), s.base(), "/v1/models", "", false)
+			if !errors.Is(err, errProbeTooLarge) {
+				t.Fatalf("%d bytes, error %v; want %v", len(b), err, errProbeTooLarge)
 			}
-			if tc.want != nil && !errors.Is(err, tc.want) {
-				t.Fatalf("error %v; want %v", err, tc.want)
-			}
-			if p.conn != nil {
-				t.Error("a failed exchange left its connection open")
-			}
+			waitFor(t, "the connection to be closed", func() bool { return s.hungUp.Load() == 1 })
 		})
+	}
+	// At the cap exactly, the body is read.
+	s := newRawServer(t, func(int) string {
+		return "HTTP/1.1 200 OK\r\nContent-Length: " + itoa(probeBodyLimit) + "\r\n\r\n" + big[:probeBodyLimit]
+	})
+	if b, _, err := probeController(t).get(ctxFor(t, time.Minute), s.base(), "/v1/models", "", true); err != nil || len(b) != probeBodyLimit {
+		t.Fatalf("at the cap: %d bytes, %v", len(b), err)
 	}
 }
 
-func TestProbeConnTimeout(t *testing.T) {
+func TestProbeTimeout(t *testing.T) {
 	s := newRawServer(t, func(int) string { return "hang" })
-	p := s.probe(64)
+	c := probeController(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err := p.get(ctx, "/health", "", false)
+	_, _, err := c.get(ctx, s.base(), "/health", "", false)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error %v; want the context's deadline", err)
 	}
 	if readiness.Refused(err) {
 		t.Error("a timeout reads as a refusal")
 	}
-	if p.conn != nil {
-		t.Error("a timed-out exchange left its connection open")
-	}
+	waitFor(t, "the timed-out connection to be closed", func() bool { return s.hungUp.Load() == s.conns.Load() }) // none when the deadline came before the dial
 }
 
-func TestProbeConnCancel(t *testing.T) {
+func TestProbeCancel(t *testing.T) {
 	s := newRawServer(t, func(int) string { return "hang" })
-	p := s.probe(64)
+	c := probeController(t)
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() {
 		for s.reqs.Load() == 0 {
 			time.Sleep(time.Millisecond)
 		}
 		cancel()
 	}()
-	if _, err := p.get(ctx, "/health", "", false); !errors.Is(err, context.Canceled) {
+	if _, _, err := c.get(ctx, s.base(), "/health", "", false); !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v; want canceled", err)
 	}
 }
 
-func TestProbeConnRefused(t *testing.T) {
+func TestProbeRefused(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	var d net.Dialer
-	p := &probeConn{dial: d.DialContext, addr: addr, limit: 64}
-	_, err = p.get(ctxFor(t, time.Minute), "/health", "", false)
+	_, _, err = probeController(t).get(ctxFor(t, time.Minute), "http://"+addr, "/health", "", false)
 	if err == nil || !readiness.Refused(err) {
 		t.Fatalf("error %v; want a refusal", err)
 	}
 }
 
-func TestProbeConnInterimAndRealServer(t *testing.T) {
+func TestProbeRedirectRefused(t *testing.T) {
 	s := newRawServer(t, func(int) string {
-		return "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nno"
+		return "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/elsewhere\r\nContent-Length: 0\r\n\r\n"
 	})
-	a, err := s.probe(64).get(ctxFor(t, time.Minute), "/x", "", true)
-	if err != nil || a.status != 404 || string(a.body) != "no" {
-		t.Fatalf("%+v, %v", a, err)
+	_, _, err := probeController(t).get(ctxFor(t, time.Minute), s.base(), "/v1/models", "k3y", true)
+	if !errors.Is(err, errRedirect) {
+		t.Fatalf("error %v; want %v", err, errRedirect)
 	}
-	// net/http's server, keep-alive then close.
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/moved" {
-			http.Redirect(w, r, "/elsewhere", http.StatusFound)
-			return
-		}
-		w.Write([]byte(strings.Repeat("z", 5000))) // chunked: over the server's buffer
-	}))
-	defer srv.Close()
-	var d net.Dialer
-	p := &probeConn{dial: d.DialContext, addr: strings.TrimPrefix(srv.URL, "http://"), limit: 1 << 20}
-	ctx := ctxFor(t, time.Minute)
-	if a, err := p.get(ctx, "/a", "", false); err != nil || a.status != 200 || len(a.body) != 5000 {
-		t.Fatalf("first: %d %d, %v", a.status, len(a.body), err)
-	}
-	if a, err := p.get(ctx, "/moved", "", true); err != nil || a.status != 302 || !a.location {
-		t.Fatalf("redirect: %+v, %v", a, err)
+	if n := s.reqs.Load(); n != 1 {
+		t.Errorf("%d requests; the redirect was followed", n)
 	}
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }

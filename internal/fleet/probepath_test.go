@@ -29,7 +29,7 @@ func (f *failingTransport) RoundTrip(*http.Request) (*http.Response, error) {
 }
 
 // With Dial set, probes that close their connection (an interval over the
-// idle timeout) go over a probeConn through it, not through Client; at a
+// idle timeout) go through an h1client transport over it, not through Client; at a
 // shorter interval Client sends them, keeping its connections.
 func TestControllerProbePath(t *testing.T) {
 	var conns atomic.Int32

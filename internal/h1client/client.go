@@ -15,7 +15,8 @@
 // What it does: keep-alive pooling per scheme and host (LIFO, bounded per
 // host and in all, idle connections closed after IdleTimeout), plain TCP
 // and TLS (HTTP/1.1 only), Content-Length, chunked and read-until-close
-// response framing, 1xx responses skipped, Connection: close honoured.
+// response framing, 1xx responses skipped, Connection: close honoured
+// (the response's, and req.Close: that connection is never pooled).
 // What it does not: redirects (a 3xx is returned like any answer),
 // proxies, HTTP/2, compression, Expect: 100-continue, request trailers.
 // Every length an upstream chooses is capped: a response head line, the
@@ -433,7 +434,10 @@ func (c *Client) readHead(cn *conn, req *http.Request) (*http.Response, error) {
 	default:
 		b.mode, resp.Close = modeClose, true
 	}
-	b.close = resp.Close
+	// A request that asked to close (req.Close, written as Connection:
+	// close) does not leave its connection pooled, whatever the server
+	// answered.
+	b.close = resp.Close || req.Close
 	b.eof = b.mode == modeNone || (b.mode == modeLength && b.left == 0)
 	return resp, nil
 }
