@@ -133,6 +133,11 @@ type conn struct {
 // the connection as the caller reads it; closing it before its end closes
 // the connection. req.Context cancels the exchange at any point.
 func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody {
+		// A RoundTripper closes the body, on errors too (write closes it
+		// as well; closing twice is harmless for request bodies).
+		defer req.Body.Close()
+	}
 	ctx := req.Context()
 	if req.URL == nil || req.URL.Host == "" {
 		return nil, errors.New("h1client: request without a host")
@@ -176,6 +181,12 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
+
+// closes reports whether req asked for its connection to be closed after
+// it: req.Close, or a Connection: close header the caller set.
+func closes(req *http.Request) bool {
+	return req.Close || hasToken(req.Header["Connection"], "close")
+}
 
 // canonicalAddr is host with the scheme's port when it has none.
 func canonicalAddr(host, scheme string) string {
@@ -281,12 +292,15 @@ func (c *Client) write(cn *conn, req *http.Request) error {
 			_, _ = bw.WriteString("\r\n")
 		}
 	}
-	if req.Close {
+	if closes(req) {
 		_, _ = bw.WriteString("Connection: close\r\n")
 	}
 	body := req.Body
 	if body == http.NoBody {
 		body = nil
+	}
+	if body == nil && req.ContentLength > 0 {
+		return fmt.Errorf("h1client: a Content-Length of %d with no body", req.ContentLength)
 	}
 	chunked := body != nil && req.ContentLength <= 0
 	switch {
@@ -437,7 +451,7 @@ func (c *Client) readHead(cn *conn, req *http.Request) (*http.Response, error) {
 	// A request that asked to close (req.Close, written as Connection:
 	// close) does not leave its connection pooled, whatever the server
 	// answered.
-	b.close = resp.Close || req.Close
+	b.close = resp.Close || closes(req)
 	b.eof = b.mode == modeNone || (b.mode == modeLength && b.left == 0)
 	return resp, nil
 }

@@ -437,84 +437,116 @@ func TestChunksAlreadyBufferedJoinOneRead(t *testing.T) {
 	}
 }
 
-// TestRequestCloseNotPooled: a request with req.Close is sent with
-// Connection: close, and its connection is closed after the body even
-// when the server answers as if it would keep it.
+// TestRequestCloseNotPooled: a request that asks to close, by req.Close
+// or by a Connection: close header the caller set, closes its connection
+// even when the server answers keep-alive.
 func TestRequestCloseNotPooled(t *testing.T) {
+	for _, viaHeader := range []bool{false, true} {
+		t.Run(map[bool]string{false: "req.Close", true: "header"}[viaHeader], func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			heads := make(chan string, 4)
+			closed := make(chan struct{}, 4)
+			go func() {
+				for {
+					nc, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer nc.Close()
+						br := bufio.NewReader(nc)
+						for {
+							var head strings.Builder
+							for {
+								line, err := br.ReadString('\n')
+								if err != nil {
+									closed <- struct{}{} // the client hung up
+									return
+								}
+								head.WriteString(line)
+								if line == "\r\n" {
+									break
+								}
+							}
+							heads <- head.String()
+							// Keep-alive framing, whatever the request asked.
+							if _, err := io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+								return
+							}
+						}
+					}()
+				}
+			}()
+			c := New(Config{})
+			defer c.CloseIdleConnections()
+			get := func(closeConn bool) {
+				viaHeader := viaHeader && closeConn
+				t.Helper()
+				req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+ln.Addr().String()+"/v1/models", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if viaHeader {
+					req.Header.Set("Connection", "close")
+				} else {
+					req.Close = closeConn
+				}
+				resp, err := c.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || string(b) != "ok" {
+					t.Fatalf("%q, %v", b, err)
+				}
+			}
+			get(false)
+			if h := <-heads; strings.Contains(h, "Connection: close") {
+				t.Fatalf("a keep-alive request asked to close: %q", h)
+			}
+			get(true) // on the pooled connection
+			if h := <-heads; !strings.Contains(h, "Connection: close\r\n") {
+				t.Fatalf("req.Close not sent: %q", h)
+			}
+			select {
+			case <-closed:
+			case <-time.After(time.Minute):
+				t.Fatal("the connection of a req.Close request was not closed")
+			}
+			c.mu.Lock()
+			n := c.nidle
+			c.mu.Unlock()
+			if n != 0 {
+				t.Fatalf("%d idle connections after a req.Close request; want none", n)
+			}
+		})
+	}
+}
+
+// TestContentLengthWithoutBody: a Content-Length with no body is refused
+// before anything is sent, instead of leaving the upstream waiting.
+func TestContentLengthWithoutBody(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	heads := make(chan string, 4)
-	closed := make(chan struct{}, 4)
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer nc.Close()
-				br := bufio.NewReader(nc)
-				for {
-					var head strings.Builder
-					for {
-						line, err := br.ReadString('\n')
-						if err != nil {
-							closed <- struct{}{} // the client hung up
-							return
-						}
-						head.WriteString(line)
-						if line == "\r\n" {
-							break
-						}
-					}
-					heads <- head.String()
-					// Keep-alive framing, whatever the request asked.
-					if _, err := io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
 	c := New(Config{})
 	defer c.CloseIdleConnections()
-	get := func(closeConn bool) {
-		t.Helper()
-		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+ln.Addr().String()+"/v1/models", nil)
-		if err != nil {
-			t.Fatal(err)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+ln.Addr().String()+"/v1/chat/completions", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = 10
+	if resp, err := c.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "Content-Length of 10 with no body") {
+		if resp != nil {
+			resp.Body.Close()
 		}
-		req.Close = closeConn
-		resp, err := c.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || string(b) != "ok" {
-			t.Fatalf("%q, %v", b, err)
-		}
-	}
-	get(false)
-	if h := <-heads; strings.Contains(h, "Connection: close") {
-		t.Fatalf("a keep-alive request asked to close: %q", h)
-	}
-	get(true) // on the pooled connection
-	if h := <-heads; !strings.Contains(h, "Connection: close\r\n") {
-		t.Fatalf("req.Close not sent: %q", h)
-	}
-	select {
-	case <-closed:
-	case <-time.After(time.Minute):
-		t.Fatal("the connection of a req.Close request was not closed")
-	}
-	c.mu.Lock()
-	n := c.nidle
-	c.mu.Unlock()
-	if n != 0 {
-		t.Fatalf("%d idle connections after a req.Close request; want none", n)
+		t.Fatalf("want a refusal, got %v", err)
 	}
 }
