@@ -249,6 +249,9 @@ func (c *Controller) Run(ctx context.Context) {
 	dt := time.NewTicker(c.cfg.DrainInterval)
 	defer dt.Stop()
 	defer c.cfg.Client.CloseIdleConnections() // no keep-alive outlives the controller
+	if c.probes != nil {
+		defer c.probes.CloseIdleConnections()
+	}
 	if c.cfg.Lease != nil {
 		defer c.cfg.Lease.Release()
 	}

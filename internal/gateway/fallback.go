@@ -119,6 +119,7 @@ func (g *Gateway) admitRoute(w http.ResponseWriter, x *exchange) (func(), *apiEr
 		return release, e
 	}
 	x.skip = append(x.skip, x.plan)
+	plan, facts, adm := x.plan, x.facts, x.adm // the refused route's, restored when no fallback admits
 	for _, fb := range x.table.fallbacks(x.origin) {
 		if slices.Contains(x.skip, fb) {
 			continue
@@ -136,6 +137,7 @@ func (g *Gateway) admitRoute(w http.ResponseWriter, x *exchange) (func(), *apiEr
 		w.Header().Set(FallbackHeader, fb.route)
 		return rel, nil
 	}
+	x.plan, x.facts, x.adm = plan, facts, adm // the answer, its log line and span name the route that refused
 	return nil, e
 }
 
