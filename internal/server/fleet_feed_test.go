@@ -88,7 +88,9 @@ func TestFleetOneProberPerHost(t *testing.T) {
 		byController := b.health.Load() - b.healthKeyed.Load() - plain[i]
 		byCache := b.healthKeyed.Load() - keyed[i]
 		t.Logf("box %d over %d sweeps: %d GET /health from the controller, %d from the readiness cache", i, k, byController, byCache)
-		if byController != k {
+		// The sweep taken just before counting began may still have had
+		// its probe under way: one more than k is that one's.
+		if byController < k || byController > k+1 {
 			t.Errorf("box %d: %d controller probes over %d sweeps, want one per sweep", i, byController, k)
 		}
 		// One may have been under way when counting began.
