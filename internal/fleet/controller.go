@@ -59,7 +59,7 @@ type ControllerConfig struct {
 	// connection, and a sweep closes what is left idle.
 	Client         *http.Client
 	AllowLinkLocal bool
-	// Dial, when set, dials the probes that close their connection (an
+	// Dial, when set (ProbeDialer), dials the probes that close their connection (an
 	// Interval over readiness.ProbeIdleTimeout) instead of Client: they
 	// are sent through the controller's own h1client transport, which
 	// costs far less than net/http's for a connection used once (no
@@ -245,7 +245,7 @@ type hostHealth struct {
 // sweep that wrote a registration change.
 func NewController(st ControllerStore, cfg ControllerConfig, log *slog.Logger, changed func(context.Context)) *Controller {
 	if cfg.Client == nil && cfg.Dial == nil {
-		cfg.Dial = netguard.Dialer(cfg.AllowLinkLocal).DialContext
+		cfg.Dial = ProbeDialer(netguard.Dialer(cfg.AllowLinkLocal)).DialContext
 	}
 	cfg.defaults()
 	c := &Controller{st: st, cfg: cfg, log: log, changed: changed, health: map[int64]*hostHealth{}, metrics: newMetrics(),
@@ -257,6 +257,17 @@ func NewController(st ControllerStore, cfg ControllerConfig, log *slog.Logger, c
 		cfg.Registry.MustRegister(collector{c})
 	}
 	return c
+}
+
+// ProbeDialer is d for the probes that close their connection
+// (ControllerConfig.Dial): without TCP keep-alive, which a connection
+// used for one probe never needs and which costs four setsockopt calls
+// per dial, one probe per host every interval.
+func ProbeDialer(d *net.Dialer) *net.Dialer {
+	p := *d
+	p.KeepAlive = -1
+	p.KeepAliveConfig = net.KeepAliveConfig{Enable: false}
+	return &p
 }
 
 // Run sweeps every Interval until ctx ends.
