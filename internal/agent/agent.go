@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -72,6 +73,10 @@ type Config struct {
 const (
 	DefaultInterval  = 30 * time.Second
 	DefaultStopGrace = 30 * time.Second
+	// ReportHeartbeat is how often a box whose report has not changed
+	// reports anyway: the gateway's liveness interval, after which it
+	// writes an unchanged report's reported_at again.
+	ReportHeartbeat = time.Minute
 
 	requestTimeout = 30 * time.Second
 	maxConfigBody  = 8 << 20
@@ -90,7 +95,10 @@ type Agent struct {
 
 	// Tunables, shortened by tests.
 	retryMin, restartMin, restartMax time.Duration
-	kvTick                           time.Duration // how often a calibrating vLLM's log is read
+	// reportEvery is the longest an unchanged report waits (default
+	// ReportHeartbeat).
+	reportEvery time.Duration
+	kvTick      time.Duration // how often a calibrating vLLM's log is read
 
 	started atomic.Bool
 
@@ -108,6 +116,11 @@ type Agent struct {
 	// legacyReports counts down the reports sent without the fields an
 	// older gateway refuses.
 	legacyReports int
+	// sent is the last report the gateway accepted, as encoded, and
+	// sentAt when; nil until one was, or after one failed. A report that
+	// would say the same is not sent again before reportEvery.
+	sent   []byte
+	sentAt time.Time
 
 	// Downloads (download.go): jobs by target directory, the job each
 	// host waits on (rebuilt every reconcile), a lock per directory held
@@ -154,24 +167,25 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	a := &Agent{
-		cfg:        cfg,
-		log:        cfg.Log,
-		server:     u.String(),
-		retryMin:   min(time.Second, cfg.Interval),
-		restartMin: time.Second,
-		restartMax: time.Minute,
-		kvTick:     250 * time.Millisecond,
-		kvRecords:  map[int64]kvRecord{},
-		children:   map[int64]*child{},
-		applied:    map[int64]fleetapi.Assignment{},
-		errs:       map[int64]string{},
-		logged:     map[int64]string{},
-		pending:    map[int64]string{},
-		downloads:  map[string]*downloadJob{},
-		waiting:    map[int64]*downloadJob{},
-		dirLocks:   map[string]*sync.Mutex{},
-		wake:       make(chan struct{}, 1),
-		state:      stateWriter{path: filepath.Join(cfg.StateDir, stateFile)},
+		cfg:         cfg,
+		log:         cfg.Log,
+		server:      u.String(),
+		retryMin:    min(time.Second, cfg.Interval),
+		reportEvery: ReportHeartbeat,
+		restartMin:  time.Second,
+		restartMax:  time.Minute,
+		kvTick:      250 * time.Millisecond,
+		kvRecords:   map[int64]kvRecord{},
+		children:    map[int64]*child{},
+		applied:     map[int64]fleetapi.Assignment{},
+		errs:        map[int64]string{},
+		logged:      map[int64]string{},
+		pending:     map[int64]string{},
+		downloads:   map[string]*downloadJob{},
+		waiting:     map[int64]*downloadJob{},
+		dirLocks:    map[string]*sync.Mutex{},
+		wake:        make(chan struct{}, 1),
+		state:       stateWriter{path: filepath.Join(cfg.StateDir, stateFile)},
 	}
 	base := http.Client{}
 	if cfg.HTTPClient != nil {
@@ -262,13 +276,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		case err == nil:
 			if failing {
 				a.log.Info("gateway reachable again")
+				a.sent = nil // it may have lost what it knew: report
 			}
 			failing, retry = false, a.retryMin
+			news := !reflect.DeepEqual(a.config, cfg)
 			a.config = cfg
 			desired, haveDesired = cfg.Assignments, true
 			hw := a.reconcile(ctx, desired)
 			lastReconcile = time.Now()
-			a.report(ctx, desired, hw)
+			a.report(ctx, desired, hw, news)
 			wait = jitter(a.cfg.Interval)
 		case errors.Is(err, errUnauthorized):
 			failing = true

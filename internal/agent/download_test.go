@@ -58,6 +58,7 @@ func TestAgentReportsWhileDownloading(t *testing.T) {
 	defer srv.Close()
 	defer close(files.gate) // lets a handler still running finish first
 	fs := newFleetServer(t)
+	e.reportEvery = 300 * time.Millisecond // a stalled download's report is unchanged: heartbeats
 
 	dlPort, otherPort, laterPort := freePort(t), freePort(t), freePort(t)
 	dl := hfAssignment(21, dlPort)
@@ -260,6 +261,7 @@ func TestDownloadIncompleteNeverLooksComplete(t *testing.T) {
 func TestAgentRegistryWithoutWeights(t *testing.T) {
 	e := newEnv(t)
 	fs := newFleetServer(t)
+	e.reportEvery = 300 * time.Millisecond // the refusal's report is unchanged: heartbeats
 	regPort, okPort := freePort(t), freePort(t)
 	reg := hfAssignment(31, regPort)
 	reg.Recipe.VLLM.Model = "llama"

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rolter/rolter/internal/fleetapi"
 )
@@ -26,6 +27,11 @@ func (a *Agent) fetch(ctx context.Context) (*fleetapi.Config, error) {
 	}
 	req.Header.Set("Authorization", "Bearer "+a.cfg.FleetKey.Reveal())
 	req.Header.Set("Accept", "application/json")
+	// A fetch that no report is due to follow (reportDue) ends the
+	// cycle unless the answer brings news: the connection is closed
+	// after it rather than left idle at the gateway until the next one.
+	// A report that does follow dials again.
+	req.Close = !a.reportDue(time.Now())
 	resp, err := a.client.Do(req)
 	if err != nil {
 		return nil, err
@@ -50,8 +56,21 @@ func (a *Agent) fetch(ctx context.Context) (*fleetapi.Config, error) {
 	return &cfg, nil
 }
 
-// report posts what runs and what the box sees.
-func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw hardware) {
+// reportDue reports whether the next report goes out even if it says
+// what the last one did: none was accepted yet, or the heartbeat is due.
+func (a *Agent) reportDue(now time.Time) bool {
+	return a.sent == nil || now.Before(a.sentAt) || now.Sub(a.sentAt) >= a.reportEvery
+}
+
+// report posts what runs and what the box sees, when that changed since
+// the last report the gateway accepted, when news (the fetched
+// configuration changed: an apply request, a drain, a new revision, which
+// the gateway may wait to see acknowledged), or as a heartbeat once
+// reportEvery has passed. In the steady state a box so sends one request
+// per interval, not two; the gateway learns every change at the fetch
+// after it, and an unchanged state once a minute, which is how often it
+// would write it anyway (its liveness interval).
+func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw hardware, news bool) {
 	r := fleetapi.Report{Applied: make([]fleetapi.Applied, 0, len(desired)), Discovered: hw.discovered()}
 	for _, as := range desired {
 		ap := fleetapi.Applied{HostID: as.HostID}
@@ -85,6 +104,16 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 		r.Applied = append(r.Applied, ap)
 	}
 	r.Clip() // within the gateway's bounds, or it refuses the whole report
+	enc, err := json.Marshal(r)
+	if err != nil {
+		a.log.Error("encode report", "error", err)
+		return
+	}
+	now := time.Now()
+	if !news && !a.reportDue(now) && bytes.Equal(enc, a.sent) {
+		return
+	}
+	a.sent = nil // until this one is accepted
 	if a.legacyReports > 0 {
 		a.legacyReports--
 		r = legacyReport(r)
@@ -104,6 +133,7 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 	switch status {
 	case 0:
 	case http.StatusOK, http.StatusNoContent:
+		a.sent, a.sentAt = enc, now
 		a.log.Debug("reported", "applied", len(r.Applied))
 	case http.StatusUnauthorized, http.StatusForbidden:
 		a.log.Error("fleet key refused by the gateway; check ROLTER_FLEET_KEY", "server", a.server)

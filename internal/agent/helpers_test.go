@@ -162,6 +162,8 @@ type fleetServer struct {
 	cfg     fleetapi.Config
 	reports []fleetapi.Report
 	fetches int
+	// closing counts the fetches that asked to close their connection.
+	closing int
 	// legacy makes it a gateway from before issue 18: it refuses a report
 	// with a field it does not know, as ParseReport does.
 	legacy bool
@@ -228,6 +230,9 @@ func (f *fleetServer) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == fleetapi.ConfigPath:
 		f.fetches++
+		if r.Close {
+			f.closing++
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(f.cfg)
 	case r.Method == http.MethodPost && r.URL.Path == fleetapi.ReportPath:
@@ -328,6 +333,8 @@ type env struct {
 	logs    *syncBuffer
 	logger  *slog.Logger
 	command []string
+	// reportEvery, when set, shortens the agents' report heartbeat.
+	reportEvery time.Duration
 }
 
 func newEnv(t *testing.T) *env {
@@ -419,6 +426,9 @@ func (e *env) start(cfg Config) *running {
 		e.t.Fatal(err)
 	}
 	a.restartMin, a.restartMax = 100*time.Millisecond, time.Second
+	if e.reportEvery > 0 {
+		a.reportEvery = e.reportEvery
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{t: e.t, a: a, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- a.Run(ctx) }()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/testkit"
@@ -211,6 +212,7 @@ func TestAgentReportsToAnOlderGateway(t *testing.T) {
 	fs.mu.Lock()
 	fs.legacy = true
 	fs.mu.Unlock()
+	e.reportEvery = 300 * time.Millisecond // an unchanged report goes out as a heartbeat
 	port := freePort(t)
 	as := hfAssignment(6, port)
 	fs.set(as)

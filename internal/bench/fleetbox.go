@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rolter/rolter/internal/agent"
 	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/demo"
 	"github.com/rolter/rolter/internal/fleetapi"
@@ -116,54 +117,77 @@ func (c *configTimes) reset() ([]time.Duration, int, string) {
 // runAgent polls gateway's /vllm/config every interval (the first poll
 // at a random point of the first interval, as boxes that started at
 // different times do) and reports the assignments' revisions as running,
-// until ctx ends. A box whose vLLM was killed keeps polling: its agent
-// lives on, as on a box whose GPU process died.
+// until ctx ends. Like `rolter agent` it reports only what changed (the
+// report, or the configuration it answers) and otherwise a heartbeat
+// every agent.ReportHeartbeat, and a fetch that no report is due to
+// follow asks for its connection to be closed. A box whose vLLM was
+// killed keeps polling: its agent lives on, as on a box whose GPU process
+// died.
 func (b *box) runAgent(ctx context.Context, gateway, fleetKey string, interval time.Duration, out *configTimes) {
 	t := time.NewTimer(rand.N(interval)) //nolint:gosec // G404: start jitter of the fake agents, not a secret
 	defer t.Stop()
+	var lastCfg, sent []byte // the last configuration fetched, the last report accepted
+	var sentAt time.Time
 	for clock.Wait(ctx, t.C) {
 		t.Reset(interval)
 		t0 := time.Now()
-		cfg, err := b.fetchConfig(ctx, gateway, fleetKey)
+		due := sent == nil || t0.Sub(sentAt) >= agent.ReportHeartbeat
+		cfg, raw, err := b.fetchConfig(ctx, gateway, fleetKey, !due)
 		if ctx.Err() != nil {
 			return
 		}
 		out.add(time.Since(t0), err)
-		if err == nil {
-			_ = b.report(ctx, gateway, fleetKey, cfg)
+		if err != nil {
+			continue
+		}
+		rep := reportOf(cfg)
+		if !due && bytes.Equal(raw, lastCfg) && bytes.Equal(rep, sent) {
+			continue
+		}
+		lastCfg, sent = raw, nil
+		if b.report(ctx, gateway, fleetKey, rep) == nil {
+			sent, sentAt = rep, t0
 		}
 	}
 }
 
-func (b *box) fetchConfig(ctx context.Context, gateway, fleetKey string) (*fleetapi.Config, error) {
+// fetchConfig gets the box's configuration and its body as sent;
+// closeConn asks the gateway to close the connection after it.
+func (b *box) fetchConfig(ctx context.Context, gateway, fleetKey string, closeConn bool) (*fleetapi.Config, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, gateway+fleetapi.ConfigPath, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	req.Close = closeConn
 	req.Header.Set("Authorization", "Bearer "+fleetKey)
 	resp, err := b.agent.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	body, err := httpbody.ReadOK(resp, 1<<20)
 	if err != nil {
-		return nil, fmt.Errorf("/vllm/config: %w", err)
+		return nil, nil, fmt.Errorf("/vllm/config: %w", err)
 	}
 	var cfg fleetapi.Config
 	if err := json.Unmarshal(body, &cfg); err != nil {
-		return nil, fmt.Errorf("/vllm/config: %w", err)
+		return nil, nil, fmt.Errorf("/vllm/config: %w", err)
 	}
-	return &cfg, nil
+	return &cfg, body, nil
 }
 
-// report tells the gateway the box runs every assignment's revision.
-func (b *box) report(ctx context.Context, gateway, fleetKey string, cfg *fleetapi.Config) error {
+// reportOf is the report of a box that runs every assignment's revision.
+func reportOf(cfg *fleetapi.Config) []byte {
 	rep := fleetapi.Report{Discovered: fleetapi.Discovered{GPU: "1x simulated", GPUCount: 1, VRAMGB: 80, DiskFreeGB: 500, VLLMVersion: "bench"}}
 	for _, a := range cfg.Assignments {
 		rep.Applied = append(rep.Applied, fleetapi.Applied{HostID: a.HostID, Revision: a.Revision, Fit: fleetapi.FitUnchecked})
 	}
 	body, _ := json.Marshal(rep)
+	return body
+}
+
+// report sends body to the gateway; nil when it accepted it.
+func (b *box) report(ctx context.Context, gateway, fleetKey string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, gateway+fleetapi.ReportPath, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -176,5 +200,8 @@ func (b *box) report(ctx context.Context, gateway, fleetKey string, cfg *fleetap
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("%s: %s", fleetapi.ReportPath, resp.Status)
+	}
 	return nil
 }

@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
@@ -21,7 +23,8 @@ import (
 // A host registers with the context its box serves (the /v1/models card's
 // max_model_len), not the recipe's flag: a recipe without --max-model-len
 // still gets context admission, and a changed served context re-registers.
-// A card without the key falls back to the recipe's flag.
+// A card without the key falls back to the recipe's flag. A serving
+// host's card is read again once CardEvery has passed.
 func TestRegistrationUsesServedContext(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, d string) {
 		ctx := context.Background()
@@ -47,7 +50,8 @@ func TestRegistrationUsesServedContext(t *testing.T) {
 		h := &store.Host{OrgID: org.ID, ProjectID: pj.ID, IP: "127.0.0.1", Port: port, ModelName: "qwen3",
 			APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm()}} // no --max-model-len
 		must(t, st.CreateHost(ctx, h, nil))
-		c := NewController(st, ControllerConfig{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+		clk := clock.NewManual(time.Now())
+		c := NewController(st, ControllerConfig{Now: clk.Now}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 		contextOf := func() int {
 			x, err := st.GetHost(ctx, org.ID, h.ID)
 			must(t, err)
@@ -61,10 +65,16 @@ func TestRegistrationUsesServedContext(t *testing.T) {
 		}
 		card.Store("8192") // the engine restarted with a smaller context
 		c.Sweep(ctx)
+		if got := contextOf(); got != 40960 {
+			t.Fatalf("a /health-only probe changed the context to %d", got)
+		}
+		clk.Advance(time.Minute)
+		c.Sweep(ctx)
 		if got := contextOf(); got != 8192 {
 			t.Fatalf("after the card changed: %d, want 8192", got)
 		}
 		card.Store(`"lots"`) // not a number: the recipe's flag (none) applies
+		clk.Advance(time.Minute)
 		c.Sweep(ctx)
 		if got := contextOf(); got != 0 {
 			t.Fatalf("unbelievable card: %d, want 0", got)

@@ -36,6 +36,13 @@ type ControllerConfig struct {
 	// Timeout of one host's probe, /health and /v1/models together
 	// (default 5s).
 	Timeout time.Duration
+	// CardEvery is how often the probe of a serving host whose probes
+	// pass reads /v1/models (default 1m); the other probes ask /health
+	// only. Every probe of a host that is not serving, was not
+	// registered by this controller, failed its last probe, or runs
+	// another revision or port than when its model list was last read,
+	// reads it.
+	CardEvery time.Duration
 	// FailAfter consecutive failed probes take a serving host down
 	// (default 3).
 	FailAfter int
@@ -52,7 +59,7 @@ type ControllerConfig struct {
 	// connection, and a sweep closes what is left idle.
 	Client         *http.Client
 	AllowLinkLocal bool
-	// Dial, when set, dials the probes that close their connection (an
+	// Dial, when set (ProbeDialer), dials the probes that close their connection (an
 	// Interval over readiness.ProbeIdleTimeout) instead of Client: they
 	// are sent through the controller's own h1client transport, which
 	// costs far less than net/http's for a connection used once (no
@@ -121,9 +128,13 @@ type Drains interface {
 }
 
 // Readings records a probe of a registered host's provider, made by the
-// controller, as the readiness cache's own; it reports whether it did.
+// controller, as the readiness cache's own; Feed reports whether it did.
+// Status says, in Stale, which models the request path found the
+// provider no longer serves: while there are any, each probe reads the
+// model list, which clears them once it lists them again.
 type Readings interface {
 	Feed(providerID int64, r readiness.Reading) bool
+	Status(providerID int64) (readiness.Status, bool)
 }
 
 // Lease is held by at most one replica at a time.
@@ -135,6 +146,7 @@ type Lease interface {
 func (c *ControllerConfig) defaults() {
 	defaults.Set(&c.Interval, 10*time.Second)
 	defaults.Set(&c.Timeout, 5*time.Second)
+	defaults.Set(&c.CardEvery, time.Minute)
 	defaults.Set(&c.FailAfter, 3)
 	defaults.Set(&c.RecoverAfter, 1)
 	defaults.Set(&c.Parallel, 16)
@@ -222,13 +234,18 @@ type hostHealth struct {
 	// skew is what the last probe that read the model list found served
 	// other than the running recipe says; replaced, never modified.
 	skew []Skew
+	// cardAt is when a probe last read the model list and found the
+	// running recipe's model there, for what cardKey names; zero when the
+	// last probe failed.
+	cardAt  time.Time
+	cardKey string
 }
 
 // NewController returns a controller over st; changed is called after each
 // sweep that wrote a registration change.
 func NewController(st ControllerStore, cfg ControllerConfig, log *slog.Logger, changed func(context.Context)) *Controller {
 	if cfg.Client == nil && cfg.Dial == nil {
-		cfg.Dial = netguard.Dialer(cfg.AllowLinkLocal).DialContext
+		cfg.Dial = ProbeDialer(netguard.Dialer(cfg.AllowLinkLocal)).DialContext
 	}
 	cfg.defaults()
 	c := &Controller{st: st, cfg: cfg, log: log, changed: changed, health: map[int64]*hostHealth{}, metrics: newMetrics(),
@@ -240,6 +257,17 @@ func NewController(st ControllerStore, cfg ControllerConfig, log *slog.Logger, c
 		cfg.Registry.MustRegister(collector{c})
 	}
 	return c
+}
+
+// ProbeDialer is d for the probes that close their connection
+// (ControllerConfig.Dial): without TCP keep-alive, which a connection
+// used for one probe never needs and which costs four setsockopt calls
+// per dial, one probe per host every interval.
+func ProbeDialer(d *net.Dialer) *net.Dialer {
+	p := *d
+	p.KeepAlive = -1
+	p.KeepAliveConfig = net.KeepAliveConfig{Enable: false}
+	return &p
 }
 
 // Run sweeps every Interval until ctx ends.
@@ -369,6 +397,9 @@ type probeResult struct {
 	// reading is what the probe saw, for the readiness cache; nil when it
 	// sent no request.
 	reading *readiness.Reading
+	// cardKey is what a read of the model list that found the model
+	// vouches for (cardKey); empty when the probe did not read it.
+	cardKey string
 	// refused: the box refused the connection, and again at once when
 	// dialled a second time. Nothing listens at the address: the host is
 	// deregistered by this probe, not after FailAfter (a timeout or an
@@ -424,12 +455,12 @@ func (c *Controller) apply(ctx context.Context, h *store.Host, res probeResult) 
 		hh.ok++
 		hh.fail = 0
 		hh.lastErr = ""
-		hh.served = res.served
 	} else {
 		hh.fail++
 		hh.ok = 0
 		hh.lastErr = probeErr.Error()
 	}
+	c.noteCard(hh, res)
 	c.noteSkew(h, hh, res)
 	ok, fail := hh.ok, hh.fail
 	prev, served := hh.registered, hh.served
@@ -519,10 +550,11 @@ func (c *Controller) applyDraining(ctx context.Context, h *store.Host, res probe
 		c.health[h.ID] = hh
 	}
 	if res.err == nil {
-		hh.ok, hh.fail, hh.lastErr, hh.served = hh.ok+1, 0, "", res.served
+		hh.ok, hh.fail, hh.lastErr = hh.ok+1, 0, ""
 	} else {
 		hh.ok, hh.fail, hh.lastErr = 0, hh.fail+1, res.err.Error()
 	}
+	c.noteCard(hh, res)
 	c.noteSkew(h, hh, res)
 	ok, served := hh.ok, hh.served
 	c.mu.Unlock()
@@ -636,11 +668,17 @@ func (c *Controller) setRegistered(id int64, key string) {
 // card reports (max_model_len; 0 when absent) and what the card shows
 // other than the recipe says (servedSkew). /v1/models alone is not enough,
 // because it answers while the engine still loads.
+//
+// A serving host whose model list was read lately for what it runs now
+// (needsCard) is asked /health only: one exchange instead of two, the
+// card's context and skew kept from that read.
 func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 	port, recipe := running(h)
 	if recipe == nil {
 		return probeResult{err: fmt.Errorf("host has no vllm recipe")}
 	}
+	key := cardKey(h.IP, port, recipe, h.AppliedRevision)
+	card := c.needsCard(h, key)
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	addr, err := netip.ParseAddr(h.IP)
@@ -650,7 +688,7 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 	hostport := netip.AddrPortFrom(addr, uint16(port)).String()
 	base := "http://" + hostport
 	rd := &readiness.Reading{BaseURL: base + "/v1"}
-	_, status, err := c.get(ctx, base, "/health", "", false)
+	_, status, err := c.get(ctx, base, "/health", "", c.closeConns && !card)
 	rd.Status = status
 	if err != nil {
 		rd.Health = err
@@ -659,6 +697,9 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 		refused := readiness.Refused(err) && c.refusedAgain(ctx, base)
 		rd.RefusalConfirmed = refused
 		return probeResult{err: fmt.Errorf("/health: %w", err), reading: rd, refused: refused}
+	}
+	if !card {
+		return probeResult{reading: rd}
 	}
 	var models struct {
 		Data []struct {
@@ -688,11 +729,55 @@ func (c *Controller) probe(ctx context.Context, h *store.Host) probeResult {
 		}
 		cards[i] = servedCard{ID: m.ID, MaxModelLen: int(n)}
 	}
-	card, skew, found := servedSkew(recipe, cards)
+	served, skew, found := servedSkew(recipe, cards)
 	if !found {
 		return probeResult{err: fmt.Errorf("/v1/models does not list the recipe's model %q", recipe.ServedName()), carded: true, skew: skew, reading: rd}
 	}
-	return probeResult{served: card.MaxModelLen, carded: true, skew: skew, reading: rd}
+	return probeResult{served: served.MaxModelLen, carded: true, skew: skew, reading: rd, cardKey: key}
+}
+
+// cardKey names what a read of a host's model list vouches for: the
+// address and port its box serves on, the served name and context the
+// running recipe asks for, and the revision the box reports running.
+func cardKey(ip string, port int, r *fleetapi.VLLM, applied string) string {
+	return ip + "|" + strconv.Itoa(port) + "|" + r.ServedName() + "|" + strconv.Itoa(MaxModelLen(r)) + "|" + applied
+}
+
+// needsCard reports whether h's probe must read its model list: unless h
+// serves, this controller registered it, its last probe passed, and that
+// list was read under CardEvery ago for what key names, and the request
+// path has marked none of its models stale. So a host is
+// registered, re-registered or taken back after a drain only on a probe
+// that read the list, a change of what the box runs is checked at its
+// first probe, and a box that starts serving another model while its
+// /health passes is caught within CardEvery.
+func (c *Controller) needsCard(h *store.Host, key string) bool {
+	if h.State != store.HostServing || h.Drain != nil {
+		return true
+	}
+	if c.cfg.Readings != nil && h.ProviderID != 0 {
+		if st, ok := c.cfg.Readings.Status(h.ProviderID); ok && len(st.Stale) > 0 {
+			return true
+		}
+	}
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	hh := c.health[h.ID]
+	return hh == nil || hh.registered == "" || hh.fail > 0 || hh.cardKey != key ||
+		hh.cardAt.IsZero() || now.Before(hh.cardAt) || now.Sub(hh.cardAt) >= c.cfg.CardEvery
+}
+
+// noteCard records what a probe's read of the model list found; hh is
+// c.health[h.ID], c.mu held. A probe that did not read it keeps what the
+// last one that did found.
+func (c *Controller) noteCard(hh *hostHealth, res probeResult) {
+	switch {
+	case res.err != nil:
+		hh.cardAt, hh.cardKey = time.Time{}, ""
+	case res.carded:
+		hh.served, hh.cardAt, hh.cardKey = res.served, c.cfg.Now(), res.cardKey
+	}
 }
 
 // refusedAgain asks base's /health a second time and reports whether the

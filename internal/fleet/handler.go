@@ -81,12 +81,21 @@ type Handler struct {
 // again, while the directory's hosts at the address are as they were
 // (basis: a reload after any announced change reads them afresh) and
 // before until, would be judged the same and not written, so it is
-// answered without reading the store.
+// answered without reading the store. After until it is the box's
+// heartbeat: touch is written, which moves reported_at and changes
+// nothing else, again without reading the store.
 type reportMemo struct {
 	body     []byte
 	basis    string    // reportBasis of the address's hosts in the directory when judged
 	until    time.Time // the stored reported_at of its hosts is under the liveness interval old before then
 	accepted int
+	// touch is the entries the report was judged to, without Current:
+	// writing them again sets what is stored already (the report and
+	// the applied revision) and reported_at, and clears no apply
+	// request (one made since, through another replica, unannounced,
+	// waits for a judgement on the store: the directory's reload within
+	// its minute changes basis).
+	touch []store.HostReportEntry
 }
 
 // maxMemoBody bounds the reports kept in memory (a box's report is well
@@ -322,9 +331,19 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 	}
 	key, now := addrKey{orgID, ip}, h.now()
 	basis, known := h.dir.reportBasisAt(r.Context(), orgID, ip)
-	if m := h.memo(key); known && m != nil && m.basis == basis && now.Before(m.until) && bytes.Equal(m.body, body) {
-		// The same report again, its hosts as they were, their reports
-		// stored under an interval ago: nothing to write.
+	if m := h.memo(key); known && m != nil && m.basis == basis && bytes.Equal(m.body, body) {
+		// The same report again, its hosts as they were: their reports
+		// stored under an interval ago, nothing to write; else the
+		// heartbeat's reported_at.
+		if !now.Before(m.until) {
+			if err := h.st.RecordHostReports(r.Context(), m.touch, now); err != nil {
+				h.storeError(w, r, err)
+				return
+			}
+			next := *m
+			next.until = now.Add(h.live.cfg.Flush)
+			h.remember(key, &next, now)
+		}
 		writeJSON(w, http.StatusOK, map[string]int{"accepted": m.accepted})
 		return
 	}
@@ -384,7 +403,13 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		if write {
 			fresh = now
 		}
-		h.remember(key, &reportMemo{body: bytes.Clone(body), basis: basis, until: fresh.Add(h.live.cfg.Flush), accepted: len(entries)}, now)
+		touch := make([]store.HostReportEntry, len(entries))
+		for i, e := range entries {
+			e.Current = nil
+			touch[i] = e
+		}
+		h.remember(key, &reportMemo{body: bytes.Clone(body), basis: basis, until: fresh.Add(h.live.cfg.Flush),
+			accepted: len(entries), touch: touch}, now)
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"accepted": len(entries)})
 }
@@ -395,8 +420,10 @@ func (h *Handler) memo(k addrKey) *reportMemo {
 	return h.memos[k]
 }
 
-// remember keeps m as k's last report. The memos are pruned of expired
-// ones whenever their count doubles, so they follow the live boxes.
+// remember keeps m as k's last report. The memos are pruned whenever
+// their count doubles of those expired a liveness interval ago or more
+// (a box that reports keeps its memo for its heartbeat), so they follow
+// the live boxes.
 func (h *Handler) remember(k addrKey, m *reportMemo, now time.Time) {
 	h.memoMu.Lock()
 	defer h.memoMu.Unlock()
@@ -405,7 +432,7 @@ func (h *Handler) remember(k addrKey, m *reportMemo, now time.Time) {
 		return
 	}
 	for k, m := range h.memos {
-		if !now.Before(m.until) {
+		if !now.Before(m.until.Add(h.live.cfg.Flush)) {
 			delete(h.memos, k)
 		}
 	}

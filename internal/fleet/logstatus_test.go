@@ -48,6 +48,8 @@ func (r *recordedReadings) Feed(_ int64, rd readiness.Reading) bool {
 	return true
 }
 
+func (r *recordedReadings) Status(int64) (readiness.Status, bool) { return readiness.Status{}, false }
+
 func (r *recordedReadings) last(t *testing.T) readiness.Reading {
 	t.Helper()
 	r.mu.Lock()

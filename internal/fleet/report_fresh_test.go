@@ -53,8 +53,9 @@ func TestReportReadsHostsFresh(t *testing.T) {
 	})
 }
 
-// The agent reports after every fetch. A report that says what is stored
-// is written again only once the stored one is a liveness interval old;
+// A report that says what is stored is written again only once the
+// stored one is a liveness interval old (the agent's heartbeat), and then
+// without reading the store when nothing about its hosts was announced;
 // any change is written at once, and only a change of what a box's
 // /vllm/config says is announced to the other replicas. The same report
 // again, with nothing announced about hosts since, is answered without a
@@ -104,9 +105,22 @@ func TestUnchangedReportNotRewritten(t *testing.T) {
 		if x := d.host(t, d.h1.ID); !x.ReportedAt.Equal(d.clock()) {
 			t.Fatalf("reported_at %v, want %v", x.ReportedAt, d.clock())
 		}
+		if n := reads(); n != 2 {
+			t.Fatalf("the heartbeat of an unchanged report read the store: %d reads, want 2", n)
+		}
+		d.advance(30 * time.Second)
+		d.report(t, reportOf(d.h1.ID, rev, ""))
+		if writes() != 2 || reads() != 2 {
+			t.Fatalf("the same report within a minute of its heartbeat: %d writes, %d reads", writes(), reads())
+		}
+		d.advance(30 * time.Second)
+		d.report(t, reportOf(d.h1.ID, rev, ""))
+		if x := d.host(t, d.h1.ID); writes() != 3 || reads() != 2 || !x.ReportedAt.Equal(d.clock()) {
+			t.Fatalf("the next heartbeat: %d writes, %d reads, reported_at %v", writes(), reads(), x.ReportedAt)
+		}
 		d.advance(time.Second)
 		d.report(t, reportOf(d.h1.ID, rev, "vllm exited 1"))
-		if writes() != 3 || announced.Load() != 1 {
+		if writes() != 4 || announced.Load() != 1 {
 			t.Fatalf("a changed report: %d writes, %d announcements", writes(), announced.Load())
 		}
 		if x := d.host(t, d.h1.ID); x.Report.Error != "vllm exited 1" {
@@ -120,8 +134,38 @@ func TestUnchangedReportNotRewritten(t *testing.T) {
 		d.h.Invalidate()
 		d.advance(time.Second)
 		d.report(t, reportOf(d.h1.ID, rev, "vllm exited 1"))
-		if x := d.host(t, d.h1.ID); writes() != 4 || x.ApplyRequested {
+		if x := d.host(t, d.h1.ID); writes() != 5 || x.ApplyRequested {
 			t.Fatalf("a report clearing an apply request: %d writes, apply requested %v", writes(), x.ApplyRequested)
+		}
+	})
+}
+
+// The heartbeat of an unchanged report, answered without reading the
+// store, moves reported_at only: an apply request made since through
+// another replica (here: straight in the store, unannounced) is not
+// cleared by it, but by the first report judged on the store once the
+// directory reloads (its minute) and sees the request.
+func TestReportHeartbeatClearsNoApply(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dialect string) {
+		ctx := context.Background()
+		d := newDirFixture(t, dialect, LivenessConfig{Flush: time.Minute})
+		rev := Revision(d.host(t, d.h1.ID))
+		d.report(t, reportOf(d.h1.ID, rev, ""))
+		d.advance(10 * time.Second)
+		d.report(t, reportOf(d.h1.ID, rev, "")) // judged unchanged: remembered
+		must(t, d.st.RequestApply(ctx, d.org, d.h1.ID))
+		d.advance(50 * time.Second) // a minute since the write; the directory, loaded by the second report, is younger
+		reads := d.q.byIP.Load()
+		d.report(t, reportOf(d.h1.ID, rev, ""))
+		x := d.host(t, d.h1.ID)
+		if !x.ApplyRequested || !x.ReportedAt.Equal(d.clock()) || d.q.byIP.Load() != reads {
+			t.Fatalf("heartbeat: apply requested %v, reported_at %v (now %v), %d store reads",
+				x.ApplyRequested, x.ReportedAt, d.clock(), d.q.byIP.Load()-reads)
+		}
+		d.h.Invalidate() // the announcement, or the directory's minute
+		d.report(t, reportOf(d.h1.ID, rev, ""))
+		if x := d.host(t, d.h1.ID); x.ApplyRequested {
+			t.Fatal("a report judged on the store left the apply request")
 		}
 	})
 }

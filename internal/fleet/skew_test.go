@@ -13,9 +13,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rolter/rolter/internal/clock"
 	"github.com/rolter/rolter/internal/fleetapi"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
@@ -108,7 +110,8 @@ func TestControllerReportsServedSkew(t *testing.T) {
 			APIKey: secret.New("rh-k_secret"), Recipe: fleetapi.Recipe{VLLM: vllm("--max-model-len", "32768")}}
 		must(t, st.CreateHost(ctx, h, nil))
 		reg := prometheus.NewRegistry()
-		c := NewController(st, ControllerConfig{FailAfter: 1, Registry: reg,
+		clk := clock.NewManual(time.Now())
+		c := NewController(st, ControllerConfig{FailAfter: 1, Registry: reg, Now: clk.Now,
 			OrgName: func(id int64) string {
 				if id == org.ID {
 					return "acme"
@@ -139,13 +142,15 @@ func TestControllerReportsServedSkew(t *testing.T) {
 			t.Fatalf("args skew gauge %v, want 1", v)
 		}
 
-		b.maxLen.Store(32768) // the box agrees again
+		b.maxLen.Store(32768) // the box agrees again: seen at the next read of the card
+		clk.Advance(time.Minute)
 		c.Sweep(ctx)
 		if sk := c.Skew(h.ID); sk != nil || argSkew() != 0 {
 			t.Fatalf("skew after the box agreed: %+v, gauge %v", sk, argSkew())
 		}
 
 		b.name.Store("mistral") // another model answers on the host's port
+		clk.Advance(time.Minute)
 		c.Sweep(ctx)
 		sk = c.Skew(h.ID)
 		if len(sk) != 1 || sk[0].Field != SkewServedName || !sk[0].Fatal || sk[0].Served != "mistral" {

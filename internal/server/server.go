@@ -335,7 +335,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		ccfg.Readings = probes
 		if ccfg.Client == nil {
 			ccfg.Client = &http.Client{Transport: probeTransport}
-			ccfg.Dial = dialer.DialContext // probes that close their connection skip the transport
+			ccfg.Dial = fleet.ProbeDialer(dialer).DialContext // probes that close their connection skip the transport
 		}
 		ccfg.LastFetch = fleetHandler.LastFetch
 		ccfg.Changes = fleetHandler.Generation
