@@ -55,6 +55,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -63,6 +64,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/clock"
+	"github.com/rolter/rolter/internal/h1client"
 	"github.com/rolter/rolter/internal/secret"
 )
 
@@ -152,6 +154,14 @@ type Config struct {
 	// receive makes Run look again at what is due by the cache's clock
 	// (tests that move a clock.Manual).
 	Ticks <-chan time.Time
+	// Dial, when set with an Interval over ProbeIdleTimeout (no probe
+	// connection is kept between probes), dials the probes, which are then
+	// sent through the cache's own h1client transport instead of the
+	// client New was given: a connection used for one probe costs there a
+	// pooled buffer, not net/http's two goroutines and their buffers, so
+	// ten thousand providers probed every Interval cost far less CPU and
+	// garbage. It must refuse what the client's dialer refuses.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Defaults for the zero fields of Config.
@@ -187,6 +197,9 @@ type Cache struct {
 	cfg    Config
 	clock  clock.Clock
 	client *http.Client
+	// probes, when set (Config.Dial with closeConns), sends every probe
+	// request instead of client: it returns a 3xx as is, which get fails.
+	probes *h1client.Client
 	log    *slog.Logger
 	// closeConns: every probe request closes its connection (Interval
 	// over ProbeIdleTimeout; see there).
@@ -285,6 +298,11 @@ func New(cfg Config, clk clock.Clock, client *http.Client, log *slog.Logger) *Ca
 	c := &Cache{cfg: cfg.withDefaults(), clock: clk, client: client, log: log, synced: make(chan struct{}),
 		sem: make(chan struct{}, maxProbesInFlight), soonWake: make(chan struct{}, 1)}
 	c.closeConns = c.cfg.Interval > ProbeIdleTimeout
+	if c.closeConns && c.cfg.Dial != nil {
+		// One idle connection per host: a probe's requests before its last
+		// reuse it; the last one closes it.
+		c.probes = h1client.New(h1client.Config{Dial: c.cfg.Dial, MaxIdlePerHost: 1, IdleTimeout: ProbeIdleTimeout})
+	}
 	c.entries.Store(&map[int64]*entry{})
 	return c
 }
