@@ -218,6 +218,12 @@ type Cache struct {
 
 	soonWake chan struct{} // one pending wake-up of Run for ProbeSoon
 
+	shareMu sync.Mutex
+	shared  map[shareKey]*sharedProbe // the latest probe of each shared endpoint (share.go)
+	// shareSeq numbers shared probes and ProbeAll calls: a ProbeAll
+	// applies only the shared probes that started during it.
+	shareSeq atomic.Uint64
+
 	onChange atomic.Pointer[func()]
 	changes  atomic.Uint64 // changes recorded, counted before announcing them
 	notifyMu sync.Mutex    // held while onChange runs; guards announced
@@ -264,6 +270,9 @@ type entry struct {
 	// soon: ProbeSoon asked for a probe now; Run takes it off when the
 	// probe starts, so that repeats before then are one probe.
 	soon atomic.Bool
+	// shared: another provider has the same endpoint and credential;
+	// their probes are shared (share.go). Set by Sync.
+	shared atomic.Bool
 }
 
 func newEntry(p Provider) *entry {
@@ -296,7 +305,7 @@ func New(cfg Config, clk clock.Clock, client *http.Client, log *slog.Logger) *Ca
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Cache{cfg: cfg.withDefaults(), clock: clk, client: client, log: log, synced: make(chan struct{}),
-		sem: make(chan struct{}, maxProbesInFlight), soonWake: make(chan struct{}, 1)}
+		sem: make(chan struct{}, maxProbesInFlight), soonWake: make(chan struct{}, 1), shared: map[shareKey]*sharedProbe{}}
 	c.closeConns = c.cfg.Interval > ProbeIdleTimeout
 	if c.closeConns && c.cfg.Dial != nil {
 		// One idle connection per host: a probe's requests before its last
@@ -329,6 +338,7 @@ func (c *Cache) Sync(ps []Provider) {
 		}
 		next[p.ID] = newEntry(p)
 	}
+	c.markShared(next)
 	c.entries.Store(&next)
 	close(c.synced)
 	c.synced = make(chan struct{})
@@ -403,8 +413,10 @@ func (c *Cache) ProbeSoon(id int64) {
 // discarded.
 func (c *Cache) ProbeAll(ctx context.Context) {
 	var wg sync.WaitGroup
+	// Shared probes (share.go) count only from this call on.
+	after := c.shareSeq.Add(1)
 	for _, e := range *c.entries.Load() {
-		wg.Go(func() { c.probe(ctx, e, false) })
+		wg.Go(func() { c.probeSince(ctx, e, false, after) })
 	}
 	wg.Wait()
 }
@@ -421,13 +433,20 @@ const maxProbesInFlight = 32
 // probe observes one provider and records the result; triggered says that
 // ProbeSoon asked for it (see probeHeld).
 func (c *Cache) probe(ctx context.Context, e *entry, triggered bool) {
+	c.probeSince(ctx, e, triggered, 0)
+}
+
+// probeSince is probe where a shared probe (share.go) counts only if it
+// started at or after the shared-probe sequence number after (0: any fresh
+// one).
+func (c *Cache) probeSince(ctx context.Context, e *entry, triggered bool, after uint64) {
 	select {
 	case c.sem <- struct{}{}:
 		defer func() { <-c.sem }()
 	case <-ctx.Done():
 		return
 	}
-	c.probeHeld(ctx, e, triggered)
+	c.probeHeldSince(ctx, e, triggered, after)
 }
 
 // probeHeld is probe for a caller that holds a slot of c.sem. A probe
@@ -435,23 +454,35 @@ func (c *Cache) probe(ctx context.Context, e *entry, triggered bool) {
 // that finds the connection refused as well confirms the refusal: the
 // provider is not ready at once, not after FailAfter probes.
 func (c *Cache) probeHeld(ctx context.Context, e *entry, triggered bool) {
+	c.probeHeldSince(ctx, e, triggered, 0)
+}
+
+// probeHeldSince is probeHeld with probeSince's after.
+func (c *Cache) probeHeldSince(ctx context.Context, e *entry, triggered bool, after uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p := *e.provider.Load()
-	o := c.observe(ctx, p)
+	var o observation
+	var at time.Time
+	if e.shared.Load() {
+		o, at = c.observeShared(ctx, p, triggered, after)
+	} else {
+		o = c.observe(ctx, p)
+		at = c.clock.Now()
+	}
 	if ctx.Err() != nil {
 		return // shutting down or given up on: the observation says nothing about the provider
 	}
 	o.decisive = triggered && o.refused
-	c.record(ctx, e, p, o, nil)
+	c.record(ctx, e, p, o, nil, at)
 }
 
-// record applies o to e's state machine, rechecks e's stale marks (with
+// record applies o, made at at, to e's state machine, rechecks e's stale marks (with
 // models, the body of a GET /models already read, when not nil), logs a
 // transition and announces a change. e.mu is held.
-func (c *Cache) record(ctx context.Context, e *entry, p Provider, o observation, models []byte) {
+func (c *Cache) record(ctx context.Context, e *entry, p Provider, o observation, models []byte, at time.Time) {
 	prev := e.tr.status
-	changed := e.tr.apply(o, c.clock.Now(), c.cfg)
+	changed := e.tr.apply(o, at, c.cfg)
 	if c.recheckStale(ctx, e, p, o, models) && ctx.Err() == nil {
 		changed = true
 		c.log.Info("metadata: a stale model is listed again; back in routing", "org", p.Org, "provider", p.Slug)
