@@ -252,7 +252,13 @@ func keyOf(p Provider) providerKey {
 type entry struct {
 	key      providerKey
 	provider atomic.Pointer[Provider] // the credential may change without resetting state
-	status   atomic.Pointer[Status]   // read by Status; written under mu
+	// status is read by Status, written under mu, with a zero LastProbe:
+	// a probe that changes nothing else stores no new one (ten thousand
+	// providers probed every Interval would each allocate one), and the
+	// statuses of providers never probed are shared. lastProbe is
+	// LastProbe in UnixNano, 0 before the first probe.
+	status    atomic.Pointer[Status]
+	lastProbe atomic.Int64
 
 	mu sync.Mutex // serializes probes of this provider; guards tr
 	tr tracker
@@ -275,14 +281,46 @@ type entry struct {
 	shared atomic.Bool
 }
 
+// The published statuses of providers before their first probe, and the
+// stale marks of a provider without any: shared by every entry (both are
+// replaced, never modified).
+var (
+	configuredStatus = ptr(newTracker(false).status)
+	upstreamStatus   = ptr(newTracker(true).status)
+	noStale          = new(map[string]string)
+)
+
+func ptr[T any](v T) *T { return &v }
+
 func newEntry(p Provider) *entry {
 	e := &entry{key: keyOf(p)}
 	e.provider.Store(&p)
 	e.tr = newTracker(p.Upstream)
-	st := e.tr.status
-	e.status.Store(&st)
-	e.stale.Store(new(map[string]string))
+	if p.Upstream {
+		e.status.Store(upstreamStatus)
+	} else {
+		e.status.Store(configuredStatus)
+	}
+	e.stale.Store(noStale)
 	return e
+}
+
+// publish makes e.tr's status the one Status reports. e.mu is held.
+func (e *entry) publish() {
+	st := e.tr.status
+	if !st.LastProbe.IsZero() {
+		e.lastProbe.Store(st.LastProbe.UnixNano())
+	}
+	st.LastProbe = time.Time{}
+	if cur := e.status.Load(); !sameStatus(*cur, st) {
+		e.status.Store(&st)
+	}
+}
+
+// sameStatus reports whether a and b are equal, Stale aside.
+func sameStatus(a, b Status) bool {
+	return a.Ready == b.Ready && a.Reason == b.Reason && a.Class == b.Class && a.Facts.Equal(b.Facts) &&
+		a.LastProbe.Equal(b.LastProbe) && a.LastError == b.LastError
 }
 
 // New returns an empty cache; call Sync to give it providers. A nil clock
@@ -352,6 +390,9 @@ func (c *Cache) Status(id int64) (Status, bool) {
 		return Status{}, false
 	}
 	st := *e.status.Load()
+	if n := e.lastProbe.Load(); n != 0 {
+		st.LastProbe = time.Unix(0, n)
+	}
 	st.Stale = *e.stale.Load()
 	return st, true
 }
@@ -487,8 +528,8 @@ func (c *Cache) record(ctx context.Context, e *entry, p Provider, o observation,
 		changed = true
 		c.log.Info("metadata: a stale model is listed again; back in routing", "org", p.Org, "provider", p.Slug)
 	}
+	e.publish()
 	st := e.tr.status
-	e.status.Store(&st)
 	c.logTransition(p, prev, st, o)
 	if changed && (*c.entries.Load())[p.ID] == e {
 		c.announce()

@@ -76,7 +76,7 @@ func (c *Cache) Run(ctx context.Context) {
 			}
 			known[e] = true
 			at := now
-			if !e.status.Load().LastProbe.IsZero() {
+			if e.lastProbe.Load() != 0 {
 				at = now.Add(c.jitter()) // already probed (ProbeAll at start-up, or a kept entry)
 			}
 			heap.Push(&q, due{at, e})

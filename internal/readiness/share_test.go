@@ -107,3 +107,36 @@ func TestSharedProbeFreshness(t *testing.T) {
 	c.probe(ctx, (*c.entries.Load())[1], false)
 	probes(4, "a provider alone after Sync")
 }
+
+// TestUnchangedProbeKeepsItsStatus (issue 21): a probe that changes
+// nothing but LastProbe publishes no new Status (ten thousand providers
+// probed every Interval would each allocate one), yet Status reports the
+// new LastProbe; providers never probed share their initial status.
+func TestUnchangedProbeKeepsItsStatus(t *testing.T) {
+	eng := newEngine(t)
+	eng.set("/health", 200, "")
+	clk := clock.NewManual(testEpoch)
+	c, _ := newClockedCache(t, Config{}, clk)
+	c.Sync([]Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: eng.url() + "/v1"}, {ID: 2, Kind: store.KindVLLM, BaseURL: eng.url() + "/v1/"}})
+	e1, e2 := (*c.entries.Load())[1], (*c.entries.Load())[2]
+	if e1.status.Load() != e2.status.Load() {
+		t.Fatal("two providers never probed have statuses of their own")
+	}
+	ctx := context.Background()
+	c.probe(ctx, e1, false)
+	first := e1.status.Load()
+	clk.Advance(time.Minute)
+	c.probe(ctx, e1, false)
+	if e1.status.Load() != first {
+		t.Fatal("a probe that changed nothing published a new status")
+	}
+	if st := mustStatus(t, c, 1); !st.Ready || !st.LastProbe.Equal(testEpoch.Add(time.Minute)) {
+		t.Fatalf("status %+v, want ready, probed a minute after the epoch", st)
+	}
+	eng.set("/health", 503, "")
+	clk.Advance(time.Minute) // past the probe the two share (share.go)
+	c.probe(ctx, e1, false)
+	if st := mustStatus(t, c, 1); e1.status.Load() == first || st.LastError == "" {
+		t.Fatalf("a failed probe: %+v, the same published status", st)
+	}
+}
