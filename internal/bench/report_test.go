@@ -58,3 +58,31 @@ func TestFloorRatioReported(t *testing.T) {
 		t.Errorf("--compare lacks gw÷floor 0.50 (0.45 ÷ 0.9):\n%s", out.String())
 	}
 }
+
+// TestScaleTargetsReported: the routes scenario's 100,000-route row gives
+// the issue 21 targets for peak RSS and start-up; without it they are
+// listed as not run.
+func TestScaleTargetsReported(t *testing.T) {
+	find := func(r *Report, name string) *TargetResult {
+		for i := range r.Targets {
+			if r.Targets[i].Name == name {
+				return &r.Targets[i]
+			}
+		}
+		t.Fatalf("no target %q", name)
+		return nil
+	}
+	r := &Report{Routes: []RoutesResult{{Routes: 10, ReadyS: 0.1}, {Routes: 100000, ReadyS: 2.5, RSS: 200 << 20, PeakRSS: 250 << 20}}}
+	r.evaluate(64)
+	if tr := find(r, "peak RSS with 100,000 routes"); tr.Met == nil || !*tr.Met || tr.Got != "250.0 MB (steady 200.0 MB)" {
+		t.Errorf("peak RSS at 100,000 routes: %+v", tr)
+	}
+	if tr := find(r, "start-up with 100,000 routes (to /readyz)"); tr.Met == nil || *tr.Met || tr.Got != "2.50 s" {
+		t.Errorf("start-up at 100,000 routes: %+v", tr)
+	}
+	r = &Report{Routes: []RoutesResult{{Routes: 10}, {Routes: 10000}}}
+	r.evaluate(64)
+	if tr := find(r, "start-up with 100,000 routes (to /readyz)"); tr.Met != nil || tr.Got != "-" {
+		t.Errorf("without a 100,000-route row: %+v", tr)
+	}
+}

@@ -16,7 +16,9 @@ const (
 	maxCatalogDrift   = 0.10 // CPU per request, largest vs smallest catalog
 	maxRebuildMS      = 1000.0
 	maxRSS10kMB       = 64.0
-	maxStreamKiB      = 32.0 // issue 21
+	maxRSS100kMB      = 256.0 // issue 21
+	maxReady100kS     = 2.0   // issue 21: `rolter serve` start to /readyz
+	maxStreamKiB      = 32.0  // issue 21
 	// Gateway CPU ÷ floor CPU per request (issue 21): the floor is a stock
 	// httputil.ReverseProxy with the same transport (`rolter floor`).
 	maxChatFloorRatio   = 0.5
@@ -100,6 +102,16 @@ func (r *Report) evaluate(conns int) {
 		add(name, want, fmt.Sprintf("%.1f MB (steady %.1f MB)", peak, float64(r.Routes[i].RSS)/(1<<20)), check(peak <= maxRSS10kMB))
 	} else {
 		add(name, want, "-", nil)
+	}
+	name, want = "peak RSS with 100,000 routes", fmt.Sprintf("≤ %.0f MB", maxRSS100kMB)
+	name2, want2 := "start-up with 100,000 routes (to /readyz)", fmt.Sprintf("≤ %.0f s", maxReady100kS)
+	if i := routesAt(r.Routes, 100000); i >= 0 {
+		peak := float64(r.Routes[i].PeakRSS) / (1 << 20)
+		add(name, want, fmt.Sprintf("%.1f MB (steady %.1f MB)", peak, float64(r.Routes[i].RSS)/(1<<20)), check(peak <= maxRSS100kMB))
+		add(name2, want2, fmt.Sprintf("%.2f s", r.Routes[i].ReadyS), check(r.Routes[i].ReadyS <= maxReady100kS))
+	} else {
+		add(name, want, "-", nil)
+		add(name2, want2, "-", nil)
 	}
 	name, want = "RSS per idle stream (gateway)", fmt.Sprintf("≤ %.0f KiB", maxStreamKiB)
 	if i := r.Idle; i != nil && i.Open > 0 {

@@ -380,10 +380,11 @@ func (g *Gateway) providerOf(s *snapshot.Snapshot, o *snapshot.Org, p *snapshot.
 	return rt
 }
 
-// selector is strategy if the balancer knows it, else weighted.
-func (g *Gateway) selector(strategy, what string) string {
+// selector is strategy if the balancer knows it, else weighted; kind and
+// name say whose it is ("route", the model), joined only for the log.
+func (g *Gateway) selector(strategy, kind, name string) string {
 	if _, err := balancer.New(strategy); err != nil { // the admin API validates strategies; stay up regardless
-		g.log.Error("unknown strategy; using weighted", "for", what, "err", err)
+		g.log.Error("unknown strategy; using weighted", "for", kind+" "+name, "err", err)
 		return balancer.Weighted
 	}
 	return strategy
@@ -391,7 +392,7 @@ func (g *Gateway) selector(strategy, what string) string {
 
 // addGroup derives group gr's balancing and limiter into t.
 func (g *Gateway) addGroup(t *table, gr *snapshot.Group) {
-	t.groups[gr] = groupRT{strategy: g.selector(gr.Strategy, "group "+gr.Slug), rr: new(atomic.Uint64)}
+	t.groups[gr] = groupRT{strategy: g.selector(gr.Strategy, "group", gr.Slug), rr: new(atomic.Uint64)}
 	if l := g.keptLimiter(groupLimiter(gr.ID), gr.Policy.MaxConcurrency); l != nil {
 		t.groupLimiters[gr] = l
 	} else {
@@ -460,7 +461,7 @@ func (g *Gateway) orgModels(t *table, o *snapshot.Org) []modelEntry {
 // addRoute derives route r's plan and /v1/models entry into t.
 func (g *Gateway) addRoute(t *table, r *snapshot.Route) {
 	plan := &routePlan{kind: resolve.KindRoute, route: r.Model, src: r,
-		strategy: g.selector(r.Strategy, "route "+r.Model), rr: new(atomic.Uint64), policy: r.Policy, limiter: g.limiter(r)}
+		strategy: g.selector(r.Strategy, "route", r.Model), rr: new(atomic.Uint64), policy: r.Policy, limiter: g.limiter(r)}
 	entry := modelEntry{ID: r.Model, Object: "model", Created: r.CreatedAt.Unix(), OwnedBy: "rolter",
 		AddressKind: string(resolve.KindRoute), Policy: r.Policy}
 	serving := false

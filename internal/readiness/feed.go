@@ -94,7 +94,7 @@ func (c *Cache) Feed(id int64, r Reading) bool {
 	if models == nil {
 		models = []byte{} // no list read: the stale marks stay, and no request is sent for them
 	}
-	c.record(context.Background(), e, p, o, models)
+	c.record(context.Background(), e, p, o, models, c.clock.Now())
 	e.fed.Store(c.clock.Now().UnixNano())
 	return true
 }

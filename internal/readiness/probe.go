@@ -173,7 +173,12 @@ func (c *Cache) get(ctx context.Context, p Provider, u string, closeConn bool) (
 			req.Header.Set("Authorization", "Bearer "+p.Credential.Reveal())
 		}
 	}
-	resp, err := c.client.Do(req)
+	var resp *http.Response
+	if c.probes != nil {
+		resp, err = c.probes.RoundTrip(req)
+	} else {
+		resp, err = c.client.Do(req)
+	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 			return nil, 0, fmt.Errorf("timed out after %s", c.cfg.Timeout)

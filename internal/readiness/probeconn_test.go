@@ -2,6 +2,9 @@ package readiness
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,8 +16,16 @@ import (
 // connection on its last request only (its earlier ones reuse the
 // connection), and a hosted API's probe never does: it keeps its
 // connection, a TLS handshake being dearer than one idle connection. At a
-// short Interval nothing is closed.
+// short Interval nothing is closed. The same holds with Config.Dial (issue
+// 21), where the probes go through the cache's h1client transport, and a
+// probe dials once: its requests before the last reuse the connection.
 func TestProbeClosesOnlyItsLastRequest(t *testing.T) {
+	for _, dial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dial=%v", dial), func(t *testing.T) { testProbeClosesOnlyItsLastRequest(t, dial) })
+	}
+}
+
+func testProbeClosesOnlyItsLastRequest(t *testing.T, dial bool) {
 	const (
 		health = "GET /health"
 		models = "GET /v1/models"
@@ -44,7 +55,19 @@ func TestProbeClosesOnlyItsLastRequest(t *testing.T) {
 				eng.set("/v1/models", 200, llamaModels("m", 8192, 32768))
 				eng.set("/props", 200, llamaPropsBody("m", 8192, 1, false, false, "b1"))
 			}
-			c, _ := newTestCache(t, Config{Interval: tc.interval})
+			cfg := Config{Interval: tc.interval}
+			var dials atomic.Int32
+			if dial {
+				cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+					dials.Add(1)
+					return (&net.Dialer{}).DialContext(ctx, network, addr)
+				}
+			}
+			c, _ := newTestCache(t, cfg)
+			if h1 := c.probes != nil; h1 != (dial && tc.interval > ProbeIdleTimeout) {
+				t.Fatalf("probes through h1client: %v", h1)
+			}
+			t.Cleanup(c.closeIdle)
 			c.Sync([]Provider{{ID: 1, Kind: tc.kind, BaseURL: eng.url() + "/v1", Upstream: tc.upstream, Credential: secretKey}})
 			c.ProbeAll(context.Background())
 			if st := mustStatus(t, c, 1); !st.Ready {
@@ -61,6 +84,9 @@ func TestProbeClosesOnlyItsLastRequest(t *testing.T) {
 				if got := h.Get("Connection") == "close"; got != want {
 					t.Errorf("%s: Connection: close is %v, want %v", key, got, want)
 				}
+			}
+			if c.probes != nil && dials.Load() != 1 {
+				t.Errorf("the probe dialled %d times, want once", dials.Load())
 			}
 		})
 	}

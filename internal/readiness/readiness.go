@@ -55,6 +55,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -63,6 +64,7 @@ import (
 	"time"
 
 	"github.com/rolter/rolter/internal/clock"
+	"github.com/rolter/rolter/internal/h1client"
 	"github.com/rolter/rolter/internal/secret"
 )
 
@@ -152,6 +154,14 @@ type Config struct {
 	// receive makes Run look again at what is due by the cache's clock
 	// (tests that move a clock.Manual).
 	Ticks <-chan time.Time
+	// Dial, when set with an Interval over ProbeIdleTimeout (no probe
+	// connection is kept between probes), dials the probes, which are then
+	// sent through the cache's own h1client transport instead of the
+	// client New was given: a connection used for one probe costs there a
+	// pooled buffer, not net/http's two goroutines and their buffers, so
+	// ten thousand providers probed every Interval cost far less CPU and
+	// garbage. It must refuse what the client's dialer refuses.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Defaults for the zero fields of Config.
@@ -187,6 +197,9 @@ type Cache struct {
 	cfg    Config
 	clock  clock.Clock
 	client *http.Client
+	// probes, when set (Config.Dial with closeConns), sends every probe
+	// request instead of client: it returns a 3xx as is, which get fails.
+	probes *h1client.Client
 	log    *slog.Logger
 	// closeConns: every probe request closes its connection (Interval
 	// over ProbeIdleTimeout; see there).
@@ -204,6 +217,12 @@ type Cache struct {
 	synced chan struct{} // guarded by mu; closed and replaced by every Sync to wake Run
 
 	soonWake chan struct{} // one pending wake-up of Run for ProbeSoon
+
+	shareMu sync.Mutex
+	shared  map[shareKey]*sharedProbe // the latest probe of each shared endpoint (share.go)
+	// shareSeq numbers shared probes and ProbeAll calls: a ProbeAll
+	// applies only the shared probes that started during it.
+	shareSeq atomic.Uint64
 
 	onChange atomic.Pointer[func()]
 	changes  atomic.Uint64 // changes recorded, counted before announcing them
@@ -233,7 +252,13 @@ func keyOf(p Provider) providerKey {
 type entry struct {
 	key      providerKey
 	provider atomic.Pointer[Provider] // the credential may change without resetting state
-	status   atomic.Pointer[Status]   // read by Status; written under mu
+	// status is read by Status, written under mu, with a zero LastProbe:
+	// a probe that changes nothing else stores no new one (ten thousand
+	// providers probed every Interval would each allocate one), and the
+	// statuses of providers never probed are shared. lastProbe is
+	// LastProbe in UnixNano, 0 before the first probe.
+	status    atomic.Pointer[Status]
+	lastProbe atomic.Int64
 
 	mu sync.Mutex // serializes probes of this provider; guards tr
 	tr tracker
@@ -251,16 +276,51 @@ type entry struct {
 	// soon: ProbeSoon asked for a probe now; Run takes it off when the
 	// probe starts, so that repeats before then are one probe.
 	soon atomic.Bool
+	// shared: another provider has the same endpoint and credential;
+	// their probes are shared (share.go). Set by Sync.
+	shared atomic.Bool
 }
+
+// The published statuses of providers before their first probe, and the
+// stale marks of a provider without any: shared by every entry (both are
+// replaced, never modified).
+var (
+	configuredStatus = ptr(newTracker(false).status)
+	upstreamStatus   = ptr(newTracker(true).status)
+	noStale          = new(map[string]string)
+)
+
+func ptr[T any](v T) *T { return &v }
 
 func newEntry(p Provider) *entry {
 	e := &entry{key: keyOf(p)}
 	e.provider.Store(&p)
 	e.tr = newTracker(p.Upstream)
-	st := e.tr.status
-	e.status.Store(&st)
-	e.stale.Store(new(map[string]string))
+	if p.Upstream {
+		e.status.Store(upstreamStatus)
+	} else {
+		e.status.Store(configuredStatus)
+	}
+	e.stale.Store(noStale)
 	return e
+}
+
+// publish makes e.tr's status the one Status reports. e.mu is held.
+func (e *entry) publish() {
+	st := e.tr.status
+	if !st.LastProbe.IsZero() {
+		e.lastProbe.Store(st.LastProbe.UnixNano())
+	}
+	st.LastProbe = time.Time{}
+	if cur := e.status.Load(); !sameStatus(*cur, st) {
+		e.status.Store(&st)
+	}
+}
+
+// sameStatus reports whether a and b are equal, Stale aside.
+func sameStatus(a, b Status) bool {
+	return a.Ready == b.Ready && a.Reason == b.Reason && a.Class == b.Class && a.Facts.Equal(b.Facts) &&
+		a.LastProbe.Equal(b.LastProbe) && a.LastError == b.LastError
 }
 
 // New returns an empty cache; call Sync to give it providers. A nil clock
@@ -283,8 +343,13 @@ func New(cfg Config, clk clock.Clock, client *http.Client, log *slog.Logger) *Ca
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Cache{cfg: cfg.withDefaults(), clock: clk, client: client, log: log, synced: make(chan struct{}),
-		sem: make(chan struct{}, maxProbesInFlight), soonWake: make(chan struct{}, 1)}
+		sem: make(chan struct{}, maxProbesInFlight), soonWake: make(chan struct{}, 1), shared: map[shareKey]*sharedProbe{}}
 	c.closeConns = c.cfg.Interval > ProbeIdleTimeout
+	if c.closeConns && c.cfg.Dial != nil {
+		// One idle connection per host: a probe's requests before its last
+		// reuse it; the last one closes it.
+		c.probes = h1client.New(h1client.Config{Dial: c.cfg.Dial, MaxIdlePerHost: 1, IdleTimeout: ProbeIdleTimeout})
+	}
 	c.entries.Store(&map[int64]*entry{})
 	return c
 }
@@ -311,6 +376,7 @@ func (c *Cache) Sync(ps []Provider) {
 		}
 		next[p.ID] = newEntry(p)
 	}
+	c.markShared(next)
 	c.entries.Store(&next)
 	close(c.synced)
 	c.synced = make(chan struct{})
@@ -324,6 +390,9 @@ func (c *Cache) Status(id int64) (Status, bool) {
 		return Status{}, false
 	}
 	st := *e.status.Load()
+	if n := e.lastProbe.Load(); n != 0 {
+		st.LastProbe = time.Unix(0, n)
+	}
 	st.Stale = *e.stale.Load()
 	return st, true
 }
@@ -385,8 +454,10 @@ func (c *Cache) ProbeSoon(id int64) {
 // discarded.
 func (c *Cache) ProbeAll(ctx context.Context) {
 	var wg sync.WaitGroup
+	// Shared probes (share.go) count only from this call on.
+	after := c.shareSeq.Add(1)
 	for _, e := range *c.entries.Load() {
-		wg.Go(func() { c.probe(ctx, e, false) })
+		wg.Go(func() { c.probeSince(ctx, e, false, after) })
 	}
 	wg.Wait()
 }
@@ -403,13 +474,20 @@ const maxProbesInFlight = 32
 // probe observes one provider and records the result; triggered says that
 // ProbeSoon asked for it (see probeHeld).
 func (c *Cache) probe(ctx context.Context, e *entry, triggered bool) {
+	c.probeSince(ctx, e, triggered, 0)
+}
+
+// probeSince is probe where a shared probe (share.go) counts only if it
+// started at or after the shared-probe sequence number after (0: any fresh
+// one).
+func (c *Cache) probeSince(ctx context.Context, e *entry, triggered bool, after uint64) {
 	select {
 	case c.sem <- struct{}{}:
 		defer func() { <-c.sem }()
 	case <-ctx.Done():
 		return
 	}
-	c.probeHeld(ctx, e, triggered)
+	c.probeHeldSince(ctx, e, triggered, after)
 }
 
 // probeHeld is probe for a caller that holds a slot of c.sem. A probe
@@ -417,29 +495,41 @@ func (c *Cache) probe(ctx context.Context, e *entry, triggered bool) {
 // that finds the connection refused as well confirms the refusal: the
 // provider is not ready at once, not after FailAfter probes.
 func (c *Cache) probeHeld(ctx context.Context, e *entry, triggered bool) {
+	c.probeHeldSince(ctx, e, triggered, 0)
+}
+
+// probeHeldSince is probeHeld with probeSince's after.
+func (c *Cache) probeHeldSince(ctx context.Context, e *entry, triggered bool, after uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p := *e.provider.Load()
-	o := c.observe(ctx, p)
+	var o observation
+	var at time.Time
+	if e.shared.Load() {
+		o, at = c.observeShared(ctx, p, triggered, after)
+	} else {
+		o = c.observe(ctx, p)
+		at = c.clock.Now()
+	}
 	if ctx.Err() != nil {
 		return // shutting down or given up on: the observation says nothing about the provider
 	}
 	o.decisive = triggered && o.refused
-	c.record(ctx, e, p, o, nil)
+	c.record(ctx, e, p, o, nil, at)
 }
 
-// record applies o to e's state machine, rechecks e's stale marks (with
+// record applies o, made at at, to e's state machine, rechecks e's stale marks (with
 // models, the body of a GET /models already read, when not nil), logs a
 // transition and announces a change. e.mu is held.
-func (c *Cache) record(ctx context.Context, e *entry, p Provider, o observation, models []byte) {
+func (c *Cache) record(ctx context.Context, e *entry, p Provider, o observation, models []byte, at time.Time) {
 	prev := e.tr.status
-	changed := e.tr.apply(o, c.clock.Now(), c.cfg)
+	changed := e.tr.apply(o, at, c.cfg)
 	if c.recheckStale(ctx, e, p, o, models) && ctx.Err() == nil {
 		changed = true
 		c.log.Info("metadata: a stale model is listed again; back in routing", "org", p.Org, "provider", p.Slug)
 	}
+	e.publish()
 	st := e.tr.status
-	e.status.Store(&st)
 	c.logTransition(p, prev, st, o)
 	if changed && (*c.entries.Load())[p.ID] == e {
 		c.announce()

@@ -2,12 +2,14 @@ package readiness
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rolter/rolter/internal/store"
 )
@@ -51,7 +53,8 @@ func TestScenario27_MetadataProbeDoesNotFollowRedirects(t *testing.T) {
 		{"openai /v1/models", store.KindOpenAI, false, []string{"/v1/models"}, ClassHealthFailed},
 		{"anthropic /v1/models", store.KindAnthropic, false, []string{"/v1/models"}, ClassHealthFailed},
 	} {
-		for cname, mk := range clients {
+		for _, cname := range []string{"plain client", "client that follows", "h1client (Config.Dial)"} {
+			mk := clients[cname]
 			for _, code := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
 				t.Run(tc.name+"/"+cname+"/"+http.StatusText(code), func(t *testing.T) {
 					redirected := map[string]bool{}
@@ -81,9 +84,15 @@ func TestScenario27_MetadataProbeDoesNotFollowRedirects(t *testing.T) {
 
 					tr := &http.Transport{}
 					t.Cleanup(tr.CloseIdleConnections)
+					cfg := Config{FailAfter: 1}
+					if mk == nil { // the cache's own transport
+						mk = clients["client that follows"]
+						cfg.Interval, cfg.Dial = time.Minute, (&net.Dialer{}).DialContext
+					}
 					client := mk(tr)
 					followed := client.CheckRedirect
-					c := New(Config{FailAfter: 1}, nil, client, nil)
+					c := New(cfg, nil, client, nil)
+					t.Cleanup(c.closeIdle)
 					if (client.CheckRedirect == nil) != (followed == nil) {
 						t.Fatal("New changed the caller's client")
 					}

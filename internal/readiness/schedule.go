@@ -55,6 +55,7 @@ func (h *dueHeap) Pop() any {
 // the cache's clock; Run sleeps on a timer until then, and also looks
 // again at each receive from Config.Ticks.
 func (c *Cache) Run(ctx context.Context) {
+	defer c.closeIdle() // after the probes below
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	finished := make(chan *entry, maxProbesInFlight)
@@ -75,7 +76,7 @@ func (c *Cache) Run(ctx context.Context) {
 			}
 			known[e] = true
 			at := now
-			if !e.status.Load().LastProbe.IsZero() {
+			if e.lastProbe.Load() != 0 {
 				at = now.Add(c.jitter()) // already probed (ProbeAll at start-up, or a kept entry)
 			}
 			heap.Push(&q, due{at, e})
@@ -154,5 +155,13 @@ func (c *Cache) Run(ctx context.Context) {
 		case <-c.cfg.Ticks: // a nil channel never delivers
 		}
 		timer.Stop() // since Go 1.23 a stopped timer delivers nothing stale
+	}
+}
+
+// closeIdle closes the idle connections of the cache's own transport
+// (Config.Dial), if it has one.
+func (c *Cache) closeIdle() {
+	if c.probes != nil {
+		c.probes.CloseIdleConnections()
 	}
 }

@@ -269,7 +269,9 @@ func (s *Server) prepare(ctx context.Context) error {
 		IdleConnTimeout: readiness.ProbeIdleTimeout}
 	s.cfg.Gateway.AllowLinkLocal = s.cfg.AllowLinkLocalUpstreams
 	s.closeIdle = append(s.closeIdle, probeTransport.CloseIdleConnections)
-	probes := readiness.New(s.cfg.Metadata, clock.System, &http.Client{Transport: probeTransport}, s.log)
+	mcfg := s.cfg.Metadata
+	mcfg.Dial = dialer.DialContext // probes that close their connection skip the transport
+	probes := readiness.New(mcfg, clock.System, &http.Client{Transport: probeTransport}, s.log)
 	// Sync before the gateway builds its first table, so it sees every
 	// provider's initial readiness.
 	snap.OnSwap(func(sn *snapshot.Snapshot) { probes.Sync(probeTargets(sn)) })

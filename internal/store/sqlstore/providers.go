@@ -26,14 +26,28 @@ func scanProvider(sc interface{ Scan(...any) error }) (store.Provider, error) {
 	}
 	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
 	p.DeletedAt = nullTime(deleted)
-	if err := json.Unmarshal([]byte(models), &p.Models); err != nil {
+	// The empty list and object, the columns of most providers, decode
+	// without the JSON decoder, to what it would give.
+	if models == emptyList {
+		p.Models = []string{}
+	} else if err := json.Unmarshal([]byte(models), &p.Models); err != nil {
 		return p, fmt.Errorf("store: provider %d: models column: %w", p.ID, err)
 	}
-	if err := json.Unmarshal([]byte(settings), &p.Settings); err != nil {
-		return p, fmt.Errorf("store: provider %d: settings column: %w", p.ID, err)
+	if settings != emptyObject {
+		if err := json.Unmarshal([]byte(settings), &p.Settings); err != nil {
+			return p, fmt.Errorf("store: provider %d: settings column: %w", p.ID, err)
+		}
 	}
 	return p, nil
 }
+
+// emptyList and emptyObject are how jsonText writes an empty list and a
+// struct whose fields are all omitted: JSON that decodes to a zero value
+// (an empty list to an empty slice).
+const (
+	emptyList   = "[]"
+	emptyObject = "{}"
+)
 
 func nullTime(t sql.NullTime) *time.Time {
 	if !t.Valid {

@@ -24,15 +24,22 @@ func scanRoute(sc interface{ Scan(...any) error }) (store.Route, error) {
 		&r.CreatedAt, &r.UpdatedAt); err != nil {
 		return r, err
 	}
-	if err := json.Unmarshal([]byte(fallbacks), &r.Fallbacks); err != nil {
-		return r, fmt.Errorf("store: route %d: fallbacks column: %w", r.ID, err)
+	// Most routes have neither fallbacks nor a policy: their columns
+	// decode to the zero values without the JSON decoder (a catalog
+	// load reads 100,000 routes at start-up).
+	if fallbacks != emptyList {
+		if err := json.Unmarshal([]byte(fallbacks), &r.Fallbacks); err != nil {
+			return r, fmt.Errorf("store: route %d: fallbacks column: %w", r.ID, err)
+		}
 	}
 	if len(r.Fallbacks) == 0 {
 		r.Fallbacks = nil
 	}
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
-	if err := json.Unmarshal([]byte(policy), &r.Policy); err != nil {
-		return r, fmt.Errorf("store: route %d: policy column: %w", r.ID, err)
+	if policy != emptyObject {
+		if err := json.Unmarshal([]byte(policy), &r.Policy); err != nil {
+			return r, fmt.Errorf("store: route %d: policy column: %w", r.ID, err)
+		}
 	}
 	return r, nil
 }
