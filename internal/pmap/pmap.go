@@ -31,7 +31,7 @@ func shardOf[K comparable](k K) int {
 // Map is an immutable map from K to V. The zero Map is empty. Copying a
 // Map copies a reference: both copies read the same entries.
 type Map[K comparable, V any] struct {
-	small  map[K]V            // the entries while shards is nil
+	small  map[K]V           // the entries while shards is nil
 	shards *[nShards]map[K]V // nil while the map is small
 	n      int
 }
