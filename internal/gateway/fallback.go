@@ -54,7 +54,7 @@ func (t *table) fallbacks(plan *routePlan) []*routePlan {
 			return
 		}
 		for _, m := range names {
-			r := pj.Routes[m]
+			r := pj.Routes.At(m)
 			fb := t.routes[r]
 			if fb == nil || seen[r] {
 				continue
@@ -79,7 +79,7 @@ func (t *table) ctxFallback(plan *routePlan) *routePlan {
 	if pj == nil {
 		return nil
 	}
-	r := pj.Routes[plan.src.ContextFallback]
+	r := pj.Routes.At(plan.src.ContextFallback)
 	if r == nil || r == plan.src {
 		return nil
 	}

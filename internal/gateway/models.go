@@ -45,7 +45,7 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := []modelEntry{}
-	for name, rt := range key.Project.Routes {
+	for name, rt := range key.Project.Routes.All() {
 		if e, ok := t.routeModels[rt]; ok && allowed(key, name) {
 			data = append(data, e)
 		}
@@ -53,7 +53,7 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 	sort.Slice(data, func(i, j int) bool { return data[i].ID < data[j].ID })
 	for _, m := range t.models[key.Project.Org] {
 		// A route named like an address shadows it (routes win).
-		if key.Project.Routes[m.ID] == nil && allowed(key, m.ID) {
+		if key.Project.Routes.At(m.ID) == nil && allowed(key, m.ID) {
 			data = append(data, m)
 		}
 	}
@@ -91,7 +91,7 @@ func (t *table) model(key *snapshot.VirtualKey, id string) (modelEntry, bool) {
 	if !allowed(key, id) {
 		return modelEntry{}, false
 	}
-	if rt := key.Project.Routes[id]; rt != nil {
+	if rt := key.Project.Routes.At(id); rt != nil {
 		e, ok := t.routeModels[rt]
 		return e, ok
 	}

@@ -244,12 +244,12 @@ func namesOf(s *snapshot.Snapshot) *seriesNames {
 	n := &seriesNames{orgs: map[string]bool{}, projects: map[[2]string]bool{}, routes: map[[3]string]bool{}, providers: map[[2]string]bool{}}
 	s.EachOrg(func(o *snapshot.Org) {
 		n.orgs[o.Name] = true
-		for _, p := range o.Providers {
+		for _, p := range o.Providers.All() {
 			n.providers[[2]string{o.Name, p.Slug}] = true
 		}
-		for _, pj := range o.Projects {
+		for _, pj := range o.Projects.All() {
 			n.projects[[2]string{o.Name, pj.Name}] = true
-			for _, r := range pj.Routes {
+			for _, r := range pj.Routes.All() {
 				n.routes[[3]string{o.Name, pj.Name, r.Model}] = true
 			}
 		}

@@ -258,15 +258,15 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 		prev = &table{keys: map[int64]*keyRT{}}
 	}
 	s.EachOrg(func(o *snapshot.Org) {
-		for _, p := range o.Providers {
+		for _, p := range o.Providers.All() {
 			t.providers[p.ID] = g.providerOf(s, o, p, prev, t)
 		}
-		for _, gr := range o.Groups {
+		for _, gr := range o.Groups.All() {
 			g.addGroup(t, gr)
 		}
 		t.models[o] = g.orgModels(t, o)
-		for _, pj := range o.Projects {
-			for _, r := range pj.Routes {
+		for _, pj := range o.Projects.All() {
+			for _, r := range pj.Routes.All() {
 				g.addRoute(t, r)
 			}
 		}
@@ -320,7 +320,7 @@ func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff
 	}
 	if len(inherits) > 0 {
 		s.EachOrg(func(o *snapshot.Org) {
-			for _, p := range o.Providers {
+			for _, p := range o.Providers.All() {
 				if inherits[p.Settings.PolicyRoute] && !slices.Contains(d.Providers, p.ID) {
 					t.providers[p.ID] = g.providerOf(s, o, p, prev, t)
 					remodel[p.OrgID] = true
@@ -403,7 +403,7 @@ func (g *Gateway) addGroup(t *table, gr *snapshot.Group) {
 // addresses, sorted by id.
 func (g *Gateway) orgModels(t *table, o *snapshot.Org) []modelEntry {
 	var models []modelEntry
-	for _, p := range o.Providers {
+	for _, p := range o.Providers.All() {
 		rt := t.providers[p.ID]
 		st := g.status(rt)
 		if !st.Ready {
@@ -422,7 +422,7 @@ func (g *Gateway) orgModels(t *table, o *snapshot.Org) []modelEntry {
 				Quantization: st.Facts.Quantization, Policy: rt.policy})
 		}
 	}
-	for _, gr := range o.Groups {
+	for _, gr := range o.Groups.All() {
 		union := map[string]int{}            // model -> pool context (minimum known)
 		governs := map[string]store.Policy{} // model -> strictest policy over its members
 		for _, m := range gr.Members {
