@@ -55,7 +55,7 @@ func (t *table) fallbacks(plan *routePlan) []*routePlan {
 		}
 		for _, m := range names {
 			r := pj.Routes.At(m)
-			fb := t.routes[r]
+			fb := t.routes.At(r)
 			if fb == nil || seen[r] {
 				continue
 			}
@@ -83,7 +83,7 @@ func (t *table) ctxFallback(plan *routePlan) *routePlan {
 	if r == nil || r == plan.src {
 		return nil
 	}
-	return t.routes[r]
+	return t.routes.At(r)
 }
 
 // model is the client string as the plan sees it: a route's own name (a

@@ -220,14 +220,15 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 	return g
 }
 
-// Refresh rebuilds the routing table from the current snapshot; call it
-// when readiness or discovered metadata change, so /v1/models and
-// admission follow without an admin write.
+// Refresh brings the routing table up to date with the providers'
+// readiness; call it when readiness or discovered metadata change, so
+// /v1/models and admission follow without an admin write. Only what
+// depends on the providers whose readiness changed is derived anew.
 func (g *Gateway) Refresh() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if t := g.table.Load(); t != nil {
-		g.table.Store(g.buildTable(t.snap, t))
+		g.table.Store(g.refreshTable(t))
 	}
 }
 

@@ -337,7 +337,7 @@ func (g *Gateway) pruneSeries(s *snapshot.Snapshot) {
 // collectKeyCooldowns reports each pool key's breaker state, by its id
 // (never its secret): one series per key, 1, with the state as a label.
 func (g *Gateway) collectKeyCooldowns(t *table, gauge func(v float64, labels ...string)) {
-	for _, p := range t.providers {
+	for _, p := range t.providers.All() {
 		for _, k := range p.keys {
 			gauge(1, p.org, p.slug, strconv.FormatInt(k.id, 10), k.breaker.State())
 		}
@@ -348,7 +348,7 @@ func (g *Gateway) collectKeyCooldowns(t *table, gauge func(v float64, labels ...
 // discovered for an upstream-metadata provider, configured otherwise; no
 // series when unknown.
 func (g *Gateway) collectContext(t *table, gauge func(v float64, labels ...string)) {
-	for _, p := range t.providers {
+	for _, p := range t.providers.All() {
 		st := g.status(p)
 		c := p.contextLimit
 		if p.upstream {

@@ -18,7 +18,7 @@ import (
 func tableDump(t *table) string {
 	var lines []string
 	add := func(format string, a ...any) { lines = append(lines, fmt.Sprintf(format, a...)) }
-	for r, p := range t.routes {
+	for r, p := range t.routes.All() {
 		var tgs []string
 		for i, tg := range p.targets {
 			tgs = append(tgs, fmt.Sprintf("%v/%s w%d ctx%d %v prov(%s %s %v %v)", tg.id, tg.provider.slug, p.weights[i], tg.ctxLimit, tg.prices,
@@ -28,13 +28,13 @@ func tableDump(t *table) string {
 		var fbs []string
 		for _, fb := range t.fallbacks(p) {
 			fbs = append(fbs, fb.route)
-			if fb.src == nil || t.routes[t.snap.Route(fb.src.ID)] != fb {
+			if fb.src == nil || t.routes.At(t.snap.Route(fb.src.ID)) != fb {
 				lines = append(lines, fmt.Sprintf("route %d: fallback %s is not the table's plan", r.ID, fb.route))
 			}
 		}
 		if fb := t.ctxFallback(p); fb != nil {
 			fbs = append(fbs, "ctx:"+fb.route)
-			if fb.src == nil || t.routes[t.snap.Route(fb.src.ID)] != fb {
+			if fb.src == nil || t.routes.At(t.snap.Route(fb.src.ID)) != fb {
 				lines = append(lines, fmt.Sprintf("route %d: context fallback %s is not the table's plan", r.ID, fb.route))
 			}
 		}
@@ -43,30 +43,30 @@ func tableDump(t *table) string {
 			lines = append(lines, fmt.Sprintf("route %d: not the snapshot's", r.ID))
 		}
 	}
-	for r, e := range t.routeModels {
+	for r, e := range t.routeModels.All() {
 		add("route model %d %+v", r.ID, e)
 	}
-	for id, p := range t.providers {
+	for id, p := range t.providers.All() {
 		var keys []string
 		for _, k := range p.keys {
 			keys = append(keys, fmt.Sprintf("%d:%d", k.id, k.weight))
-			if t.keys[k.id] != k {
+			if t.keys.At(k.id) != k {
 				lines = append(lines, fmt.Sprintf("key %d not in the table's keys", k.id))
 			}
 		}
 		add("provider %d %s %s %s %+v %v", id, p.slug, p.base, p.org, p.policy, keys)
 	}
-	add("keys %d", len(t.keys))
-	for o, ms := range t.models {
+	add("keys %d", t.keys.Len())
+	for o, ms := range t.models.All() {
 		if t.snap.Org(o.Name) != o {
 			lines = append(lines, "models of a stale org "+o.Name)
 		}
 		add("models %s %+v", o.Name, ms)
 	}
-	for gr, g := range t.groups {
+	for gr, g := range t.groups.All() {
 		add("group %d %s %s", gr.ID, gr.Slug, g.strategy)
 	}
-	for id, n := range t.routed {
+	for id, n := range t.routed.All() {
 		add("routed %v %d", id, n)
 	}
 	slices.Sort(lines)
@@ -201,8 +201,8 @@ func TestTablePatchEqualsRebuild(t *testing.T) {
 				t.Fatalf("after %d writes the patched table differs from a rebuild:\npatched:\n%s\nrebuilt:\n%s", done, a, b)
 			}
 			// Runtime state of routes the batch did not reach persists.
-			for r, p := range before.routes {
-				if q := got.routes[r]; q != nil && q != p {
+			for r, p := range before.routes.All() {
+				if q := got.routes.At(r); q != nil && q != p {
 					continue // re-derived: its provider changed
 				} else if q != nil && q.rr != p.rr {
 					t.Fatalf("route %d: untouched plan lost its state", r.ID)
