@@ -206,8 +206,11 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 	snap.OnSwap(func(s *snapshot.Snapshot) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		g.table.Store(g.buildTable(s, g.table.Load()))
-		g.pruneSeries(s)
+		prev := g.table.Load()
+		g.table.Store(g.buildTable(s, prev))
+		if prev != nil {
+			g.pruneSeries(prev.snap, s)
+		}
 	})
 	for _, ep := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"} {
 		g.mux.HandleFunc("POST "+ep, g.serve)

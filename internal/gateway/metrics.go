@@ -44,9 +44,6 @@ type Metrics struct {
 	// once per provider and route, not per request).
 	promptTokens, completionTokens *prometheus.CounterVec
 	upstreamTTFB, upstreamDuration *prometheus.HistogramVec
-	// names are the entities of the last snapshot, for pruneSeries
-	// (observe.go); guarded by the gateway's mu.
-	names *seriesNames
 }
 
 // nativeHistogram makes a histogram both a classic one (buckets, which

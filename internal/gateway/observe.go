@@ -297,21 +297,37 @@ func (m *Metrics) forget(l prometheus.Labels) {
 }
 
 // pruneSeries removes the series of the orgs, projects, routes and
-// providers that s no longer has (deleted or renamed), so that the series
-// count follows the configuration. The caller holds g.mu. A request still
-// in flight on the previous table may add to a removed series; its
-// increment is lost or, rarely, brings the series back until the entity's
-// name is used again.
-func (g *Gateway) pruneSeries(s *snapshot.Snapshot) {
-	if s == nil {
+// providers that was had and s no longer has (deleted or renamed), so that
+// the series count follows the configuration. The caller holds g.mu. A
+// request still in flight on the previous table may add to a removed
+// series; its increment is lost or, rarely, brings the series back until
+// the entity's name is used again. When s was patched from was, only what
+// the patch changed is looked at (issue 21).
+func (g *Gateway) pruneSeries(was, s *snapshot.Snapshot) {
+	if s == nil || was == nil {
 		return
 	}
 	m := g.metrics
-	next, prev := namesOf(s), m.names
-	m.names = next
-	if prev == nil {
+	if d := s.DiffFrom(was); d != nil {
+		// A patch never writes orgs or projects (those build anew).
+		for _, c := range d.Routes {
+			if c.Old == nil {
+				continue
+			}
+			if pj := s.Project(c.Old.ProjectID); pj != nil && pj.Routes.At(c.Old.Model) == nil {
+				m.forget(prometheus.Labels{"org": pj.Org.Name, "project": pj.Name, "route": c.Old.Model})
+			}
+		}
+		for _, id := range d.Providers {
+			if old := was.Provider(id); old != nil {
+				if o := s.OrgByID(old.OrgID); o != nil && o.Providers.At(old.Slug) == nil {
+					m.forget(prometheus.Labels{"org": o.Name, "provider": old.Slug})
+				}
+			}
+		}
 		return
 	}
+	next, prev := namesOf(s), namesOf(was)
 	for o := range prev.orgs {
 		if !next.orgs[o] {
 			m.forget(prometheus.Labels{"org": o})
