@@ -381,16 +381,12 @@ func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff
 			}
 		}
 	}
-	if len(inherits) > 0 {
-		// TODO(issue 21): a scan of every provider; an index of the
-		// providers by their policy route would make it O(change).
-		s.EachOrg(func(o *snapshot.Org) {
-			for _, p := range o.Providers.All() {
-				if inherits[p.Settings.PolicyRoute] && !slices.Contains(d.Providers, p.ID) {
-					e.providers.Set(p.ID, e.providerOf(o, p))
-					remodel[p.OrgID] = true
-					s.RoutesOf(p.ID, func(r *snapshot.Route) { replan[r] = true })
-				}
+	for id := range inherits {
+		s.Heirs(id, func(p *snapshot.Provider) {
+			if !slices.Contains(d.Providers, p.ID) {
+				e.providers.Set(p.ID, e.providerOf(s.OrgByID(p.OrgID), p))
+				remodel[p.OrgID] = true
+				s.RoutesOf(p.ID, func(r *snapshot.Route) { replan[r] = true })
 			}
 		})
 	}

@@ -71,6 +71,9 @@ func dump(t *testing.T, s *Snapshot) string {
 	for _, a := range s.adminTokens {
 		add("admin token %+v %v", a.scope, a.expiresAt)
 	}
+	for r, ps := range s.ix.heirs.All() {
+		add("heirs of route %d %v", r, slices.Sorted(slices.Values(ps)))
+	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
 }
@@ -89,6 +92,8 @@ func TestIncrementalEqualsRebuild(t *testing.T) {
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		//nolint:gosec // G404: a reproducible sequence of test writes, no secrets
 		rng := rand.New(rand.NewPCG(21, uint64(len(db.Dialect()))))
+		//nolint:gosec // G404: as rng
+		heirRng := rand.New(rand.NewPCG(23, 1))
 		must := func(err error) {
 			t.Helper()
 			if err != nil {
@@ -144,6 +149,14 @@ func TestIncrementalEqualsRebuild(t *testing.T) {
 				p.Models = append(p.Models[:0:0], fmt.Sprintf("m-%d", rng.IntN(4)))
 				if rng.IntN(3) == 0 {
 					p.Slug = fmt.Sprintf("renamed-%d", n) // its routes' targets carry the new slug
+				}
+				// A fleet host's provider inherits a route's policy (maybe
+				// of a route gone since): its own sequence, so that the
+				// writes above stay as they were.
+				if len(routes) > 0 && heirRng.IntN(2) == 0 {
+					p.Settings.PolicyRoute = routes[heirRng.IntN(len(routes))].ID
+				} else if heirRng.IntN(3) == 0 {
+					p.Settings.PolicyRoute = 0
 				}
 				must(db.UpdateProvider(ctx, p))
 			case op == 2 && len(ps) > 3:

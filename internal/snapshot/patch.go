@@ -23,7 +23,7 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 	}
 	n := &Snapshot{BuiltAt: at, orgs: s.orgs, keys: s.keys, adminTokens: s.adminTokens, diff: &Diff{base: s}, ix: &index{
 		orgs: s.ix.orgs, projects: s.ix.projects, providers: s.ix.providers, routes: s.ix.routes,
-		groups: s.ix.groups, keys: s.ix.keys, routesOf: s.ix.routesOf,
+		groups: s.ix.groups, keys: s.ix.keys, routesOf: s.ix.routesOf, heirs: s.ix.heirs,
 	}}
 	touched := map[int64]bool{} // org ids
 	// Which routes target which providers, after the changes.
@@ -57,7 +57,7 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		n.ix.routesOf = routesOf.Map()
 	}
 	// Providers: the written ones, and those whose catalog changed.
-	providers := s.ix.providers.Edit()
+	providers, heirs := s.ix.providers.Edit(), s.ix.heirs.Edit()
 	repoint := map[int64]bool{} // providers whose routes and groups point anew
 	for p := range considered {
 		old := s.ix.providers.At(p)
@@ -65,6 +65,7 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		if !ok || row.DeletedAt != nil || s.ix.orgs.At(row.OrgID) == nil {
 			if old != nil {
 				providers.Delete(p)
+				inherit(heirs, p, old.Settings.PolicyRoute, 0)
 				repoint[p], touched[old.OrgID] = true, true
 			}
 			continue
@@ -89,9 +90,14 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 			touched[old.OrgID] = true
 		}
 		providers.Set(p, pv)
+		was := int64(0)
+		if old != nil {
+			was = old.Settings.PolicyRoute
+		}
+		inherit(heirs, p, was, row.Settings.PolicyRoute)
 		repoint[p], touched[row.OrgID] = true, true
 	}
-	n.ix.providers = providers.Map()
+	n.ix.providers, n.ix.heirs = providers.Map(), heirs.Map()
 	for p := range repoint {
 		n.diff.Providers = append(n.diff.Providers, p)
 	}
@@ -184,6 +190,24 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		n.adminTokens = n.tokens(values(rows.adminTokens))
 	}
 	return n, true
+}
+
+// inherit moves provider p from the heirs of route was to those of route
+// now; 0: none.
+func inherit(heirs *pmap.Editor[int64, []int64], p, was, now int64) {
+	if was == now {
+		return
+	}
+	if was != 0 {
+		if ps := slices.DeleteFunc(slices.Clone(heirs.At(was)), func(x int64) bool { return x == p }); len(ps) > 0 {
+			heirs.Set(was, ps)
+		} else {
+			heirs.Delete(was)
+		}
+	}
+	if now != 0 {
+		heirs.Set(now, append(slices.Clone(heirs.At(now)), p))
+	}
 }
 
 // repath builds each touched org anew, with its projects, and writes into
@@ -354,6 +378,16 @@ func (s *Snapshot) RoutesOf(id int64, fn func(*Route)) {
 	for _, rid := range s.ix.routesOf.At(id) {
 		if r := s.ix.routes.At(rid); r != nil {
 			fn(r)
+		}
+	}
+}
+
+// Heirs calls fn with every live provider that inherits the policy of
+// the route id (Settings.PolicyRoute).
+func (s *Snapshot) Heirs(id int64, fn func(*Provider)) {
+	for _, p := range s.ix.heirs.At(id) {
+		if pv := s.ix.providers.At(p); pv != nil {
+			fn(pv)
 		}
 	}
 }

@@ -135,6 +135,7 @@ func Build(st *store.State, at time.Time) *Snapshot {
 		projects      = map[*Org]*pmap.Editor[string, *Project]{}
 		routes        = map[*Project]*pmap.Editor[string, *Route]{}
 		routesOf      = map[int64][]int64{}
+		heirs         = map[int64][]int64{}
 	)
 	for _, o := range st.Orgs {
 		org := &Org{Org: o}
@@ -150,6 +151,9 @@ func Build(st *store.State, at time.Time) *Snapshot {
 		pv := newProvider(p)
 		provs[org].Set(p.Slug, pv)
 		pix.Set(p.ID, pv)
+		if r := p.Settings.PolicyRoute; r != 0 {
+			heirs[r] = append(heirs[r], p.ID)
+		}
 	}
 	s.ix = &index{providers: pix.Map()}
 	for _, p := range st.Projects {
@@ -204,7 +208,7 @@ func Build(st *store.State, at time.Time) *Snapshot {
 	}
 	s.orgs, s.keys = orgs.Map(), keys.Map()
 	s.ix = &index{orgs: oix.Map(), projects: jix.Map(), providers: pix.Map(), routes: rix.Map(), groups: gix.Map(),
-		keys: kix.Map(), routesOf: pmap.Of(routesOf)}
+		keys: kix.Map(), routesOf: pmap.Of(routesOf), heirs: pmap.Of(heirs)}
 	s.adminTokens = s.tokens(st.AdminTokens)
 	return s
 }
@@ -230,6 +234,9 @@ type index struct {
 	// routesOf are the ids of the routes with a target to a provider,
 	// live or not; a slice is never written once in the map.
 	routesOf pmap.Map[int64, []int64]
+	// heirs are the ids of the live providers that inherit a route's
+	// policy (a fleet host's), by route id; slices as in routesOf.
+	heirs pmap.Map[int64, []int64]
 }
 
 // targetModel is the model a target's provider is sent for a route's
