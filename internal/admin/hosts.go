@@ -229,7 +229,7 @@ func (s *Service) projectName(org string, id int64) string {
 	}
 	if snap := s.snap.Current(); snap != nil {
 		if o := snap.Org(org); o != nil {
-			for name, pj := range o.Projects {
+			for name, pj := range o.Projects.All() {
 				if pj.ID == id {
 					return name
 				}

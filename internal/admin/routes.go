@@ -107,7 +107,7 @@ func (s *Service) targetReadiness(org string, v RouteView) RouteView {
 	o := sn.Org(org)
 	for i := range v.Targets {
 		tg := &v.Targets[i]
-		p := o.Providers[tg.Provider]
+		p := o.Providers.At(tg.Provider)
 		if p == nil {
 			continue
 		}

@@ -41,22 +41,22 @@ func (s *Service) Serving(ctx context.Context, org, project string) (Serving, er
 	if err := checkOrgID(ctx, &o.Org); err != nil {
 		return Serving{}, err
 	}
-	pj := o.Projects[project]
+	pj := o.Projects.At(project)
 	if pj == nil {
 		return Serving{}, notFound("project %s not found in org %s", quote(project), quote(org))
 	}
-	out := Serving{Catalog: make(map[string][]string, len(o.Providers))}
-	for slug, p := range o.Providers {
+	out := Serving{Catalog: make(map[string][]string, o.Providers.Len())}
+	for slug, p := range o.Providers.All() {
 		out.Providers = append(out.Providers, s.providerView(p.Provider))
 		out.Catalog[slug] = p.Catalog
 	}
 	slices.SortFunc(out.Providers, func(a, b ProviderView) int { return cmp.Compare(a.Slug, b.Slug) })
-	for _, g := range o.Groups {
+	for _, g := range o.Groups.All() {
 		out.Groups = append(out.Groups, groupView(g.Group))
 	}
 	slices.SortFunc(out.Groups, func(a, b GroupView) int { return cmp.Compare(a.Slug, b.Slug) })
-	out.Routes = make([]RouteView, 0, len(pj.Routes))
-	for _, rt := range pj.Routes {
+	out.Routes = make([]RouteView, 0, pj.Routes.Len())
+	for _, rt := range pj.Routes.All() {
 		out.Routes = append(out.Routes, s.targetReadiness(org, routeView(rt.Route)))
 	}
 	slices.SortFunc(out.Routes, func(a, b RouteView) int { return cmp.Compare(a.Model, b.Model) })

@@ -169,7 +169,7 @@ func TestCRUD(t *testing.T) {
 		}
 		// The snapshot follows every write.
 		snap := e.snap.Current()
-		rt := snap.Org("default").Projects["default"].Routes["team/qwen3"]
+		rt := snap.Org("default").Projects.At("default").Routes.At("team/qwen3")
 		if rt == nil || rt.Strategy != "least_busy" || rt.Targets[0].Provider.Slug != "vllm-spb" {
 			t.Fatalf("snapshot route: %+v", rt)
 		}
@@ -312,7 +312,7 @@ func TestSlugs(t *testing.T) {
 		}
 		// Soft delete: out of the snapshot, slug still reserved.
 		e.ok("DELETE", "/orgs/default/providers/vllm-msk", "", 204)
-		if e.snap.Current().Org("default").Providers["vllm-msk"] != nil {
+		if e.snap.Current().Org("default").Providers.At("vllm-msk") != nil {
 			t.Fatal("soft-deleted provider still routable")
 		}
 		if g := e.ok("GET", "/orgs/default/providers/vllm-msk", "", 200); g["deleted_at"] == nil {

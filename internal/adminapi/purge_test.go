@@ -21,7 +21,7 @@ func TestGroupSlugReserved(t *testing.T) {
 			t.Fatalf("pre-check of a live group's slug: %v", c)
 		}
 		e.ok("DELETE", "/orgs/default/groups/cluster", "", 204)
-		if e.snap.Current().Org("default").Groups["cluster"] != nil {
+		if e.snap.Current().Org("default").Groups.At("cluster") != nil {
 			t.Fatal("a deleted group still routes")
 		}
 		c := e.ok("GET", "/orgs/default/slugs/cluster", "", 200)

@@ -86,3 +86,24 @@ func TestScaleTargetsReported(t *testing.T) {
 		t.Errorf("without a 100,000-route row: %+v", tr)
 	}
 }
+
+// TestVisibleTargets checks the targets for one admin write to
+// visible: p50 at 10,000 and 100,000 routes.
+func TestVisibleTargets(t *testing.T) {
+	r := &Report{Routes: []RoutesResult{
+		{Routes: 10, RebuildMS: dist{P50: 3, Max: 5}},
+		{Routes: 10_000, RebuildMS: dist{P50: 19, Max: 40}},
+		{Routes: 100_000, RebuildMS: dist{P50: 120, Max: 150}},
+	}}
+	r.evaluate(64)
+	met := map[string]*bool{}
+	for _, tr := range r.Targets {
+		met[tr.Name] = tr.Met
+	}
+	if m := met["one admin write to visible, 10000 routes (p50)"]; m == nil || !*m {
+		t.Errorf("19 ms at 10,000 routes: met = %v, want met", m)
+	}
+	if m := met["one admin write to visible, 100000 routes (p50)"]; m == nil || *m {
+		t.Errorf("120 ms at 100,000 routes: met = %v, want not met", m)
+	}
+}

@@ -1014,8 +1014,8 @@ func TestApplyRebuildsOnce(t *testing.T) {
 		if n := h.snap.Rebuilds() - before; n != 1 {
 			t.Errorf("%d snapshot rebuilds for one import of %d entities, want 1", n, providers+routes+4)
 		}
-		pj := h.snap.Current().Org("acme").Projects["web"]
-		if pj == nil || len(pj.Routes) != routes || len(pj.Org.Providers) != providers {
+		pj := h.snap.Current().Org("acme").Projects.At("web")
+		if pj == nil || pj.Routes.Len() != routes || pj.Org.Providers.Len() != providers {
 			t.Fatalf("snapshot after the import: project %v", pj)
 		}
 		// A re-run creates nothing and rebuilds nothing.

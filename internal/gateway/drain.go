@@ -109,7 +109,7 @@ func watchDrain(p *providerRT, cancel context.CancelCauseFunc) (stop func() bool
 func (g *Gateway) InFlight(providerID int64) (n int64, routedOut bool) {
 	routedOut = true
 	if t := g.table.Load(); t != nil {
-		if rt := t.providers[providerID]; rt != nil {
+		if rt := t.providers.At(providerID); rt != nil {
 			routedOut = rt.draining
 		}
 	}

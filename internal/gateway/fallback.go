@@ -54,8 +54,8 @@ func (t *table) fallbacks(plan *routePlan) []*routePlan {
 			return
 		}
 		for _, m := range names {
-			r := pj.Routes[m]
-			fb := t.routes[r]
+			r := pj.Routes.At(m)
+			fb := t.routes.At(r)
 			if fb == nil || seen[r] {
 				continue
 			}
@@ -79,11 +79,11 @@ func (t *table) ctxFallback(plan *routePlan) *routePlan {
 	if pj == nil {
 		return nil
 	}
-	r := pj.Routes[plan.src.ContextFallback]
+	r := pj.Routes.At(plan.src.ContextFallback)
 	if r == nil || r == plan.src {
 		return nil
 	}
-	return t.routes[r]
+	return t.routes.At(r)
 }
 
 // model is the client string as the plan sees it: a route's own name (a

@@ -512,7 +512,7 @@ func TestFallbackFollowsPatchedRoute(t *testing.T) {
 	// is shared with the previous table and secondary's derived anew.
 	ctx := context.Background()
 	before := h.gw.table.Load()
-	sec := before.snap.Org(h.org.Name).Projects[h.proj.Name].Routes["secondary"].Route
+	sec := before.snap.Org(h.org.Name).Projects.At(h.proj.Name).Routes.At("secondary").Route
 	sec.Targets = []store.Target{{ProviderID: pfresh, UpstreamModel: "fresh-model", Weight: 1}}
 	must(t, h.db.UpdateRoute(ctx, &sec))
 	h.reload()

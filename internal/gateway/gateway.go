@@ -206,8 +206,11 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 	snap.OnSwap(func(s *snapshot.Snapshot) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		g.table.Store(g.buildTable(s, g.table.Load()))
-		g.pruneSeries(s)
+		prev := g.table.Load()
+		g.table.Store(g.buildTable(s, prev))
+		if prev != nil {
+			g.pruneSeries(prev.snap, s)
+		}
 	})
 	for _, ep := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"} {
 		g.mux.HandleFunc("POST "+ep, g.serve)
@@ -220,14 +223,15 @@ func New(cfg Config, snap *snapshot.Holder, o Options) *Gateway {
 	return g
 }
 
-// Refresh rebuilds the routing table from the current snapshot; call it
-// when readiness or discovered metadata change, so /v1/models and
-// admission follow without an admin write.
+// Refresh brings the routing table up to date with the providers'
+// readiness; call it when readiness or discovered metadata change, so
+// /v1/models and admission follow without an admin write. Only what
+// depends on the providers whose readiness changed is derived anew.
 func (g *Gateway) Refresh() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if t := g.table.Load(); t != nil {
-		g.table.Store(g.buildTable(t.snap, t))
+		g.table.Store(g.refreshTable(t))
 	}
 }
 

@@ -322,7 +322,7 @@ func TestRateLimitCoolsKeyAndUsesAnother(t *testing.T) {
 		}
 	}
 	tbl := h.gw.table.Load()
-	keyA := tbl.providers[pid].keys[0]
+	keyA := tbl.providers.At(pid).keys[0]
 	until := keyA.breaker.Until()
 	if d := until.Sub(h.clock.Now()); d < 3*time.Second {
 		t.Fatalf("key a cools for %v, want >= 3s", d)

@@ -474,12 +474,12 @@ func TestScenario25_RefusedPoolKey(t *testing.T) {
 	if n := counterValue(t, h.reg, "rolter_upstream_credential_failures_total", map[string]string{"provider": "pool"}); n != float64(revokedCalls) {
 		t.Fatalf("credential failures counted %v, want %d", n, revokedCalls)
 	}
-	if st := h.gw.table.Load().providers[pid]; st.keys[0].breaker.State() != cooldown.StateCooling ||
+	if st := h.gw.table.Load().providers.At(pid); st.keys[0].breaker.State() != cooldown.StateCooling ||
 		st.keys[1].breaker.State() != cooldown.StateClosed {
 		t.Fatalf("after a 401 the keys are %s and %s; want the refused one cooling", st.keys[0].breaker.State(), st.keys[1].breaker.State())
 	}
 	// The target itself stays healthy: other keys serve it.
-	for _, tg := range h.gw.table.Load().routes {
+	for _, tg := range h.gw.table.Load().routes.All() {
 		for _, x := range tg.targets {
 			if x.breaker.State() != cooldown.StateClosed {
 				t.Fatalf("the target was penalised: %s", x.breaker.State())
@@ -574,7 +574,7 @@ func TestScenario24_SlowClientIsNotTheUpstreamsFault(t *testing.T) {
 			t.Fatalf("a stream was blamed on the upstream: %+v", r)
 		}
 	}
-	for _, tg := range h.gw.table.Load().routes {
+	for _, tg := range h.gw.table.Load().routes.All() {
 		for _, x := range tg.targets {
 			if st := x.breaker.State(); st != cooldown.StateClosed {
 				t.Fatalf("the upstream's breaker is %s after slow clients", st)
@@ -666,7 +666,7 @@ func TestScenario25_ForbiddenIsNotKeyWide(t *testing.T) {
 			t.Fatalf("forbidden model, request %d: status %d body %s", i, resp.StatusCode, body)
 		}
 	}
-	for _, k := range h.gw.table.Load().providers[pid].keys {
+	for _, k := range h.gw.table.Load().providers.At(pid).keys {
 		if st := k.breaker.State(); st != cooldown.StateClosed {
 			t.Fatalf("a 403 cooled a pool key: %s", st)
 		}

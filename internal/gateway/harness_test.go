@@ -100,7 +100,7 @@ func newHarnessWith(t *testing.T, dialect string, cfg Config, probed bool) *harn
 		h.snap.OnSwap(func(s *snapshot.Snapshot) {
 			var ps []readiness.Provider
 			s.EachOrg(func(o *snapshot.Org) {
-				for _, p := range o.Providers {
+				for _, p := range o.Providers.All() {
 					ps = append(ps, readiness.Provider{ID: p.ID, Kind: p.Kind, BaseURL: p.BaseURL, Upstream: p.MetadataSource == "upstream"})
 				}
 			})

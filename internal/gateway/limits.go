@@ -46,7 +46,7 @@ func (g *Gateway) limit(ctx context.Context, w http.ResponseWriter, x *exchange)
 	// A route's limit is its callers' together; provider and group
 	// addresses have no route.
 	if x.plan.kind == resolve.KindRoute {
-		if rt := k.Project.Routes[x.plan.route]; rt != nil {
+		if rt := k.Project.Routes.At(x.plan.route); rt != nil {
 			add(ratelimit.ScopeRoute, rt.ID, rt.RPMLimit, rt.TPMLimit)
 		}
 	}

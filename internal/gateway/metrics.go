@@ -44,9 +44,6 @@ type Metrics struct {
 	// once per provider and route, not per request).
 	promptTokens, completionTokens *prometheus.CounterVec
 	upstreamTTFB, upstreamDuration *prometheus.HistogramVec
-	// names are the entities of the last snapshot, for pruneSeries
-	// (observe.go); guarded by the gateway's mu.
-	names *seriesNames
 }
 
 // nativeHistogram makes a histogram both a classic one (buckets, which
@@ -151,13 +148,13 @@ func (c tableCollector) Collect(ch chan<- prometheus.Metric) {
 func (g *Gateway) collectCooldowns(t *table, gauge func(v float64, labels ...string)) {
 	type key struct{ org, provider, kind, state string }
 	counts := map[key]int{}
-	for _, p := range t.providers {
+	for _, p := range t.providers.All() {
 		for _, k := range p.keys {
 			counts[key{p.org, p.slug, "key", k.breaker.State()}]++
 		}
 	}
 	g.states.Range(func(k, v any) bool {
-		if p := t.providers[k.(targetID).provider]; p != nil {
+		if p := t.providers.At(k.(targetID).provider); p != nil {
 			counts[key{p.org, p.slug, "target", v.(*deployState).breaker.State()}]++
 		}
 		return true
@@ -172,7 +169,7 @@ func (g *Gateway) collectCooldowns(t *table, gauge func(v float64, labels ...str
 // configured provider it does not know yet. One series per provider of the
 // routing table.
 func (g *Gateway) collectReady(t *table, gauge func(v float64, labels ...string)) {
-	for _, p := range t.providers {
+	for _, p := range t.providers.All() {
 		v := 0.0
 		if g.status(p).Ready {
 			v = 1

@@ -45,15 +45,15 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := []modelEntry{}
-	for name, rt := range key.Project.Routes {
-		if e, ok := t.routeModels[rt]; ok && allowed(key, name) {
+	for name, rt := range key.Project.Routes.All() {
+		if e, ok := t.routeModels.Get(rt); ok && allowed(key, name) {
 			data = append(data, e)
 		}
 	}
 	sort.Slice(data, func(i, j int) bool { return data[i].ID < data[j].ID })
-	for _, m := range t.models[key.Project.Org] {
+	for _, m := range t.models.At(key.Project.Org) {
 		// A route named like an address shadows it (routes win).
-		if key.Project.Routes[m.ID] == nil && allowed(key, m.ID) {
+		if key.Project.Routes.At(m.ID) == nil && allowed(key, m.ID) {
 			data = append(data, m)
 		}
 	}
@@ -91,11 +91,11 @@ func (t *table) model(key *snapshot.VirtualKey, id string) (modelEntry, bool) {
 	if !allowed(key, id) {
 		return modelEntry{}, false
 	}
-	if rt := key.Project.Routes[id]; rt != nil {
-		e, ok := t.routeModels[rt]
+	if rt := key.Project.Routes.At(id); rt != nil {
+		e, ok := t.routeModels.Get(rt)
 		return e, ok
 	}
-	ms := t.models[key.Project.Org] // sorted by id (buildTable)
+	ms := t.models.At(key.Project.Org) // sorted by id (buildTable)
 	i, ok := slices.BinarySearchFunc(ms, id, func(m modelEntry, id string) int { return strings.Compare(m.ID, id) })
 	if !ok {
 		return modelEntry{}, false

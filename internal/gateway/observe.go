@@ -244,12 +244,12 @@ func namesOf(s *snapshot.Snapshot) *seriesNames {
 	n := &seriesNames{orgs: map[string]bool{}, projects: map[[2]string]bool{}, routes: map[[3]string]bool{}, providers: map[[2]string]bool{}}
 	s.EachOrg(func(o *snapshot.Org) {
 		n.orgs[o.Name] = true
-		for _, p := range o.Providers {
+		for _, p := range o.Providers.All() {
 			n.providers[[2]string{o.Name, p.Slug}] = true
 		}
-		for _, pj := range o.Projects {
+		for _, pj := range o.Projects.All() {
 			n.projects[[2]string{o.Name, pj.Name}] = true
-			for _, r := range pj.Routes {
+			for _, r := range pj.Routes.All() {
 				n.routes[[3]string{o.Name, pj.Name, r.Model}] = true
 			}
 		}
@@ -297,21 +297,37 @@ func (m *Metrics) forget(l prometheus.Labels) {
 }
 
 // pruneSeries removes the series of the orgs, projects, routes and
-// providers that s no longer has (deleted or renamed), so that the series
-// count follows the configuration. The caller holds g.mu. A request still
-// in flight on the previous table may add to a removed series; its
-// increment is lost or, rarely, brings the series back until the entity's
-// name is used again.
-func (g *Gateway) pruneSeries(s *snapshot.Snapshot) {
-	if s == nil {
+// providers that was had and s no longer has (deleted or renamed), so that
+// the series count follows the configuration. The caller holds g.mu. A
+// request still in flight on the previous table may add to a removed
+// series; its increment is lost or, rarely, brings the series back until
+// the entity's name is used again. When s was patched from was, only what
+// the patch changed is looked at (issue 21).
+func (g *Gateway) pruneSeries(was, s *snapshot.Snapshot) {
+	if s == nil || was == nil {
 		return
 	}
 	m := g.metrics
-	next, prev := namesOf(s), m.names
-	m.names = next
-	if prev == nil {
+	if d := s.DiffFrom(was); d != nil {
+		// A patch never writes orgs or projects (those build anew).
+		for _, c := range d.Routes {
+			if c.Old == nil {
+				continue
+			}
+			if pj := s.Project(c.Old.ProjectID); pj != nil && pj.Routes.At(c.Old.Model) == nil {
+				m.forget(prometheus.Labels{"org": pj.Org.Name, "project": pj.Name, "route": c.Old.Model})
+			}
+		}
+		for _, id := range d.Providers {
+			if old := was.Provider(id); old != nil {
+				if o := s.OrgByID(old.OrgID); o != nil && o.Providers.At(old.Slug) == nil {
+					m.forget(prometheus.Labels{"org": o.Name, "provider": old.Slug})
+				}
+			}
+		}
 		return
 	}
+	next, prev := namesOf(s), namesOf(was)
 	for o := range prev.orgs {
 		if !next.orgs[o] {
 			m.forget(prometheus.Labels{"org": o})
@@ -337,7 +353,7 @@ func (g *Gateway) pruneSeries(s *snapshot.Snapshot) {
 // collectKeyCooldowns reports each pool key's breaker state, by its id
 // (never its secret): one series per key, 1, with the state as a label.
 func (g *Gateway) collectKeyCooldowns(t *table, gauge func(v float64, labels ...string)) {
-	for _, p := range t.providers {
+	for _, p := range t.providers.All() {
 		for _, k := range p.keys {
 			gauge(1, p.org, p.slug, strconv.FormatInt(k.id, 10), k.breaker.State())
 		}
@@ -348,7 +364,7 @@ func (g *Gateway) collectKeyCooldowns(t *table, gauge func(v float64, labels ...
 // discovered for an upstream-metadata provider, configured otherwise; no
 // series when unknown.
 func (g *Gateway) collectContext(t *table, gauge func(v float64, labels ...string)) {
-	for _, p := range t.providers {
+	for _, p := range t.providers.All() {
 		st := g.status(p)
 		c := p.contextLimit
 		if p.upstream {

@@ -194,7 +194,7 @@ func TestObserveKeyCooldownLine(t *testing.T) {
 	if body := readAll(t, resp); resp.StatusCode != 429 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	keyID := h.snap.Current().Org("default").Providers["limited"].Keys[0].ID
+	keyID := h.snap.Current().Org("default").Providers.At("limited").Keys[0].ID
 	l := findLine(t, logLines(t, logs, "cooldown began"), "key cooldown", map[string]any{"level": "WARN", "request_id": "obs-429",
 		"provider": "limited", "route": "r", "kind": "key", "key_id": int(keyID), "class": "rate_limited", "upstream_status": 429})
 	checkRequestFields(t, l)
@@ -361,8 +361,8 @@ func TestSeriesOfDeletedEntitiesRemoved(t *testing.T) {
 
 func routeID(t *testing.T, h *harness, model string) int64 {
 	t.Helper()
-	for _, pj := range h.snap.Current().Org("default").Projects {
-		if r := pj.Routes[model]; r != nil {
+	for _, pj := range h.snap.Current().Org("default").Projects.All() {
+		if r := pj.Routes.At(model); r != nil {
 			return r.ID
 		}
 	}

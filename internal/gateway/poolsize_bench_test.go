@@ -90,7 +90,7 @@ func BenchmarkPoolSizeRouting(b *testing.B) {
 				_, g := newPoolEnv(b, n, strategy)
 				t := g.table.Load()
 				var plan *routePlan
-				for _, p := range t.routes {
+				for _, p := range t.routes.All() {
 					plan = p
 				}
 				b.ReportAllocs()

@@ -132,7 +132,7 @@ func TestRefusalTakesTargetOutAndProbes(t *testing.T) {
 	probes := readiness.New(readiness.Config{Interval: time.Hour, Timeout: time.Minute, FailAfter: 1}, h.clock, &http.Client{Transport: tr}, nil)
 	var ps []readiness.Provider
 	h.snap.Current().EachOrg(func(o *snapshot.Org) {
-		for _, p := range o.Providers {
+		for _, p := range o.Providers.All() {
 			ps = append(ps, readiness.Provider{ID: p.ID, Kind: p.Kind, BaseURL: p.BaseURL})
 		}
 	})

@@ -155,7 +155,7 @@ func TestScenario06_SecondRateLimitExtendsNeverShortens(t *testing.T) {
 	})
 	pid := h.provider("p", up.base(), store.ProviderSettings{}, "sk-only")
 	h.route("m", "", store.Target{ProviderID: pid, Weight: 1})
-	key := h.gw.table.Load().providers[pid].keys[0]
+	key := h.gw.table.Load().providers.At(pid).keys[0]
 	send := func(retryAfter int) time.Duration {
 		t.Helper()
 		ra.Store(int64(retryAfter))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rolter/rolter/internal/balancer"
 	"github.com/rolter/rolter/internal/policy"
+	"github.com/rolter/rolter/internal/readiness"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -52,6 +53,12 @@ type planFacts struct {
 
 // facts computes plan's admission facts; model is the client's string.
 func (g *Gateway) facts(plan *routePlan, model string) *planFacts {
+	return g.factsWith(plan, model, g.status)
+}
+
+// factsWith is facts with the providers' readiness from status: the
+// live cache per request, the table's view when a table is derived.
+func (g *Gateway) factsWith(plan *routePlan, model string, status func(*providerRT) readiness.Status) *planFacts {
 	n := len(plan.targets)
 	f := &planFacts{down: make([]bool, n), policyOf: make([]int, n)}
 	f.tiers, f.tierOf = tiersOf(plan.targets)
@@ -63,7 +70,7 @@ func (g *Gateway) facts(plan *routePlan, model string) *planFacts {
 			f.draining++
 			continue
 		}
-		st := g.status(tg.provider)
+		st := status(tg.provider)
 		why := ""
 		if !st.Ready {
 			// The class only: st.Reason may quote an upstream's error

@@ -10,7 +10,9 @@ import (
 
 	"github.com/rolter/rolter/internal/balancer"
 	"github.com/rolter/rolter/internal/cooldown"
+	"github.com/rolter/rolter/internal/pmap"
 	"github.com/rolter/rolter/internal/policy"
+	"github.com/rolter/rolter/internal/readiness"
 	"github.com/rolter/rolter/internal/resolve"
 	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
@@ -20,23 +22,94 @@ import (
 // resolved once per configuration change. Runtime state (breakers, in-flight
 // counts, latency) lives in objects carried over from the previous table by
 // identity, so a configuration change does not forget health.
+//
+// Its maps are persistent (package pmap): a patch copies only the shards
+// it writes, so one change costs O(change), not O(catalog) (issue 21).
 type table struct {
 	snap   *snapshot.Snapshot
-	routes map[*snapshot.Route]*routePlan
-	groups map[*snapshot.Group]groupRT
+	routes pmap.Map[*snapshot.Route, *routePlan]
+	groups pmap.Map[*snapshot.Group, groupRT]
 	// groupLimiters are the groups with max_concurrency.
-	groupLimiters map[*snapshot.Group]*policy.Limiter
-	providers     map[int64]*providerRT // by provider id
-	keys          map[int64]*keyRT      // by provider key id
+	groupLimiters pmap.Map[*snapshot.Group, *policy.Limiter]
+	providers     pmap.Map[int64, *providerRT] // by provider id
+	keys          pmap.Map[int64, *keyRT]      // by provider key id
 	// models are the /v1/models entries of each org's provider and group
 	// addresses, sorted; routes are listed per project.
-	models map[*snapshot.Org][]modelEntry
+	models pmap.Map[*snapshot.Org, []modelEntry]
 	// routeModels are the /v1/models entries of routes with a serving
 	// target, with their pool context.
-	routeModels map[*snapshot.Route]modelEntry
+	routeModels pmap.Map[*snapshot.Route, modelEntry]
 	// routed counts the route targets of each deployment: its state
 	// never expires while a route targets it.
-	routed map[targetID]int
+	routed pmap.Map[targetID, int]
+	// ready is each provider's readiness as the table was derived with it
+	// (readyView): plans, /v1/models entries and facts read it, not the
+	// live cache, so that Refresh re-derives exactly what depends on the
+	// providers whose readiness now differs.
+	ready pmap.Map[int64, readiness.Status]
+}
+
+// tableEdit is a table being derived: editors of its maps, started from
+// the previous table's (or empty ones).
+type tableEdit struct {
+	g    *Gateway
+	snap *snapshot.Snapshot
+	// prev is the table derived before, whose keys' breakers are kept.
+	prev          *table
+	routes        *pmap.Editor[*snapshot.Route, *routePlan]
+	groups        *pmap.Editor[*snapshot.Group, groupRT]
+	groupLimiters *pmap.Editor[*snapshot.Group, *policy.Limiter]
+	providers     *pmap.Editor[int64, *providerRT]
+	keys          *pmap.Editor[int64, *keyRT]
+	models        *pmap.Editor[*snapshot.Org, []modelEntry]
+	routeModels   *pmap.Editor[*snapshot.Route, modelEntry]
+	routed        *pmap.Editor[targetID, int]
+	ready         *pmap.Editor[int64, readiness.Status]
+}
+
+// edit starts the table of s from base's maps; base nil: from empty ones.
+// prev is the table whose key breakers are kept.
+func (g *Gateway) edit(s *snapshot.Snapshot, base, prev *table) *tableEdit {
+	if base == nil {
+		base = &table{}
+	}
+	if prev == nil {
+		prev = &table{}
+	}
+	return &tableEdit{g: g, snap: s, prev: prev, routes: base.routes.Edit(), groups: base.groups.Edit(),
+		groupLimiters: base.groupLimiters.Edit(), providers: base.providers.Edit(), keys: base.keys.Edit(),
+		models: base.models.Edit(), routeModels: base.routeModels.Edit(), routed: base.routed.Edit(), ready: base.ready.Edit()}
+}
+
+// table is the table derived.
+func (e *tableEdit) table() *table {
+	return &table{snap: e.snap, routes: e.routes.Map(), groups: e.groups.Map(), groupLimiters: e.groupLimiters.Map(),
+		providers: e.providers.Map(), keys: e.keys.Map(), models: e.models.Map(), routeModels: e.routeModels.Map(),
+		routed: e.routed.Map(), ready: e.ready.Map()}
+}
+
+// status is p's readiness as the table sees it: read from the cache on
+// first use, then the same for the whole table (readyView).
+func (e *tableEdit) status(p *providerRT) readiness.Status {
+	if st, ok := e.ready.Get(p.id); ok {
+		return st
+	}
+	st := readyView(e.g.status(p))
+	e.ready.Set(p.id, st)
+	return st
+}
+
+// readyView is the part of a readiness status a table is derived from:
+// what admission, plans and /v1/models entries read. The rest (the full
+// reason, probe times, errors) changes with every probe and is read live
+// by the admin views and metrics.
+func readyView(st readiness.Status) readiness.Status {
+	return readiness.Status{Ready: st.Ready, Class: st.Class, Facts: st.Facts, Stale: st.Stale}
+}
+
+// sameView reports whether two readyViews derive the same table.
+func sameView(a, b readiness.Status) bool {
+	return a.Ready == b.Ready && a.Class == b.Class && a.Facts.Equal(b.Facts) && maps.Equal(a.Stale, b.Stale)
 }
 
 // routePlan is an address ready to balance: a route's targets, a group's
@@ -187,13 +260,13 @@ func (g *Gateway) sweep(now int64, idle time.Duration) {
 		return
 	}
 	g.lastSweep.Store(now)
-	var routed map[targetID]int
+	var routed pmap.Map[targetID, int]
 	if t := g.table.Load(); t != nil {
 		routed = t.routed
 	}
 	g.states.Range(func(k, v any) bool {
 		id, st := k.(targetID), v.(*deployState)
-		if routed[id] == 0 && now-st.used.Load() > int64(idle) && g.states.CompareAndDelete(id, st) {
+		if routed.At(id) == 0 && now-st.used.Load() > int64(idle) && g.states.CompareAndDelete(id, st) {
 			g.nstates.Add(-1)
 			g.stateBytes.Add(-stateCost(id))
 		}
@@ -250,28 +323,22 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 			return g.patchTable(s, prev, d)
 		}
 	}
-	t := &table{snap: s, routes: map[*snapshot.Route]*routePlan{}, groups: map[*snapshot.Group]groupRT{},
-		groupLimiters: map[*snapshot.Group]*policy.Limiter{},
-		providers:     map[int64]*providerRT{}, keys: map[int64]*keyRT{}, models: map[*snapshot.Org][]modelEntry{},
-		routeModels: map[*snapshot.Route]modelEntry{}, routed: map[targetID]int{}}
-	if prev == nil {
-		prev = &table{keys: map[int64]*keyRT{}}
-	}
+	e := g.edit(s, nil, prev)
 	s.EachOrg(func(o *snapshot.Org) {
-		for _, p := range o.Providers {
-			t.providers[p.ID] = g.providerOf(s, o, p, prev, t)
+		for _, p := range o.Providers.All() {
+			e.providers.Set(p.ID, e.providerOf(o, p))
 		}
-		for _, gr := range o.Groups {
-			g.addGroup(t, gr)
+		for _, gr := range o.Groups.All() {
+			e.addGroup(gr)
 		}
-		t.models[o] = g.orgModels(t, o)
-		for _, pj := range o.Projects {
-			for _, r := range pj.Routes {
-				g.addRoute(t, r)
+		e.models.Set(o, e.orgModels(o))
+		for _, pj := range o.Projects.All() {
+			for _, r := range pj.Routes.All() {
+				e.addRoute(r)
 			}
 		}
 	})
-	return t
+	return e.table()
 }
 
 // patchTable derives the table of s from prev, the table of the snapshot
@@ -281,21 +348,17 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 // changed; everything else, plans and their runtime state included, is
 // prev's (issue 21).
 func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff) *table {
-	t := &table{snap: s, routes: maps.Clone(prev.routes), groups: maps.Clone(prev.groups), groupLimiters: maps.Clone(prev.groupLimiters),
-		providers: maps.Clone(prev.providers), keys: prev.keys, models: maps.Clone(prev.models),
-		routeModels: maps.Clone(prev.routeModels), routed: maps.Clone(prev.routed)}
+	e := g.edit(s, prev, prev)
 	remodel := map[int64]bool{} // org ids whose /v1/models entries change
 	replan := map[*snapshot.Route]bool{}
-	if len(d.Providers) > 0 || len(d.Routes) > 0 { // providers may be derived anew
-		t.keys = maps.Clone(prev.keys)
-	}
 	for _, id := range d.Providers {
-		if old := prev.providers[id]; old != nil {
+		if old := prev.providers.At(id); old != nil {
 			for _, k := range old.keys {
-				delete(t.keys, k.id)
+				e.keys.Delete(k.id)
 			}
-			delete(t.providers, id)
+			e.providers.Delete(id)
 		}
+		e.ready.Delete(id) // read anew: its endpoint may have changed
 		// The org it left lists it no more, whether it is gone or changed.
 		if was := prev.snap.Provider(id); was != nil {
 			remodel[was.OrgID] = true
@@ -304,7 +367,7 @@ func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff
 		if p == nil {
 			continue
 		}
-		t.providers[id] = g.providerOf(s, s.OrgByID(p.OrgID), p, prev, t)
+		e.providers.Set(id, e.providerOf(s.OrgByID(p.OrgID), p))
 		remodel[p.OrgID] = true
 		s.RoutesOf(id, func(r *snapshot.Route) { replan[r] = true })
 	}
@@ -318,57 +381,89 @@ func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff
 			}
 		}
 	}
-	if len(inherits) > 0 {
-		s.EachOrg(func(o *snapshot.Org) {
-			for _, p := range o.Providers {
-				if inherits[p.Settings.PolicyRoute] && !slices.Contains(d.Providers, p.ID) {
-					t.providers[p.ID] = g.providerOf(s, o, p, prev, t)
-					remodel[p.OrgID] = true
-					s.RoutesOf(p.ID, func(r *snapshot.Route) { replan[r] = true })
-				}
+	for id := range inherits {
+		s.Heirs(id, func(p *snapshot.Provider) {
+			if !slices.Contains(d.Providers, p.ID) {
+				e.providers.Set(p.ID, e.providerOf(s.OrgByID(p.OrgID), p))
+				remodel[p.OrgID] = true
+				s.RoutesOf(p.ID, func(r *snapshot.Route) { replan[r] = true })
 			}
 		})
 	}
 	for _, c := range d.Groups {
 		if c.Old != nil {
-			delete(t.groups, c.Old)
-			delete(t.groupLimiters, c.Old)
+			e.groups.Delete(c.Old)
+			e.groupLimiters.Delete(c.Old)
 			remodel[c.Old.OrgID] = true
 		}
 		if c.New != nil {
-			g.addGroup(t, c.New)
+			e.addGroup(c.New)
 			remodel[c.New.OrgID] = true
 		}
 	}
 	for _, c := range d.Routes {
 		if c.Old != nil {
-			g.dropRoute(t, prev, c.Old)
+			e.dropRoute(c.Old)
 		}
 		if c.New != nil {
 			replan[c.New] = true
 		}
 	}
 	for r := range replan {
-		if prev.routes[r] != nil {
-			g.dropRoute(t, prev, r) // the same route, over a provider derived anew
-		}
-		g.addRoute(t, r)
+		e.dropRoute(r) // the same route, over a provider derived anew
+		e.addRoute(r)
 	}
 	for _, c := range d.Orgs {
-		delete(t.models, c.Old)
+		e.models.Delete(c.Old)
 		if remodel[c.New.ID] {
-			t.models[c.New] = g.orgModels(t, c.New)
+			e.models.Set(c.New, e.orgModels(c.New))
 		} else {
-			t.models[c.New] = prev.models[c.Old]
+			e.models.Set(c.New, prev.models.At(c.Old))
 		}
 	}
-	return t
+	return e.table()
+}
+
+// refreshTable is prev with what depends on the providers whose readiness
+// changed since prev was derived derived anew: the plans of the routes
+// over them and their orgs' /v1/models entries. It is prev itself when
+// none changed.
+func (g *Gateway) refreshTable(prev *table) *table {
+	var changed []int64
+	for id, seen := range prev.ready.All() {
+		if p := prev.providers.At(id); p != nil && !sameView(seen, readyView(g.status(p))) {
+			changed = append(changed, id)
+		}
+	}
+	if len(changed) == 0 {
+		return prev
+	}
+	s := prev.snap
+	e := g.edit(s, prev, prev)
+	remodel := map[*snapshot.Org]bool{}
+	replan := map[*snapshot.Route]bool{}
+	for _, id := range changed {
+		e.ready.Delete(id)
+		if p := s.Provider(id); p != nil {
+			remodel[s.OrgByID(p.OrgID)] = true
+			s.RoutesOf(id, func(r *snapshot.Route) { replan[r] = true })
+		}
+	}
+	for r := range replan {
+		e.dropRoute(r)
+		e.addRoute(r)
+	}
+	for o := range remodel {
+		e.models.Set(o, e.orgModels(o))
+	}
+	return e.table()
 }
 
 // providerOf derives provider p of org o: its runtime, with the policy it
 // inherits from its fleet route, its limiter and its drain state.
-func (g *Gateway) providerOf(s *snapshot.Snapshot, o *snapshot.Org, p *snapshot.Provider, prev, t *table) *providerRT {
-	rt := g.providerRT(o.Name, p, prev, t)
+func (e *tableEdit) providerOf(o *snapshot.Org, p *snapshot.Provider) *providerRT {
+	g, s := e.g, e.snap
+	rt := g.providerRT(o.Name, p, e.prev, e)
 	if p.Settings.PolicyRoute != 0 {
 		if r := s.Route(p.Settings.PolicyRoute); r != nil {
 			rt.policy = policy.Strictest(rt.policy, r.Policy)
@@ -390,23 +485,24 @@ func (g *Gateway) selector(strategy, kind, name string) string {
 	return strategy
 }
 
-// addGroup derives group gr's balancing and limiter into t.
-func (g *Gateway) addGroup(t *table, gr *snapshot.Group) {
-	t.groups[gr] = groupRT{strategy: g.selector(gr.Strategy, "group", gr.Slug), rr: new(atomic.Uint64)}
+// addGroup derives group gr's balancing and limiter.
+func (e *tableEdit) addGroup(gr *snapshot.Group) {
+	g := e.g
+	e.groups.Set(gr, groupRT{strategy: g.selector(gr.Strategy, "group", gr.Slug), rr: new(atomic.Uint64)})
 	if l := g.keptLimiter(groupLimiter(gr.ID), gr.Policy.MaxConcurrency); l != nil {
-		t.groupLimiters[gr] = l
+		e.groupLimiters.Set(gr, l)
 	} else {
-		delete(t.groupLimiters, gr)
+		e.groupLimiters.Delete(gr)
 	}
 }
 
 // orgModels are the /v1/models entries of o's provider and group
 // addresses, sorted by id.
-func (g *Gateway) orgModels(t *table, o *snapshot.Org) []modelEntry {
+func (e *tableEdit) orgModels(o *snapshot.Org) []modelEntry {
 	var models []modelEntry
-	for _, p := range o.Providers {
-		rt := t.providers[p.ID]
-		st := g.status(rt)
+	for _, p := range o.Providers.All() {
+		rt := e.providers.At(p.ID)
+		st := e.status(rt)
 		if !st.Ready {
 			continue
 		}
@@ -423,12 +519,12 @@ func (g *Gateway) orgModels(t *table, o *snapshot.Org) []modelEntry {
 				Quantization: st.Facts.Quantization, Policy: rt.policy})
 		}
 	}
-	for _, gr := range o.Groups {
+	for _, gr := range o.Groups.All() {
 		union := map[string]int{}            // model -> pool context (minimum known)
 		governs := map[string]store.Policy{} // model -> strictest policy over its members
 		for _, m := range gr.Members {
-			rt := t.providers[m.Provider.ID]
-			st := g.status(rt)
+			rt := e.providers.At(m.Provider.ID)
+			st := e.status(rt)
 			if !st.Ready {
 				continue
 			}
@@ -458,16 +554,17 @@ func (g *Gateway) orgModels(t *table, o *snapshot.Org) []modelEntry {
 	return models
 }
 
-// addRoute derives route r's plan and /v1/models entry into t.
-func (g *Gateway) addRoute(t *table, r *snapshot.Route) {
+// addRoute derives route r's plan and /v1/models entry.
+func (e *tableEdit) addRoute(r *snapshot.Route) {
+	g := e.g
 	plan := &routePlan{kind: resolve.KindRoute, route: r.Model, src: r,
 		strategy: g.selector(r.Strategy, "route", r.Model), rr: new(atomic.Uint64), policy: r.Policy, limiter: g.limiter(r)}
 	entry := modelEntry{ID: r.Model, Object: "model", Created: r.CreatedAt.Unix(), OwnedBy: "rolter",
 		AddressKind: string(resolve.KindRoute), Policy: r.Policy}
 	serving := false
 	for _, tg := range r.Targets {
-		target := g.target(t, tg.Provider.ID, tg.UpstreamModel, true)
-		t.routed[target.id]++
+		target := g.targetOf(e.providers.At(tg.Provider.ID), tg.UpstreamModel, true)
+		e.routed.Set(target.id, e.routed.At(target.id)+1)
 		target.ctxLimit = tg.ContextLimit
 		target.priority = tg.Priority
 		target.configured = true
@@ -478,7 +575,7 @@ func (g *Gateway) addRoute(t *table, r *snapshot.Route) {
 			serving = true // listed while it restarts: callers get 503 pool_draining, not 404
 			continue
 		}
-		if st := g.status(target.provider); st.Ready && tg.Weight > 0 && g.unroutable(target, st, r.Model) == "" {
+		if st := e.status(target.provider); st.Ready && tg.Weight > 0 && g.unroutable(target, st, r.Model) == "" {
 			serving = true
 			entry.Policy = policy.Strictest(entry.Policy, target.provider.policy)
 			if c := contextOf(target, st); c > 0 && (entry.ContextLength == 0 || c < entry.ContextLength) {
@@ -486,29 +583,31 @@ func (g *Gateway) addRoute(t *table, r *snapshot.Route) {
 			}
 		}
 	}
-	plan.facts = g.facts(plan, r.Model)
-	t.routes[r] = plan
+	plan.facts = g.factsWith(plan, r.Model, e.status)
+	e.routes.Set(r, plan)
 	if serving {
-		t.routeModels[r] = entry
+		e.routeModels.Set(r, entry)
 	} else {
-		delete(t.routeModels, r)
+		e.routeModels.Delete(r)
 	}
 }
 
-// dropRoute removes route r, as prev derived it, from t.
-func (g *Gateway) dropRoute(t, prev *table, r *snapshot.Route) {
-	if plan := prev.routes[r]; plan != nil {
+// dropRoute removes route r's plan, if there is one.
+func (e *tableEdit) dropRoute(r *snapshot.Route) {
+	if plan := e.routes.At(r); plan != nil {
 		for _, tg := range plan.targets {
-			if t.routed[tg.id]--; t.routed[tg.id] <= 0 {
-				delete(t.routed, tg.id)
+			if n := e.routed.At(tg.id) - 1; n > 0 {
+				e.routed.Set(tg.id, n)
+			} else {
+				e.routed.Delete(tg.id)
 			}
 		}
 	}
-	delete(t.routes, r)
-	delete(t.routeModels, r)
+	e.routes.Delete(r)
+	e.routeModels.Delete(r)
 }
 
-func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev, t *table) *providerRT {
+func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev *table, t *tableEdit) *providerRT {
 	rt := &providerRT{id: p.ID, org: org, slug: p.Slug, kind: p.Kind, pairs: pairingsFor(p.Kind), base: strings.TrimRight(p.BaseURL, "/"),
 		firstByteTimeout: g.cfg.FirstByteTimeout, idleTimeout: g.cfg.IdleTimeout,
 		upstream: p.MetadataSource == store.MetadataUpstream, contextLimit: p.ContextLimit, policy: p.Settings.Policy, prices: p.Settings.Prices}
@@ -529,13 +628,13 @@ func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev, t *table) *
 		kr := &keyRT{id: k.ID, weight: k.Weight, auth: "Bearer " + k.Secret.Reveal(), secret: k.Secret.Reveal()}
 		// A key keeps its breaker across rebuilds until its secret is
 		// edited: a new secret starts clean (a refused one may work now).
-		if old := prev.keys[k.ID]; old != nil && old.secret == kr.secret {
+		if old := prev.keys.At(k.ID); old != nil && old.secret == kr.secret {
 			kr.breaker = old.breaker
 		} else {
 			kr.breaker = cooldown.New(g.cfg.Cooldown, g.clock)
 		}
 		rt.keys = append(rt.keys, kr)
-		t.keys[k.ID] = kr
+		t.keys.Set(k.ID, kr)
 	}
 	return rt
 }
@@ -575,8 +674,13 @@ func (g *Gateway) keptLimiter(key any, max int) *policy.Limiter {
 // target is the deployment (provider, model) of table t; routed for route
 // targets.
 func (g *Gateway) target(t *table, provider int64, model string, routed bool) *targetRT {
-	id := targetID{provider, model}
-	return &targetRT{id: id, provider: t.providers[provider], deployState: g.state(id, routed)}
+	return g.targetOf(t.providers.At(provider), model, routed)
+}
+
+// targetOf is the deployment (p, model).
+func (g *Gateway) targetOf(p *providerRT, model string, routed bool) *targetRT {
+	id := targetID{p.id, model}
+	return &targetRT{id: id, provider: p, deployState: g.state(id, routed)}
 }
 
 // plan turns a resolved address into candidates. Route plans are prebuilt;
@@ -584,21 +688,21 @@ func (g *Gateway) target(t *table, provider int64, model string, routed bool) *t
 func (g *Gateway) plan(t *table, a resolve.Address) *routePlan {
 	switch a.Kind {
 	case resolve.KindRoute:
-		return t.routes[a.Route]
+		return t.routes.At(a.Route)
 	case resolve.KindProvider:
 		tg := g.target(t, a.Provider.ID, a.Model, false)
 		tg.configured = tg.provider.upstream || len(a.Provider.Models) > 0
 		return &routePlan{kind: a.Kind, rr: new(atomic.Uint64), pinned: true,
 			targets: []*targetRT{tg}, weights: []int{1}}
 	}
-	gr := t.groups[a.Group]
-	plan := &routePlan{kind: a.Kind, strategy: gr.strategy, rr: gr.rr, policy: a.Group.Policy, limiter: t.groupLimiters[a.Group]}
+	gr := t.groups.At(a.Group)
+	plan := &routePlan{kind: a.Kind, strategy: gr.strategy, rr: gr.rr, policy: a.Group.Policy, limiter: t.groupLimiters.At(a.Group)}
 	for _, m := range a.Group.Members {
 		model := resolve.MemberModel(m, a.Model)
 		if !m.Provider.Serves(model) {
 			continue // its catalog is known and lacks the model
 		}
-		if rt := t.providers[m.Provider.ID]; rt.upstream {
+		if rt := t.providers.At(m.Provider.ID); rt.upstream {
 			if st := g.status(rt); st.Ready && st.Facts.ModelID != model {
 				continue // it serves another model
 			}

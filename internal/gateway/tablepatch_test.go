@@ -6,10 +6,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rolter/rolter/internal/readiness"
 	"github.com/rolter/rolter/internal/secret"
+	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -18,23 +21,24 @@ import (
 func tableDump(t *table) string {
 	var lines []string
 	add := func(format string, a ...any) { lines = append(lines, fmt.Sprintf(format, a...)) }
-	for r, p := range t.routes {
+	for r, p := range t.routes.All() {
 		var tgs []string
 		for i, tg := range p.targets {
 			tgs = append(tgs, fmt.Sprintf("%v/%s w%d ctx%d %v prov(%s %s %v %v)", tg.id, tg.provider.slug, p.weights[i], tg.ctxLimit, tg.prices,
 				tg.provider.base, tg.provider.kind, tg.provider.policy, tg.provider.draining))
 		}
-		add("route %d %s %s %+v %v facts %+v ready %d", r.ID, p.route, p.strategy, p.policy, tgs, p.facts.down, p.facts.ready)
+		add("route %d %s %s %+v %v facts %+v ready %d pool %d reason %q", r.ID, p.route, p.strategy, p.policy, tgs, p.facts.down, p.facts.ready,
+			p.facts.pool, p.facts.reason)
 		var fbs []string
 		for _, fb := range t.fallbacks(p) {
 			fbs = append(fbs, fb.route)
-			if fb.src == nil || t.routes[t.snap.Route(fb.src.ID)] != fb {
+			if fb.src == nil || t.routes.At(t.snap.Route(fb.src.ID)) != fb {
 				lines = append(lines, fmt.Sprintf("route %d: fallback %s is not the table's plan", r.ID, fb.route))
 			}
 		}
 		if fb := t.ctxFallback(p); fb != nil {
 			fbs = append(fbs, "ctx:"+fb.route)
-			if fb.src == nil || t.routes[t.snap.Route(fb.src.ID)] != fb {
+			if fb.src == nil || t.routes.At(t.snap.Route(fb.src.ID)) != fb {
 				lines = append(lines, fmt.Sprintf("route %d: context fallback %s is not the table's plan", r.ID, fb.route))
 			}
 		}
@@ -43,30 +47,30 @@ func tableDump(t *table) string {
 			lines = append(lines, fmt.Sprintf("route %d: not the snapshot's", r.ID))
 		}
 	}
-	for r, e := range t.routeModels {
+	for r, e := range t.routeModels.All() {
 		add("route model %d %+v", r.ID, e)
 	}
-	for id, p := range t.providers {
+	for id, p := range t.providers.All() {
 		var keys []string
 		for _, k := range p.keys {
 			keys = append(keys, fmt.Sprintf("%d:%d", k.id, k.weight))
-			if t.keys[k.id] != k {
+			if t.keys.At(k.id) != k {
 				lines = append(lines, fmt.Sprintf("key %d not in the table's keys", k.id))
 			}
 		}
 		add("provider %d %s %s %s %+v %v", id, p.slug, p.base, p.org, p.policy, keys)
 	}
-	add("keys %d", len(t.keys))
-	for o, ms := range t.models {
+	add("keys %d", t.keys.Len())
+	for o, ms := range t.models.All() {
 		if t.snap.Org(o.Name) != o {
 			lines = append(lines, "models of a stale org "+o.Name)
 		}
 		add("models %s %+v", o.Name, ms)
 	}
-	for gr, g := range t.groups {
+	for gr, g := range t.groups.All() {
 		add("group %d %s %s", gr.ID, gr.Slug, g.strategy)
 	}
-	for id, n := range t.routed {
+	for id, n := range t.routed.All() {
 		add("routed %v %d", id, n)
 	}
 	slices.Sort(lines)
@@ -201,8 +205,8 @@ func TestTablePatchEqualsRebuild(t *testing.T) {
 				t.Fatalf("after %d writes the patched table differs from a rebuild:\npatched:\n%s\nrebuilt:\n%s", done, a, b)
 			}
 			// Runtime state of routes the batch did not reach persists.
-			for r, p := range before.routes {
-				if q := got.routes[r]; q != nil && q != p {
+			for r, p := range before.routes.All() {
+				if q := got.routes.At(r); q != nil && q != p {
 					continue // re-derived: its provider changed
 				} else if q != nil && q.rr != p.rr {
 					t.Fatalf("route %d: untouched plan lost its state", r.ID)
@@ -213,4 +217,131 @@ func TestTablePatchEqualsRebuild(t *testing.T) {
 			t.Error("no batch was patched")
 		}
 	})
+}
+
+// flipReadiness is a readiness source whose statuses a test sets.
+type flipReadiness struct {
+	mu sync.Mutex
+	st map[int64]readiness.Status
+}
+
+func (f *flipReadiness) Status(id int64) (readiness.Status, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.st[id]
+	return st, ok
+}
+
+func (f *flipReadiness) set(id int64, st readiness.Status) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st[id] = st
+}
+
+// TestRefreshEqualsRebuild flips the readiness of providers at random
+// (ready or not, discovered model and context, stale models), now and
+// then with an admin write between, and after each Refresh compares the
+// gateway's table, patched for the providers that changed, with one
+// derived from the whole snapshot; plans over providers that did not
+// change are the same objects.
+func TestRefreshEqualsRebuild(t *testing.T) {
+	rounds := 600
+	if testing.Short() {
+		rounds = 150
+	}
+	h := newHarness(t, Config{})
+	ctx := context.Background()
+	//nolint:gosec // G404: a reproducible sequence of test writes
+	rng := rand.New(rand.NewPCG(21, 7))
+	// Enough providers and routes that the table's maps are sharded.
+	var provs []*store.Provider
+	for i := range 60 {
+		p := &store.Provider{OrgID: h.org.ID, Slug: fmt.Sprintf("p-%d", i), Name: "p", Kind: "vllm", BaseURL: "http://10.0.0.1/v1",
+			MetadataSource: []string{"configured", "upstream"}[i%2], Keys: []store.ProviderKey{{Secret: secret.New(fmt.Sprintf("k%d", i)), Weight: 1}}}
+		if i%3 == 0 {
+			p.Models = []string{"up-0", "up-1"}
+		}
+		must(t, h.db.CreateProvider(ctx, p))
+		provs = append(provs, p)
+	}
+	targets := func() []store.Target {
+		var out []store.Target
+		for range 1 + rng.IntN(3) {
+			p := provs[rng.IntN(len(provs))]
+			if !slices.ContainsFunc(out, func(t store.Target) bool { return t.ProviderID == p.ID }) {
+				out = append(out, store.Target{ProviderID: p.ID, UpstreamModel: fmt.Sprintf("up-%d", rng.IntN(3)), Weight: rng.IntN(3),
+					ContextLimit: rng.IntN(2) * 4096})
+			}
+		}
+		return out
+	}
+	var routes []*store.Route
+	for i := range 120 {
+		r := &store.Route{ProjectID: h.proj.ID, Model: fmt.Sprintf("m-%d", i), Strategy: "weighted", Targets: targets()}
+		must(t, h.db.CreateRoute(ctx, r))
+		routes = append(routes, r)
+	}
+	for i := range 4 {
+		g := &store.Group{OrgID: h.org.ID, Slug: fmt.Sprintf("g-%d", i), Name: "g", Strategy: "weighted",
+			Members: []store.GroupMember{{ProviderID: provs[i].ID, Weight: 1}, {ProviderID: provs[10+rng.IntN(50)].ID, Weight: 1}}}
+		must(t, h.db.CreateGroup(ctx, g))
+	}
+	h.reload()
+	ready := &flipReadiness{st: map[int64]readiness.Status{}}
+	h.gw.ready = ready
+	h.gw.Refresh()
+	flip := func() int64 {
+		p := provs[rng.IntN(len(provs))]
+		var st readiness.Status
+		switch rng.IntN(4) {
+		case 0:
+			st = readiness.Status{Reason: "probe failed", Class: readiness.ClassHealthFailed, LastError: fmt.Sprint(rng.Int())}
+		case 1:
+			st = readiness.Status{Ready: true, Facts: readiness.Facts{ModelID: fmt.Sprintf("up-%d", rng.IntN(3)), Context: 1024 * (1 + rng.IntN(3))}}
+		case 2:
+			st = readiness.Status{Ready: true, Facts: readiness.Facts{ModelID: "up-0", Context: 8192},
+				Stale: map[string]string{fmt.Sprintf("up-%d", rng.IntN(3)): "not listed"}}
+		default: // only what a table does not read changes
+			st, _ = ready.Status(p.ID)
+			st.LastProbe, st.LastError = time.Unix(rng.Int64N(1e9), 0), fmt.Sprint(rng.Int())
+		}
+		ready.set(p.ID, st)
+		return p.ID
+	}
+	refreshed := 0
+	for round := range rounds {
+		before := h.gw.table.Load()
+		flipped := map[int64]bool{}
+		for range 1 + rng.IntN(3) {
+			flipped[flip()] = true
+		}
+		if rng.IntN(5) == 0 { // an admin write between: the patch and the refresh share the view
+			r := routes[rng.IntN(len(routes))]
+			r.Targets = targets()
+			must(t, h.db.UpdateRoute(ctx, r))
+			h.reload()
+			before = nil
+		}
+		h.gw.Refresh()
+		got := h.gw.table.Load()
+		if got != before {
+			refreshed++
+		}
+		want := h.gw.buildTable(got.snap, nil)
+		if a, b := tableDump(got), tableDump(want); a != b {
+			t.Fatalf("round %d: the refreshed table differs from a rebuild:\nrefreshed:\n%s\nrebuilt:\n%s", round, a, b)
+		}
+		if before == nil {
+			continue
+		}
+		for r, p := range before.routes.All() {
+			over := slices.ContainsFunc(r.Targets, func(tg snapshot.Target) bool { return flipped[tg.Provider.ID] })
+			if !over && got.routes.At(r) != p {
+				t.Fatalf("round %d: route %d over no flipped provider was derived anew", round, r.ID)
+			}
+		}
+	}
+	if refreshed == 0 {
+		t.Error("no refresh changed the table")
+	}
 }

@@ -42,17 +42,17 @@ type Address struct {
 
 // Resolve resolves model in project p. ok is false when nothing matches.
 func Resolve(p *snapshot.Project, model string) (a Address, ok bool) {
-	if r := p.Routes[model]; r != nil {
+	if r := p.Routes.At(model); r != nil {
 		return Address{Kind: KindRoute, Route: r}, true
 	}
 	left, right, found := strings.Cut(model, "/")
 	if !found || left == "" || right == "" {
 		return Address{}, false
 	}
-	if pv := p.Org.Providers[left]; pv != nil {
+	if pv := p.Org.Providers.At(left); pv != nil {
 		return Address{Kind: KindProvider, Provider: pv, Model: right}, true
 	}
-	if g := p.Org.Groups[left]; g != nil {
+	if g := p.Org.Groups.At(left); g != nil {
 		return Address{Kind: KindGroup, Group: g, Model: right}, true
 	}
 	return Address{}, false

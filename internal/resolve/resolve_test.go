@@ -38,8 +38,8 @@ func fixture(extraRoutes, extraProviders int) *snapshot.Snapshot {
 
 func TestResolve(t *testing.T) {
 	s := fixture(0, 0)
-	pa := s.Org("a").Projects["p"]
-	pb := s.Org("b").Projects["p"]
+	pa := s.Org("a").Projects.At("p")
+	pb := s.Org("b").Projects.At("p")
 	for _, c := range []struct {
 		name     string
 		project  *snapshot.Project
@@ -87,7 +87,7 @@ func TestResolve(t *testing.T) {
 
 func FuzzResolve(f *testing.F) {
 	s := fixture(0, 0)
-	pa := s.Org("a").Projects["p"]
+	pa := s.Org("a").Projects.At("p")
 	for _, seed := range []string{"qwen3", "vllm/x", "cluster/a/b", "/", "//", "vllm-spb/qwen3", "a/"} {
 		f.Add(seed)
 	}
@@ -102,7 +102,7 @@ func FuzzResolve(f *testing.F) {
 				t.Fatalf("route %q for %q", a.Route.Model, model)
 			}
 		case KindProvider, KindGroup:
-			if pa.Routes[model] != nil {
+			if pa.Routes.At(model) != nil {
 				t.Fatalf("%q is a route but resolved as %s", model, a.Kind)
 			}
 			left, right, _ := strings.Cut(model, "/")
@@ -121,7 +121,7 @@ func FuzzResolve(f *testing.F) {
 func BenchmarkResolve(b *testing.B) {
 	for _, n := range []int{10, 1000, 100_000} {
 		s := fixture(n, n)
-		p := s.Org("a").Projects["p"]
+		p := s.Org("a").Projects.At("p")
 		for _, c := range []struct{ name, model string }{
 			{"route", fmt.Sprintf("route-%d", n/2)},
 			{"provider", fmt.Sprintf("p%d/qwen3", n/2)},

@@ -523,11 +523,11 @@ func routed(sn *snapshot.Snapshot, h *store.Host) bool {
 		if o.ID != h.OrgID {
 			return
 		}
-		for _, pj := range o.Projects {
+		for _, pj := range o.Projects.All() {
 			if pj.ID != h.ProjectID {
 				continue
 			}
-			if rt := pj.Routes[h.ModelName]; rt != nil {
+			if rt := pj.Routes.At(h.ModelName); rt != nil {
 				for _, t := range rt.Targets {
 					if t.Provider.ID == h.ProviderID {
 						found = true
@@ -544,7 +544,7 @@ func routed(sn *snapshot.Snapshot, h *store.Host) bool {
 func probeTargets(sn *snapshot.Snapshot) []readiness.Provider {
 	var out []readiness.Provider
 	sn.EachOrg(func(o *snapshot.Org) {
-		for _, p := range o.Providers {
+		for _, p := range o.Providers.All() {
 			mp := readiness.Provider{ID: p.ID, Kind: p.Kind, BaseURL: p.BaseURL, Upstream: p.MetadataSource == store.MetadataUpstream,
 				Org: o.Name, Slug: p.Slug}
 			if len(p.Keys) > 0 {

@@ -24,9 +24,9 @@ func dump(t *testing.T, s *Snapshot) string {
 	t.Helper()
 	var lines []string
 	add := func(format string, a ...any) { lines = append(lines, fmt.Sprintf(format, a...)) }
-	for name, o := range s.orgs {
+	for name, o := range s.orgs.All() {
 		add("org %s %+v", name, o.Org)
-		for slug, p := range o.Providers {
+		for slug, p := range o.Providers.All() {
 			keys := make([]string, len(p.Keys))
 			for i, k := range p.Keys {
 				keys[i] = fmt.Sprintf("%d:%d:%s:%s", k.ID, k.Weight, k.Ref, k.Secret.Reveal())
@@ -35,23 +35,23 @@ func dump(t *testing.T, s *Snapshot) string {
 			q.Keys = nil
 			add("provider %s/%s %+v keys %v catalog %v", name, slug, q, keys, p.Catalog)
 		}
-		for slug, g := range o.Groups {
+		for slug, g := range o.Groups.All() {
 			for _, m := range g.Members {
-				if o.Providers[m.Provider.Slug] != m.Provider {
+				if o.Providers.At(m.Provider.Slug) != m.Provider {
 					t.Errorf("group %s/%s: member %d is not the snapshot's provider", name, slug, m.ProviderID)
 				}
 			}
 			add("group %s/%s %+v", name, slug, g.Group)
 		}
-		for pname, pj := range o.Projects {
+		for pname, pj := range o.Projects.All() {
 			if pj.Org != o {
 				t.Errorf("project %s/%s: not its org's", name, pname)
 			}
 			add("project %s/%s %+v", name, pname, pj.Project)
-			for model, r := range pj.Routes {
+			for model, r := range pj.Routes.All() {
 				var targets []string
 				for _, tg := range r.Targets {
-					if o.Providers[tg.Provider.Slug] != tg.Provider {
+					if o.Providers.At(tg.Provider.Slug) != tg.Provider {
 						t.Errorf("route %s: target %d is not the snapshot's provider", model, tg.ProviderID)
 					}
 					targets = append(targets, fmt.Sprintf("%+v", tg.Target))
@@ -62,14 +62,17 @@ func dump(t *testing.T, s *Snapshot) string {
 			}
 		}
 	}
-	for lookup, k := range s.keys {
-		if k.Project.Org.Projects[k.Project.Name] != k.Project {
+	for lookup, k := range s.keys.All() {
+		if k.Project.Org.Projects.At(k.Project.Name) != k.Project {
 			t.Errorf("key %d: not its project's", k.ID)
 		}
 		add("key %s %+v project %d", lookup, k.VirtualKey, k.Project.ID)
 	}
 	for _, a := range s.adminTokens {
 		add("admin token %+v %v", a.scope, a.expiresAt)
+	}
+	for r, ps := range s.ix.heirs.All() {
+		add("heirs of route %d %v", r, slices.Sorted(slices.Values(ps)))
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
@@ -89,6 +92,8 @@ func TestIncrementalEqualsRebuild(t *testing.T) {
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		//nolint:gosec // G404: a reproducible sequence of test writes, no secrets
 		rng := rand.New(rand.NewPCG(21, uint64(len(db.Dialect()))))
+		//nolint:gosec // G404: as rng
+		heirRng := rand.New(rand.NewPCG(23, 1))
 		must := func(err error) {
 			t.Helper()
 			if err != nil {
@@ -144,6 +149,14 @@ func TestIncrementalEqualsRebuild(t *testing.T) {
 				p.Models = append(p.Models[:0:0], fmt.Sprintf("m-%d", rng.IntN(4)))
 				if rng.IntN(3) == 0 {
 					p.Slug = fmt.Sprintf("renamed-%d", n) // its routes' targets carry the new slug
+				}
+				// A fleet host's provider inherits a route's policy (maybe
+				// of a route gone since): its own sequence, so that the
+				// writes above stay as they were.
+				if len(routes) > 0 && heirRng.IntN(2) == 0 {
+					p.Settings.PolicyRoute = routes[heirRng.IntN(len(routes))].ID
+				} else if heirRng.IntN(3) == 0 {
+					p.Settings.PolicyRoute = 0
 				}
 				must(db.UpdateProvider(ctx, p))
 			case op == 2 && len(ps) > 3:

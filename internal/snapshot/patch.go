@@ -1,10 +1,10 @@
 package snapshot
 
 import (
-	"maps"
 	"slices"
 	"time"
 
+	"github.com/rolter/rolter/internal/pmap"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -22,8 +22,8 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		return nil, false
 	}
 	n := &Snapshot{BuiltAt: at, orgs: s.orgs, keys: s.keys, adminTokens: s.adminTokens, diff: &Diff{base: s}, ix: &index{
-		orgs: s.ix.orgs, projects: s.ix.projects, providers: maps.Clone(s.ix.providers), routes: maps.Clone(s.ix.routes),
-		groups: s.ix.groups, keys: s.ix.keys, routesOf: s.ix.routesOf,
+		orgs: s.ix.orgs, projects: s.ix.projects, providers: s.ix.providers, routes: s.ix.routes,
+		groups: s.ix.groups, keys: s.ix.keys, routesOf: s.ix.routesOf, heirs: s.ix.heirs,
 	}}
 	touched := map[int64]bool{} // org ids
 	// Which routes target which providers, after the changes.
@@ -32,43 +32,48 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		considered[p] = true
 	}
 	if len(ids.Routes) > 0 {
-		n.ix.routesOf = maps.Clone(s.ix.routesOf)
+		routesOf := s.ix.routesOf.Edit()
 		for _, id := range ids.Routes {
-			if old := s.ix.routes[id]; old != nil {
+			if old := s.ix.routes.At(id); old != nil {
 				for _, t := range old.Route.Targets {
 					considered[t.ProviderID] = true
-					n.ix.routesOf[t.ProviderID] = slices.DeleteFunc(slices.Clone(n.ix.routesOf[t.ProviderID]), func(r int64) bool { return r == id })
+					rs := slices.DeleteFunc(slices.Clone(routesOf.At(t.ProviderID)), func(r int64) bool { return r == id })
+					if len(rs) == 0 {
+						routesOf.Delete(t.ProviderID)
+					} else {
+						routesOf.Set(t.ProviderID, rs)
+					}
 				}
 			}
 			if r, ok := rows.routes[id]; ok {
 				for _, t := range r.Targets {
 					considered[t.ProviderID] = true
-					if !slices.Contains(n.ix.routesOf[t.ProviderID], id) {
-						n.ix.routesOf[t.ProviderID] = append(slices.Clone(n.ix.routesOf[t.ProviderID]), id)
+					if rs := routesOf.At(t.ProviderID); !slices.Contains(rs, id) {
+						routesOf.Set(t.ProviderID, append(slices.Clone(rs), id))
 					}
 				}
 			}
 		}
+		n.ix.routesOf = routesOf.Map()
 	}
 	// Providers: the written ones, and those whose catalog changed.
+	providers, heirs := s.ix.providers.Edit(), s.ix.heirs.Edit()
 	repoint := map[int64]bool{} // providers whose routes and groups point anew
 	for p := range considered {
-		old := s.ix.providers[p]
+		old := s.ix.providers.At(p)
 		row, ok := rows.providers[p]
-		if !ok || row.DeletedAt != nil || n.ix.orgs[row.OrgID] == nil {
+		if !ok || row.DeletedAt != nil || s.ix.orgs.At(row.OrgID) == nil {
 			if old != nil {
-				delete(n.ix.providers, p)
+				providers.Delete(p)
+				inherit(heirs, p, old.Settings.PolicyRoute, 0)
 				repoint[p], touched[old.OrgID] = true, true
 			}
 			continue
 		}
-		pv := &Provider{Provider: row, catalog: map[string]bool{}}
-		for _, m := range row.Models {
-			pv.catalog[m] = true
-		}
-		for _, rid := range n.ix.routesOf[p] {
+		pv := newProvider(row)
+		for _, rid := range n.ix.routesOf.At(p) {
 			r, ok := rows.routes[rid]
-			if !ok || n.ix.projects[r.ProjectID] == nil {
+			if !ok || s.ix.projects.At(r.ProjectID) == nil {
 				continue
 			}
 			for _, t := range r.Targets {
@@ -84,9 +89,15 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		if old != nil && old.Slug != row.Slug {
 			touched[old.OrgID] = true
 		}
-		n.ix.providers[p] = pv
+		providers.Set(p, pv)
+		was := int64(0)
+		if old != nil {
+			was = old.Settings.PolicyRoute
+		}
+		inherit(heirs, p, was, row.Settings.PolicyRoute)
 		repoint[p], touched[row.OrgID] = true, true
 	}
+	n.ix.providers, n.ix.heirs = providers.Map(), heirs.Map()
 	for p := range repoint {
 		n.diff.Providers = append(n.diff.Providers, p)
 	}
@@ -96,40 +107,35 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		routes[id] = true
 	}
 	for p := range repoint {
-		for _, id := range s.ix.routesOf[p] {
+		for _, id := range s.ix.routesOf.At(p) {
 			routes[id] = true
 		}
-		for _, id := range n.ix.routesOf[p] {
+		for _, id := range n.ix.routesOf.At(p) {
 			routes[id] = true
 		}
 	}
-	type routeChange struct {
-		old, new *Route
-		project  *Project // the new route's (old project's when deleted)
-	}
-	var changedRoutes []routeChange
-	for id := range routes {
-		old := s.ix.routes[id]
-		var c routeChange
-		c.old = old
-		if r, ok := rows.routes[id]; ok && n.ix.projects[r.ProjectID] != nil {
-			c.new = n.route(r)
-			c.project = n.ix.projects[r.ProjectID]
-			n.ix.routes[id] = c.new
-		} else {
-			delete(n.ix.routes, id)
-			if old == nil {
-				continue
+	var changedRoutes []RouteChange
+	if len(routes) > 0 {
+		routeIx := s.ix.routes.Edit()
+		for id := range routes {
+			c := RouteChange{Old: s.ix.routes.At(id)}
+			if r, ok := rows.routes[id]; ok && s.ix.projects.At(r.ProjectID) != nil {
+				c.New = n.route(r)
+				routeIx.Set(id, c.New)
+				touched[s.ix.projects.At(r.ProjectID).OrgID] = true
+			} else {
+				routeIx.Delete(id)
+				if c.Old == nil {
+					continue
+				}
 			}
+			if c.Old != nil {
+				touched[s.ix.projects.At(c.Old.ProjectID).OrgID] = true
+			}
+			changedRoutes = append(changedRoutes, c)
 		}
-		if old != nil {
-			touched[n.ix.projects[old.ProjectID].OrgID] = true
-		}
-		if c.project != nil {
-			touched[c.project.OrgID] = true
-		}
-		changedRoutes = append(changedRoutes, c)
-		n.diff.Routes = append(n.diff.Routes, RouteChange{Old: c.old, New: c.new})
+		n.ix.routes = routeIx.Map()
+		n.diff.Routes = changedRoutes
 	}
 	// Groups: the written ones, and those with a re-pointed member.
 	groups := map[int64]bool{}
@@ -137,7 +143,7 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		groups[id] = true
 	}
 	if len(repoint) > 0 {
-		for id, g := range s.ix.groups {
+		for id, g := range s.ix.groups.All() {
 			for _, m := range g.Group.Members {
 				if repoint[m.ProviderID] {
 					groups[id] = true
@@ -145,144 +151,186 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 			}
 		}
 	}
-	var changedGroups [][2]*Group // old, new
 	if len(groups) > 0 {
-		n.ix.groups = maps.Clone(s.ix.groups)
+		groupIx := s.ix.groups.Edit()
 		for id := range groups {
-			old := s.ix.groups[id]
-			var grp *Group
-			if g, ok := rows.groups[id]; ok && g.DeletedAt == nil && n.ix.orgs[g.OrgID] != nil {
-				grp = n.group(g)
-				n.ix.groups[id] = grp
+			c := GroupChange{Old: s.ix.groups.At(id)}
+			if g, ok := rows.groups[id]; ok && g.DeletedAt == nil && s.ix.orgs.At(g.OrgID) != nil {
+				c.New = n.group(g)
+				groupIx.Set(id, c.New)
 				touched[g.OrgID] = true
 			} else {
-				delete(n.ix.groups, id)
+				groupIx.Delete(id)
 			}
-			if old != nil {
-				touched[old.OrgID] = true
+			if c.Old != nil {
+				touched[c.Old.OrgID] = true
 			}
-			if old != nil || grp != nil {
-				changedGroups = append(changedGroups, [2]*Group{old, grp})
-				n.diff.Groups = append(n.diff.Groups, GroupChange{Old: old, New: grp})
+			if c.Old != nil || c.New != nil {
+				n.diff.Groups = append(n.diff.Groups, c)
 			}
 		}
+		n.ix.groups = groupIx.Map()
 	}
 	// Keys written.
 	for _, id := range ids.VirtualKeys {
-		if k := s.ix.keys[id]; k != nil {
+		if k := s.ix.keys.At(id); k != nil {
 			touched[k.Project.OrgID] = true
 		}
 		if k, ok := rows.virtualKeys[id]; ok {
-			if pj := n.ix.projects[k.ProjectID]; pj != nil {
+			if pj := s.ix.projects.At(k.ProjectID); pj != nil {
 				touched[pj.OrgID] = true
 			}
 		}
 	}
-	// The path: each touched org anew, with its projects.
 	if len(touched) > 0 {
-		n.orgs, n.ix.orgs, n.ix.projects = maps.Clone(s.orgs), maps.Clone(s.ix.orgs), maps.Clone(s.ix.projects)
-		for id := range touched {
-			old := s.ix.orgs[id]
-			org := &Org{Org: old.Org, Providers: old.Providers, Groups: old.Groups, Projects: make(map[string]*Project, len(old.Projects))}
-			n.diff.Orgs = append(n.diff.Orgs, OrgChange{Old: old, New: org})
-			n.orgs[org.Name], n.ix.orgs[id] = org, org
-			for _, pj := range old.Projects {
-				np := &Project{Project: pj.Project, Org: org, Routes: pj.Routes}
-				org.Projects[np.Name] = np
-				n.ix.projects[np.ID] = np
-			}
-		}
-		// Providers of touched orgs, by slug.
-		cloned := map[*Org]bool{}
-		for p := range repoint {
-			var org *Org
-			if old := s.ix.providers[p]; old != nil {
-				org = n.ix.orgs[old.OrgID]
-				cloneOnce(cloned, org, func() { org.Providers = maps.Clone(org.Providers) })
-				if org.Providers[old.Slug] == old {
-					delete(org.Providers, old.Slug)
-				}
-			}
-			if pv := n.ix.providers[p]; pv != nil {
-				org = n.ix.orgs[pv.OrgID]
-				cloneOnce(cloned, org, func() { org.Providers = maps.Clone(org.Providers) })
-				org.Providers[pv.Slug] = pv
-			}
-		}
-		clonedG := map[*Org]bool{}
-		for _, c := range changedGroups {
-			if c[0] != nil {
-				org := n.ix.orgs[c[0].OrgID]
-				cloneOnce(clonedG, org, func() { org.Groups = maps.Clone(org.Groups) })
-				if org.Groups[c[0].Slug] == c[0] {
-					delete(org.Groups, c[0].Slug)
-				}
-			}
-			if c[1] != nil {
-				org := n.ix.orgs[c[1].OrgID]
-				cloneOnce(clonedG, org, func() { org.Groups = maps.Clone(org.Groups) })
-				org.Groups[c[1].Slug] = c[1]
-			}
-		}
-		clonedR := map[*Project]bool{}
-		for _, c := range changedRoutes {
-			if c.old != nil {
-				pj := n.ix.projects[c.old.ProjectID]
-				cloneOnceP(clonedR, pj)
-				if pj.Routes[c.old.Model] == c.old {
-					delete(pj.Routes, c.old.Model)
-				}
-			}
-			if c.new != nil {
-				pj := n.ix.projects[c.new.ProjectID]
-				cloneOnceP(clonedR, pj)
-				pj.Routes[c.new.Model] = c.new
-			}
-		}
+		n.repath(s, touched, changedRoutes)
 	}
-	// Keys: re-pointed to their touched projects, and the written ones.
-	written := map[int64]bool{}
-	for _, id := range ids.VirtualKeys {
-		written[id] = true
-	}
-	if len(touched) > 0 || len(written) > 0 {
-		n.keys, n.ix.keys = make(map[string]*VirtualKey, len(s.keys)), make(map[int64]*VirtualKey, len(s.ix.keys))
-		for lookup, k := range s.keys {
-			switch {
-			case written[k.ID]:
-				continue
-			case touched[k.Project.OrgID]:
-				k = &VirtualKey{VirtualKey: k.VirtualKey, Project: n.ix.projects[k.ProjectID]}
-			}
-			n.keys[lookup], n.ix.keys[k.ID] = k, k
-		}
-		for id := range written {
-			if k, ok := rows.virtualKeys[id]; ok {
-				if pj := n.ix.projects[k.ProjectID]; pj != nil {
-					vk := &VirtualKey{VirtualKey: k, Project: pj}
-					n.keys[k.Lookup], n.ix.keys[id] = vk, vk
-				}
-			}
-		}
-	}
+	n.patchKeys(s, rows, ids, touched)
 	if len(ids.AdminTokens) > 0 {
 		n.adminTokens = n.tokens(values(rows.adminTokens))
 	}
 	return n, true
 }
 
-func cloneOnce(done map[*Org]bool, o *Org, clone func()) {
-	if !done[o] {
-		done[o] = true
-		clone()
+// inherit moves provider p from the heirs of route was to those of route
+// now; 0: none.
+func inherit(heirs *pmap.Editor[int64, []int64], p, was, now int64) {
+	if was == now {
+		return
+	}
+	if was != 0 {
+		if ps := slices.DeleteFunc(slices.Clone(heirs.At(was)), func(x int64) bool { return x == p }); len(ps) > 0 {
+			heirs.Set(was, ps)
+		} else {
+			heirs.Delete(was)
+		}
+	}
+	if now != 0 {
+		heirs.Set(now, append(slices.Clone(heirs.At(now)), p))
 	}
 }
 
-func cloneOnceP(done map[*Project]bool, pj *Project) {
-	if !done[pj] {
-		done[pj] = true
-		pj.Routes = maps.Clone(pj.Routes)
+// repath builds each touched org anew, with its projects, and writes into
+// their maps the providers, groups and routes the patch changed.
+func (n *Snapshot) repath(s *Snapshot, touched map[int64]bool, changedRoutes []RouteChange) {
+	orgs, orgIx, projIx := s.orgs.Edit(), s.ix.orgs.Edit(), s.ix.projects.Edit()
+	for id := range touched {
+		old := s.ix.orgs.At(id)
+		org := &Org{Org: old.Org, Providers: old.Providers, Groups: old.Groups}
+		n.diff.Orgs = append(n.diff.Orgs, OrgChange{Old: old, New: org})
+		orgs.Set(org.Name, org)
+		orgIx.Set(id, org)
+		var projects pmap.Editor[string, *Project]
+		for _, pj := range old.Projects.All() {
+			np := &Project{Project: pj.Project, Org: org, Routes: pj.Routes}
+			projects.Set(np.Name, np)
+			projIx.Set(np.ID, np)
+		}
+		org.Projects = projects.Map()
 	}
+	n.orgs, n.ix.orgs, n.ix.projects = orgs.Map(), orgIx.Map(), projIx.Map()
+	// Providers of touched orgs, by slug.
+	provs := edits[*Org, *Provider]{}
+	for _, p := range n.diff.Providers {
+		if old := s.ix.providers.At(p); old != nil {
+			org := n.ix.orgs.At(old.OrgID)
+			if e := provs.of(org, org.Providers); e.At(old.Slug) == old {
+				e.Delete(old.Slug)
+			}
+		}
+		if pv := n.ix.providers.At(p); pv != nil {
+			org := n.ix.orgs.At(pv.OrgID)
+			provs.of(org, org.Providers).Set(pv.Slug, pv)
+		}
+	}
+	for org, e := range provs {
+		org.Providers = e.Map()
+	}
+	groups := edits[*Org, *Group]{}
+	for _, c := range n.diff.Groups {
+		if c.Old != nil {
+			org := n.ix.orgs.At(c.Old.OrgID)
+			if e := groups.of(org, org.Groups); e.At(c.Old.Slug) == c.Old {
+				e.Delete(c.Old.Slug)
+			}
+		}
+		if c.New != nil {
+			org := n.ix.orgs.At(c.New.OrgID)
+			groups.of(org, org.Groups).Set(c.New.Slug, c.New)
+		}
+	}
+	for org, e := range groups {
+		org.Groups = e.Map()
+	}
+	routes := edits[*Project, *Route]{}
+	for _, c := range changedRoutes {
+		if c.Old != nil {
+			pj := n.ix.projects.At(c.Old.ProjectID)
+			if e := routes.of(pj, pj.Routes); e.At(c.Old.Model) == c.Old {
+				e.Delete(c.Old.Model)
+			}
+		}
+		if c.New != nil {
+			pj := n.ix.projects.At(c.New.ProjectID)
+			routes.of(pj, pj.Routes).Set(c.New.Model, c.New)
+		}
+	}
+	for pj, e := range routes {
+		pj.Routes = e.Map()
+	}
+}
+
+// edits are the editors of the maps a patch writes, by their owner.
+type edits[O comparable, V any] map[O]*pmap.Editor[string, V]
+
+// of is owner's editor, started from m on first use.
+func (e edits[O, V]) of(owner O, m pmap.Map[string, V]) *pmap.Editor[string, V] {
+	ed := e[owner]
+	if ed == nil {
+		ed = m.Edit()
+		e[owner] = ed
+	}
+	return ed
+}
+
+// patchKeys re-points the keys of touched orgs to their new projects and
+// applies the keys written.
+func (n *Snapshot) patchKeys(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, touched map[int64]bool) {
+	if len(touched) == 0 && len(ids.VirtualKeys) == 0 {
+		return
+	}
+	keys, keyIx := s.keys.Edit(), s.ix.keys.Edit()
+	written := map[int64]bool{}
+	for _, id := range ids.VirtualKeys {
+		written[id] = true
+		if old := s.ix.keys.At(id); old != nil {
+			if keys.At(old.Lookup) == old {
+				keys.Delete(old.Lookup)
+			}
+			keyIx.Delete(id)
+		}
+	}
+	if len(touched) > 0 {
+		// TODO(issue 21): a scan of every key, though of pointers only;
+		// an index of keys by org would make it O(the org's keys).
+		for lookup, k := range s.keys.All() {
+			if !written[k.ID] && touched[k.Project.OrgID] {
+				k = &VirtualKey{VirtualKey: k.VirtualKey, Project: n.ix.projects.At(k.ProjectID)}
+				keys.Set(lookup, k)
+				keyIx.Set(k.ID, k)
+			}
+		}
+	}
+	for id := range written {
+		if k, ok := rows.virtualKeys[id]; ok {
+			if pj := n.ix.projects.At(k.ProjectID); pj != nil {
+				vk := &VirtualKey{VirtualKey: k, Project: pj}
+				keys.Set(k.Lookup, vk)
+				keyIx.Set(id, vk)
+			}
+		}
+	}
+	n.keys, n.ix.keys = keys.Map(), keyIx.Map()
 }
 
 // Diff is what a patched snapshot changed from the one it was patched
@@ -320,22 +368,32 @@ func (s *Snapshot) DiffFrom(prev *Snapshot) *Diff {
 }
 
 // Provider returns the live provider with id, or nil.
-func (s *Snapshot) Provider(id int64) *Provider { return s.ix.providers[id] }
+func (s *Snapshot) Provider(id int64) *Provider { return s.ix.providers.At(id) }
 
 // Route returns the route with id, or nil.
-func (s *Snapshot) Route(id int64) *Route { return s.ix.routes[id] }
+func (s *Snapshot) Route(id int64) *Route { return s.ix.routes.At(id) }
 
 // RoutesOf calls fn with every route that has a target to the provider id.
 func (s *Snapshot) RoutesOf(id int64, fn func(*Route)) {
-	for _, rid := range s.ix.routesOf[id] {
-		if r := s.ix.routes[rid]; r != nil {
+	for _, rid := range s.ix.routesOf.At(id) {
+		if r := s.ix.routes.At(rid); r != nil {
 			fn(r)
 		}
 	}
 }
 
+// Heirs calls fn with every live provider that inherits the policy of
+// the route id (Settings.PolicyRoute).
+func (s *Snapshot) Heirs(id int64, fn func(*Provider)) {
+	for _, p := range s.ix.heirs.At(id) {
+		if pv := s.ix.providers.At(p); pv != nil {
+			fn(pv)
+		}
+	}
+}
+
 // Project returns the project with id, or nil.
-func (s *Snapshot) Project(id int64) *Project { return s.ix.projects[id] }
+func (s *Snapshot) Project(id int64) *Project { return s.ix.projects.At(id) }
 
 // OrgByID returns the org with id, or nil.
-func (s *Snapshot) OrgByID(id int64) *Org { return s.ix.orgs[id] }
+func (s *Snapshot) OrgByID(id int64) *Org { return s.ix.orgs.At(id) }

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rolter/rolter/internal/pmap"
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
 )
@@ -25,8 +26,10 @@ type Snapshot struct {
 	// BuiltAt is when the state was read.
 	BuiltAt time.Time
 
-	orgs        map[string]*Org
-	keys        map[string]*VirtualKey // by lookup id
+	// Maps are persistent (package pmap), so that a patch copies only
+	// what it changes of them (issue 21).
+	orgs        pmap.Map[string, *Org]
+	keys        pmap.Map[string, *VirtualKey] // by lookup id
 	adminTokens []adminToken
 	ix          *index
 	// diff is what a patch changed from the snapshot before (DiffFrom);
@@ -57,10 +60,10 @@ func (a AdminScope) Global() bool { return a.OrgID == 0 }
 type Org struct {
 	store.Org
 	// Providers are the live (not soft-deleted) providers by slug.
-	Providers map[string]*Provider
+	Providers pmap.Map[string, *Provider]
 	// Groups by slug; provider and group slugs never collide.
-	Groups   map[string]*Group
-	Projects map[string]*Project
+	Groups   pmap.Map[string, *Group]
+	Projects pmap.Map[string, *Project]
 }
 
 // Provider is a live provider with its opened key pool.
@@ -94,7 +97,7 @@ type Member struct {
 type Project struct {
 	store.Project
 	Org    *Org
-	Routes map[string]*Route // by model
+	Routes pmap.Map[string, *Route] // by model
 }
 
 // Route is a route whose targets point at live providers only.
@@ -118,87 +121,122 @@ type VirtualKey struct {
 // Build indexes st. It never fails: rows that refer to missing parents
 // (which foreign keys prevent) are skipped.
 func Build(st *store.State, at time.Time) *Snapshot {
-	s := &Snapshot{BuiltAt: at, orgs: map[string]*Org{}, keys: map[string]*VirtualKey{}, ix: newIndex()}
+	s := &Snapshot{BuiltAt: at}
+	var (
+		orgs          pmap.Editor[string, *Org]
+		oix           pmap.Editor[int64, *Org]
+		pix           pmap.Editor[int64, *Provider]
+		jix           pmap.Editor[int64, *Project]
+		rix           pmap.Editor[int64, *Route]
+		gix           pmap.Editor[int64, *Group]
+		kix           pmap.Editor[int64, *VirtualKey]
+		keys          pmap.Editor[string, *VirtualKey]
+		provs, groups = map[*Org]*pmap.Editor[string, *Provider]{}, map[*Org]*pmap.Editor[string, *Group]{}
+		projects      = map[*Org]*pmap.Editor[string, *Project]{}
+		routes        = map[*Project]*pmap.Editor[string, *Route]{}
+		routesOf      = map[int64][]int64{}
+		heirs         = map[int64][]int64{}
+	)
 	for _, o := range st.Orgs {
-		org := &Org{Org: o, Providers: map[string]*Provider{}, Groups: map[string]*Group{}, Projects: map[string]*Project{}}
-		s.orgs[o.Name] = org
-		s.ix.orgs[o.ID] = org
+		org := &Org{Org: o}
+		orgs.Set(o.Name, org)
+		oix.Set(o.ID, org)
+		provs[org], groups[org], projects[org] = &pmap.Editor[string, *Provider]{}, &pmap.Editor[string, *Group]{}, &pmap.Editor[string, *Project]{}
 	}
 	for _, p := range st.Providers {
-		org := s.ix.orgs[p.OrgID]
+		org := oix.At(p.OrgID)
 		if org == nil || p.DeletedAt != nil {
 			continue
 		}
-		pv := &Provider{Provider: p, catalog: map[string]bool{}}
-		for _, m := range p.Models {
-			pv.catalog[m] = true
+		pv := newProvider(p)
+		provs[org].Set(p.Slug, pv)
+		pix.Set(p.ID, pv)
+		if r := p.Settings.PolicyRoute; r != 0 {
+			heirs[r] = append(heirs[r], p.ID)
 		}
-		org.Providers[p.Slug] = pv
-		s.ix.providers[p.ID] = pv
 	}
+	s.ix = &index{providers: pix.Map()}
 	for _, p := range st.Projects {
-		org := s.ix.orgs[p.OrgID]
+		org := oix.At(p.OrgID)
 		if org == nil {
 			continue
 		}
-		pj := &Project{Project: p, Org: org, Routes: map[string]*Route{}}
-		org.Projects[p.Name] = pj
-		s.ix.projects[p.ID] = pj
+		pj := &Project{Project: p, Org: org}
+		projects[org].Set(p.Name, pj)
+		jix.Set(p.ID, pj)
+		routes[pj] = &pmap.Editor[string, *Route]{}
 	}
 	for _, r := range st.Routes {
-		pj := s.ix.projects[r.ProjectID]
+		pj := jix.At(r.ProjectID)
 		if pj == nil {
 			continue
 		}
 		for _, t := range r.Targets {
-			s.ix.routesOf[t.ProviderID] = append(s.ix.routesOf[t.ProviderID], r.ID)
-			if pv := s.ix.providers[t.ProviderID]; pv != nil {
+			routesOf[t.ProviderID] = append(routesOf[t.ProviderID], r.ID)
+			if pv := pix.At(t.ProviderID); pv != nil {
 				pv.catalog[targetModel(t, r.Model)] = true
 			}
 		}
 		rt := s.route(r)
-		pj.Routes[r.Model] = rt
-		s.ix.routes[r.ID] = rt
+		routes[pj].Set(r.Model, rt)
+		rix.Set(r.ID, rt)
 	}
-	for _, pv := range s.ix.providers {
+	for _, pv := range s.ix.providers.All() {
 		pv.Catalog = sortedKeys(pv.catalog)
 	}
 	for _, g := range st.Groups {
-		org := s.ix.orgs[g.OrgID]
+		org := oix.At(g.OrgID)
 		if org == nil || g.DeletedAt != nil { // soft-deleted: slug reserved, out of routing
 			continue
 		}
 		grp := s.group(g)
-		org.Groups[g.Slug] = grp
-		s.ix.groups[g.ID] = grp
+		groups[org].Set(g.Slug, grp)
+		gix.Set(g.ID, grp)
+	}
+	for pj, e := range routes {
+		pj.Routes = e.Map()
+	}
+	for org, e := range provs {
+		org.Providers, org.Groups, org.Projects = e.Map(), groups[org].Map(), projects[org].Map()
 	}
 	for _, k := range st.VirtualKeys {
-		if pj := s.ix.projects[k.ProjectID]; pj != nil {
+		if pj := jix.At(k.ProjectID); pj != nil {
 			vk := &VirtualKey{VirtualKey: k, Project: pj}
-			s.keys[k.Lookup] = vk
-			s.ix.keys[k.ID] = vk
+			keys.Set(k.Lookup, vk)
+			kix.Set(k.ID, vk)
 		}
 	}
+	s.orgs, s.keys = orgs.Map(), keys.Map()
+	s.ix = &index{orgs: oix.Map(), projects: jix.Map(), providers: pix.Map(), routes: rix.Map(), groups: gix.Map(),
+		keys: kix.Map(), routesOf: pmap.Of(routesOf), heirs: pmap.Of(heirs)}
 	s.adminTokens = s.tokens(st.AdminTokens)
 	return s
 }
 
-// index finds a snapshot's entities by id, for patches (patch.go).
-type index struct {
-	orgs      map[int64]*Org
-	projects  map[int64]*Project
-	providers map[int64]*Provider // live ones
-	routes    map[int64]*Route
-	groups    map[int64]*Group // live ones
-	keys      map[int64]*VirtualKey
-	// routesOf are the ids of the routes with a target to a provider,
-	// live or not; shared between snapshots, never written after.
-	routesOf map[int64][]int64
+// newProvider is p with its configured models in its catalog; the models
+// routes send it are added by the caller, which then sorts Catalog.
+func newProvider(p store.Provider) *Provider {
+	pv := &Provider{Provider: p, catalog: make(map[string]bool, len(p.Models))}
+	for _, m := range p.Models {
+		pv.catalog[m] = true
+	}
+	return pv
 }
 
-func newIndex() *index {
-	return &index{orgs: map[int64]*Org{}, projects: map[int64]*Project{}, providers: map[int64]*Provider{},
-		routes: map[int64]*Route{}, groups: map[int64]*Group{}, keys: map[int64]*VirtualKey{}, routesOf: map[int64][]int64{}}
+// index finds a snapshot's entities by id, for patches (patch.go).
+type index struct {
+	orgs      pmap.Map[int64, *Org]
+	projects  pmap.Map[int64, *Project]
+	providers pmap.Map[int64, *Provider] // live ones
+	routes    pmap.Map[int64, *Route]
+	groups    pmap.Map[int64, *Group] // live ones
+	keys      pmap.Map[int64, *VirtualKey]
+	// routesOf are the ids of the routes with a target to a provider,
+	// live or not; a slice is never written once in the map.
+	routesOf pmap.Map[int64, []int64]
+	// heirs are the ids of the live providers that inherit a route's
+	// policy (a fleet host's), by route id; slices as in routesOf.
+	heirs pmap.Map[int64, []int64]
 }
 
 // targetModel is the model a target's provider is sent for a route's
@@ -214,7 +252,7 @@ func targetModel(t store.Target, route string) string {
 func (s *Snapshot) route(r store.Route) *Route {
 	rt := &Route{Route: r}
 	for _, t := range r.Targets {
-		if pv := s.ix.providers[t.ProviderID]; pv != nil {
+		if pv := s.ix.providers.At(t.ProviderID); pv != nil {
 			rt.Targets = append(rt.Targets, Target{Target: t, Provider: pv})
 		}
 	}
@@ -225,7 +263,7 @@ func (s *Snapshot) route(r store.Route) *Route {
 func (s *Snapshot) group(g store.Group) *Group {
 	grp := &Group{Group: g}
 	for _, m := range g.Members {
-		if pv := s.ix.providers[m.ProviderID]; pv != nil { // soft-deleted: out of rotation
+		if pv := s.ix.providers.At(m.ProviderID); pv != nil { // soft-deleted: out of rotation
 			grp.Members = append(grp.Members, Member{GroupMember: m, Provider: pv})
 		}
 	}
@@ -241,7 +279,7 @@ func (s *Snapshot) tokens(ts []store.AdminToken) []adminToken {
 		}
 		sc := AdminScope{TokenID: a.ID}
 		if a.OrgID != 0 {
-			org := s.ix.orgs[a.OrgID]
+			org := s.ix.orgs.At(a.OrgID)
 			if org == nil { // a foreign key prevents it; never widen to global
 				continue
 			}
@@ -262,7 +300,7 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 // Org returns the org by name.
-func (s *Snapshot) Org(name string) *Org { return s.orgs[name] }
+func (s *Snapshot) Org(name string) *Org { return s.orgs.At(name) }
 
 // AdminAuthorize returns the scope of token if it is a live admin token at
 // now: stored, not revoked, not expired. It compares against every stored
@@ -293,7 +331,7 @@ func (s *Snapshot) Authenticate(token string, now time.Time) (*VirtualKey, bool)
 	if !ok {
 		return nil, false
 	}
-	k := s.keys[lookup]
+	k := s.keys.At(lookup)
 	if k == nil || !k.Hash.Equal(secret.HashOf(token)) {
 		return nil, false
 	}
@@ -443,7 +481,7 @@ func (h *Holder) next(ctx context.Context, at time.Time) (*Snapshot, error) {
 
 // EachOrg calls fn for every org.
 func (s *Snapshot) EachOrg(fn func(*Org)) {
-	for _, o := range s.orgs {
+	for _, o := range s.orgs.All() {
 		fn(o)
 	}
 }

@@ -93,10 +93,10 @@ func TestBuildDropsDeletedProviders(t *testing.T) {
 	}
 	s := snapshot.Build(st, gone)
 	o := s.Org("o")
-	if o.Providers["gone"] != nil || o.Providers["live"] == nil {
+	if o.Providers.At("gone") != nil || o.Providers.At("live") == nil {
 		t.Fatalf("providers: %v", o.Providers)
 	}
-	r := o.Projects["p"].Routes["m"]
+	r := o.Projects.At("p").Routes.At("m")
 	if len(r.Targets) != 1 || r.Targets[0].Provider.Slug != "live" {
 		t.Fatalf("targets: %+v", r.Targets)
 	}
