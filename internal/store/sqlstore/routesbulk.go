@@ -134,7 +134,12 @@ func (s *DB) queryEach(ctx context.Context, qr querier, what, query string, args
 
 // placeholders is n parenthesized groups of cols "?" each, comma-separated.
 func placeholders(n, cols int) string {
-	group := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	return placeholdersWith(n, strings.TrimSuffix(strings.Repeat("?, ", cols), ", "))
+}
+
+// placeholdersWith is n copies of "(row)", comma-separated.
+func placeholdersWith(n int, row string) string {
+	group := "(" + row + ")"
 	var b strings.Builder
 	b.Grow(n * (len(group) + 2))
 	for i := range n {
