@@ -94,7 +94,7 @@ func (a *applier) newRoutes(ctx context.Context, o *orgRun, dp *DesiredProject, 
 	change := func(ri int) Change {
 		return Change{Kind: KindRoute, Name: o.name + "/" + dp.Name + "/" + dp.Routes[ri].Model, Entry: fmt.Sprintf("%s.routes[%d]", where, ri)}
 	}
-	b, err := a.s.newRouteBatch(ctx, o.name, dp.Name)
+	b, err := a.s.newRouteBatch(ctx, o.name, dp.Name, len(idx))
 	if err != nil {
 		return a.fail(change(idx[0]), err)
 	}

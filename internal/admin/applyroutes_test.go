@@ -70,7 +70,7 @@ func routeViews(t *testing.T, svc *admin.Service, project string) map[string]adm
 func TestApplyCreatesRoutesInBatches(t *testing.T) {
 	n := 1100 // more than one batch
 	if testing.Short() {
-		n = 60
+		n = 120 // enough to read the providers at once (preloadProviders)
 	}
 	storetest.Each(t, func(t *testing.T, d string) {
 		for _, opt := range []admin.ApplyOptions{{CreateOnly: true}, {}} {

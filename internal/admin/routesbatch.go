@@ -33,8 +33,10 @@ type routeBatch struct {
 	org     *store.Org
 	project *store.Project
 	// providers are the org's providers looked up so far, by slug: nil
-	// for a slug with no live provider.
-	providers map[string]*store.Provider
+	// for a slug with no live provider; allProviders when they are all
+	// of them (readProviders).
+	providers    map[string]*store.Provider
+	allProviders bool
 	// pools are the project's live fleet hosts by model; nil until read.
 	pools map[string][]store.Host
 	// graph is the project's fallback graph (checkFallbackGraph),
@@ -45,14 +47,49 @@ type routeBatch struct {
 	pending []*store.Route
 }
 
+// preloadProviders is how many routes a batch must be about to create for
+// it to read every provider of the org at once (a query per 1,000), not
+// each one its routes name (a query or two each).
+const preloadProviders = 100
+
 // newRouteBatch starts a batch of creates in org's project, which must
-// exist.
-func (s *Service) newRouteBatch(ctx context.Context, org, project string) (*routeBatch, error) {
+// exist; routes is how many it is about to create.
+func (s *Service) newRouteBatch(ctx context.Context, org, project string, routes int) (*routeBatch, error) {
 	o, pj, err := s.project(ctx, org, project)
 	if err != nil {
 		return nil, err
 	}
-	return &routeBatch{s: s, org: o, project: pj, providers: map[string]*store.Provider{}}, nil
+	b := &routeBatch{s: s, org: o, project: pj, providers: map[string]*store.Provider{}}
+	if routes >= preloadProviders {
+		if err := b.readProviders(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// readProviders reads every provider of the org; a slug then not found
+// has none (a deleted one is nil, as liveProviderBySlug has it).
+func (b *routeBatch) readProviders(ctx context.Context) error {
+	page := store.Page{Limit: 1000}
+	for {
+		rows, err := b.s.st.ListProviders(ctx, b.org.ID, page)
+		if err != nil {
+			return fromStore(err, "providers")
+		}
+		for i := range rows {
+			p := &rows[i]
+			if p.DeletedAt != nil {
+				p = nil
+			}
+			b.providers[rows[i].Slug] = p
+		}
+		if len(rows) < page.Limit {
+			b.allProviders = true
+			return nil
+		}
+		page.After = rows[len(rows)-1].ID
+	}
 }
 
 // add checks in as CreateRoute does and queues it; nothing is written
@@ -96,7 +133,7 @@ func (b *routeBatch) add(ctx context.Context, in RouteInput) error {
 
 // provider is the live provider of the org with slug, read once.
 func (b *routeBatch) provider(ctx context.Context, slug string) (*store.Provider, error) {
-	if p, ok := b.providers[slug]; ok {
+	if p, ok := b.providers[slug]; ok || b.allProviders {
 		return p, nil
 	}
 	p, err := b.s.liveProviderBySlug(ctx, b.org.ID, slug)
