@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -104,8 +105,7 @@ func writeImportFile(path string, routes, providers int) (int, error) {
 		}
 	}
 	if err := w.Flush(); err != nil {
-		f.Close()
-		return 0, err
+		return 0, errors.Join(err, f.Close())
 	}
 	return entries, f.Close()
 }
