@@ -34,7 +34,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.KeyRPM, "key-rpm", 0, "rpm_limit of the bench key (0: none), to measure the rate limit check")
 	fs.IntVar(&o.KeyTPM, "key-tpm", 0, "tpm_limit of the bench key (0: none)")
 	fs.BoolVar(&o.Trace, "trace", false, "also run each core scenario through a gateway exporting OpenTelemetry spans to a sink in the bench; report CPU per request with tracing off and on")
-	fs.StringVar(&scenarios, "scenarios", "default", `comma-separated scenario names, "default" or "all" (see docs/performance.md)`)
+	fs.StringVar(&scenarios, "scenarios", "default", `comma-separated scenario names (chat-c1, stream-c1, chat-cN and stream-cN for --conns N, rate-200, rate-1000, routes, idle-streams, fleet, import), "default" (the load patterns) or "all" (see docs/performance.md)`)
 	fs.IntVar(&o.Fleet.Hosts, "hosts", 100, "fake GPU boxes of the fleet scenario")
 	fs.DurationVar(&o.Fleet.AgentInterval, "fleet-agent-interval", 10e9, "fleet scenario: how often each fake agent polls /vllm/config")
 	fs.DurationVar(&o.Fleet.ProbeInterval, "fleet-probe-interval", 2e9, "fleet scenario: the gateway's --fleet-probe-interval and --probe-interval")

@@ -41,6 +41,10 @@ type orgRun struct {
 	// backfilled are the entries whose slug the backfill suffixed, by
 	// path, with the base they derive (backfill).
 	backfilled map[string]string
+	// providerBatch holds the new providers checked and not yet written,
+	// queued their changes (flushProviders).
+	providerBatch *providerBatch
+	queued        []queuedCreate
 }
 
 func (a *applier) org(ctx context.Context, where string, do *DesiredOrg) error {
@@ -98,10 +102,20 @@ func (a *applier) org(ctx context.Context, where string, do *DesiredOrg) error {
 		nameAndSlug(fieldErrors{}, &name, &slug)
 		o.named[slug], o.named[g.PreviousSlug] = true, true
 	}
+	if len(do.Providers) > 0 {
+		pb, err := a.s.newProviderBatch(ctx, o.name)
+		if err != nil {
+			return a.fail(c, err)
+		}
+		o.providerBatch = pb
+	}
 	for i := range do.Providers {
 		if err := a.provider(ctx, o, i, &do.Providers[i]); err != nil {
 			return err
 		}
+	}
+	if err := a.flushProviders(ctx, o); err != nil {
+		return err
 	}
 	for i := range do.Groups {
 		if err := a.group(ctx, o, i, &do.Groups[i]); err != nil {
@@ -190,7 +204,21 @@ func (a *applier) provider(ctx context.Context, o *orgRun, i int, dp *DesiredPro
 				}
 			}
 		}
-		return a.create(ctx, c, func() (string, error) { _, err := a.s.CreateProvider(ctx, o.name, in); return "", err })
+		alone := func() (string, error) { _, err := a.s.CreateProvider(ctx, o.name, in); return "", err }
+		if err := o.providerBatch.add(in); err != nil {
+			if ferr := a.flushProviders(ctx, o); ferr != nil {
+				return ferr
+			}
+			return a.fail(c, err)
+		}
+		if o.queued = append(o.queued, queuedCreate{c: c, alone: alone}); len(o.queued) == providerBatchSize {
+			return a.flushProviders(ctx, o)
+		}
+		return nil
+	}
+	// The creates before it first, so that changes keep the file's order.
+	if err := a.flushProviders(ctx, o); err != nil {
+		return err
 	}
 	before := providerView(*m)
 	return a.update(ctx, c, func(s *Service, c *Change) ([]FieldChange, error) {

@@ -30,10 +30,26 @@ func (a *applier) project(ctx context.Context, o *orgRun, i int, dp *DesiredProj
 	if cur != nil {
 		pid = cur.ID
 	}
-	for _, ri := range fallbackOrder(dp.Routes) {
-		if err := a.route(ctx, o, dp.Name, pid, fmt.Sprintf("%s.routes[%d]", where, ri), &dp.Routes[ri]); err != nil {
+	// Routes the state lacks are created in batches (newRoutes), each
+	// run of them in the order between the existing ones.
+	order := fallbackOrder(dp.Routes)
+	exists := func(k int) bool { return a.ix.routeByModel[childKey{pid, dp.Routes[order[k]].Model}] != nil }
+	for k := 0; k < len(order); {
+		if exists(k) {
+			if err := a.route(ctx, o, dp.Name, pid, fmt.Sprintf("%s.routes[%d]", where, order[k]), &dp.Routes[order[k]]); err != nil {
+				return err
+			}
+			k++
+			continue
+		}
+		j := k + 1
+		for j < len(order) && !exists(j) {
+			j++
+		}
+		if err := a.newRoutes(ctx, o, dp, pid, where, order[k:j]); err != nil {
 			return err
 		}
+		k = j
 	}
 	for ki := range dp.Keys {
 		if err := a.virtualKey(ctx, o, dp.Name, pid, fmt.Sprintf("%s.keys[%d]", where, ki), &dp.Keys[ki]); err != nil {
@@ -65,6 +81,62 @@ func (a *applier) route(ctx context.Context, o *orgRun, project string, pid int6
 		v, err := s.PatchRoute(ctx, o.name, project, r.Model, routePatch(*r, kept))
 		return diffViews(before, o.withoutFleet(v), ignoring(viewNoise...)), err
 	})
+}
+
+// newRoutes creates the routes of dp at indexes idx, which the state
+// lacks, in batches (routeBatch): each is checked as CreateRoute checks
+// it, and the first that fails stops the apply, as a.route would, with the
+// routes before it created. A batch the store refuses (a route that exists
+// after all, created since the state was read) is created again a route
+// at a time, so that a create-only apply leaves the existing one as it is
+// and any other failure names its entry.
+func (a *applier) newRoutes(ctx context.Context, o *orgRun, dp *DesiredProject, pid int64, where string, idx []int) error {
+	change := func(ri int) Change {
+		return Change{Kind: KindRoute, Name: o.name + "/" + dp.Name + "/" + dp.Routes[ri].Model, Entry: fmt.Sprintf("%s.routes[%d]", where, ri)}
+	}
+	b, err := a.s.newRouteBatch(ctx, o.name, dp.Name, len(idx))
+	if err != nil {
+		return a.fail(change(idx[0]), err)
+	}
+	var queued []int
+	flush := func() error {
+		_, err := b.flush(ctx)
+		done := queued
+		queued = nil
+		if err != nil {
+			for _, ri := range done {
+				if err := a.route(ctx, o, dp.Name, pid, change(ri).Entry, &dp.Routes[ri]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		for _, ri := range done {
+			c := change(ri)
+			c.Action = ActionCreate
+			a.add(c)
+		}
+		return nil
+	}
+	for _, ri := range idx {
+		r := &dp.Routes[ri]
+		err := a.keptProviders(o, "targets", len(r.Targets), func(j int) string { return r.Targets[j].Provider })
+		if err == nil {
+			err = b.add(ctx, *r)
+		}
+		if err != nil {
+			if ferr := flush(); ferr != nil {
+				return ferr
+			}
+			return a.fail(change(ri), err)
+		}
+		if queued = append(queued, ri); len(queued) == routeBatchSize {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
 }
 
 // withoutFleet leaves the fleet's targets out of a route's view.

@@ -21,8 +21,8 @@ const maxDesiredDepth = 64
 
 // CheckDesiredJSON refuses, before it is decoded, the JSON of a desired
 // state with more than MaxApplyEntries entries (too_many_entries) or
-// nested deeper than any desired state is: decoding 2 MiB of empty
-// entries ({},{},...) allocates hundreds of MiB before Apply could count
+// nested deeper than any desired state is: decoding 8 MiB of empty
+// entries ({},{},...) allocates gigabytes before Apply could count
 // them. It reads raw token by token, keeping nothing of it, and stops at
 // the first entry over the cap. JSON it cannot read is left to the
 // decoder to refuse. Keys match as the decoder matches them, ignoring

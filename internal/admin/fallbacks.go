@@ -107,31 +107,9 @@ func quoteList(names []string) string {
 // when it is being patched ("" on create); a rename is refused while
 // another route names it.
 func (s *Service) checkFallbacks(ctx context.Context, r *store.Route, old string) error {
-	fe := fieldErrors{}
-	if len(r.Fallbacks) > MaxFallbacks {
-		fe.add("fallbacks", "holds %d routes; at most %d", len(r.Fallbacks), MaxFallbacks)
-		return fe.err()
-	}
-	if len(r.Fallbacks) == 0 {
-		r.Fallbacks = nil
-	}
-	for i, f := range r.Fallbacks {
-		field := fmt.Sprintf("fallbacks[%d]", i)
-		checkModelName(fe, field, f)
-		if slices.Index(r.Fallbacks, f) < i {
-			fe.add(field, "repeats an earlier fallback")
-		}
-	}
-	if r.ContextFallback != "" {
-		checkModelName(fe, "context_fallback", r.ContextFallback)
-	}
-	if err := fe.err(); err != nil {
+	edges, err := checkFallbackFields(r)
+	if err != nil {
 		return err
-	}
-	edges := fallbackEdges(r)
-	if slices.Contains(edges, r.Model) {
-		return &Error{Kind: ErrInvalid, Code: CodeFallbackCycle, Message: "a route cannot be its own fallback",
-			Fields: selfFields(r, r.Model)}
 	}
 	renamed := old != "" && old != r.Model
 	if len(edges) == 0 && !renamed {
@@ -154,6 +132,47 @@ func (s *Service) checkFallbacks(ctx context.Context, r *store.Route, old string
 			graph[rs[i].Model] = fallbackEdges(&rs[i])
 		}
 	}
+	return checkFallbackGraph(r, edges, graph)
+}
+
+// checkFallbackFields checks what of r's fallbacks needs no other route:
+// their number and names, no repeat, none r itself. It answers r's edges
+// (fallbackEdges).
+func checkFallbackFields(r *store.Route) ([]string, error) {
+	fe := fieldErrors{}
+	if len(r.Fallbacks) > MaxFallbacks {
+		fe.add("fallbacks", "holds %d routes; at most %d", len(r.Fallbacks), MaxFallbacks)
+		return nil, fe.err()
+	}
+	if len(r.Fallbacks) == 0 {
+		r.Fallbacks = nil
+	}
+	for i, f := range r.Fallbacks {
+		field := fmt.Sprintf("fallbacks[%d]", i)
+		checkModelName(fe, field, f)
+		if slices.Index(r.Fallbacks, f) < i {
+			fe.add(field, "repeats an earlier fallback")
+		}
+	}
+	if r.ContextFallback != "" {
+		checkModelName(fe, "context_fallback", r.ContextFallback)
+	}
+	if err := fe.err(); err != nil {
+		return nil, err
+	}
+	edges := fallbackEdges(r)
+	if slices.Contains(edges, r.Model) {
+		return nil, &Error{Kind: ErrInvalid, Code: CodeFallbackCycle, Message: "a route cannot be its own fallback",
+			Fields: selfFields(r, r.Model)}
+	}
+	return edges, nil
+}
+
+// checkFallbackGraph checks r's edges (fallbackEdges) against graph, the
+// fallbacks of the project's other routes by model, which it completes with
+// r's: every edge names a route of graph, none leads back to r, and no
+// chain through r is deeper than store.MaxFallbackDepth.
+func checkFallbackGraph(r *store.Route, edges []string, graph map[string][]string) error {
 	graph[r.Model] = edges
 	unknown := map[string]string{}
 	for i, f := range r.Fallbacks {

@@ -117,6 +117,12 @@ func (s *Service) checkHandTargets(ctx context.Context, orgID int64, r *store.Ro
 	if err != nil {
 		return fromStore(err, "hosts")
 	}
+	return s.checkPoolTargets(ctx, orgID, r, old, hosts)
+}
+
+// checkPoolTargets is checkHandTargets against hosts, the live hosts of
+// r's pool (store.Store.ListPoolHosts).
+func (s *Service) checkPoolTargets(ctx context.Context, orgID int64, r *store.Route, old []store.Target, hosts []store.Host) error {
 	pool, ok := s.poolParamsOf(hosts, nil)
 	if !ok {
 		return nil

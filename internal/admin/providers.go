@@ -298,6 +298,18 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 	if err != nil {
 		return ProviderView{}, err
 	}
+	p, err := s.newProvider(o, in)
+	if err != nil {
+		return ProviderView{}, err
+	}
+	if err := s.committed(ctx, s.fromSlugWrite(ctx, o.ID, p.Slug, s.st.CreateProvider(ctx, p), "provider")); err != nil {
+		return ProviderView{}, err
+	}
+	return providerView(*p), nil
+}
+
+// newProvider is the provider in creates in org o, checked.
+func (s *Service) newProvider(o *store.Org, in ProviderInput) (*store.Provider, error) {
 	fe := fieldErrors{}
 	p := &store.Provider{OrgID: o.ID, Slug: in.Slug, Name: in.Name, Kind: in.Kind, BaseURL: in.BaseURL,
 		MetadataSource: in.MetadataSource, ContextLimit: in.ContextLimit, Models: in.Models,
@@ -321,12 +333,9 @@ func (s *Service) CreateProvider(ctx context.Context, org string, in ProviderInp
 	}
 	checkProvider(fe, p, s.allowLinkLocal)
 	if err := fe.err(); err != nil {
-		return ProviderView{}, err
+		return nil, err
 	}
-	if err := s.committed(ctx, s.fromSlugWrite(ctx, o.ID, p.Slug, s.st.CreateProvider(ctx, p), "provider")); err != nil {
-		return ProviderView{}, err
-	}
-	return providerView(*p), nil
+	return p, nil
 }
 
 // provider finds a provider by slug, soft-deleted included.

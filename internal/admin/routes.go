@@ -191,6 +191,13 @@ func checkPolicy(fe fieldErrors, p store.Policy) {
 
 // resolveRoute validates r and resolves target provider slugs in org.
 func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route, targets []TargetInput) error {
+	return resolveRouteWith(r, targets, func(slug string) (*store.Provider, error) { return s.liveProviderBySlug(ctx, orgID, slug) })
+}
+
+// resolveRouteWith is resolveRoute with the org's live providers looked up
+// by live: nil for a slug no live provider has. A batch of creates
+// (routeBatch) looks them up in a map it read once.
+func resolveRouteWith(r *store.Route, targets []TargetInput, live func(slug string) (*store.Provider, error)) error {
 	fe := fieldErrors{}
 	checkModelName(fe, "model", r.Model)
 	if r.Strategy == "" {
@@ -224,7 +231,7 @@ func (s *Service) resolveRoute(ctx context.Context, orgID int64, r *store.Route,
 			fe.add(field+".provider", "is required")
 			continue
 		}
-		pv, err := s.liveProviderBySlug(ctx, orgID, t.Provider)
+		pv, err := live(t.Provider)
 		switch {
 		case err != nil:
 			return err
@@ -261,8 +268,7 @@ func (s *Service) CreateRoute(ctx context.Context, org, project string, in Route
 	if err != nil {
 		return RouteView{}, err
 	}
-	r := &store.Route{ProjectID: pj.ID, Model: in.Model, Strategy: in.Strategy, Policy: in.Policy,
-		RPMLimit: in.RPMLimit, TPMLimit: in.TPMLimit, Fallbacks: in.Fallbacks, ContextFallback: in.ContextFallback}
+	r := newRoute(pj, in)
 	if err := s.resolveRoute(ctx, o.ID, r, in.Targets); err != nil {
 		return RouteView{}, err
 	}

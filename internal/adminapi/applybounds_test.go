@@ -26,14 +26,14 @@ func allocated(fn func()) uint64 {
 	return (after.TotalAlloc - before.TotalAlloc) >> 20
 }
 
-// POST /apply is bounded before it is decoded: the body at 2 MiB, the
-// entries at admin.MaxApplyEntries, counted in the JSON, so that 2 MiB of
-// empty entries ({},{},...), which once decoded into up to 918 MiB, is
-// refused having allocated a few MiB, and the largest accepted body of
-// empty entries costs a few MiB more.
+// POST /apply is bounded before it is decoded: the body at 8 MiB, the
+// entries at admin.MaxApplyEntries, counted in the JSON, so that 8 MiB of
+// empty entries ({},{},...), which once decoded into gigabytes, is
+// refused having allocated a few tens of MiB (the body read), and the
+// largest accepted body of empty entries costs at most 160 MiB more.
 func TestApplyBodyBounds(t *testing.T) {
 	e := newEnv(t, "sqlite", nil)
-	const maxBody = 2 << 20
+	const maxBody = 8 << 20
 	e.fail("POST", "/apply", `{"orgs":[{"name":"`+strings.Repeat("a", maxBody)+`"}]}`, 413, admin.CodeBodyTooLarge)
 	before := e.state()
 	lists := map[string][2]string{
@@ -51,9 +51,9 @@ func TestApplyBodyBounds(t *testing.T) {
 	for name, l := range lists {
 		fit := (maxBody - len(l[0]) - len(l[1])) / 3
 		mib := allocated(func() { e.fail("POST", "/apply", l[0]+emptyList(fit)+l[1], 400, admin.CodeTooManyEntries) })
-		t.Logf("%s: 2 MiB of %d empty entries refused, %d MiB allocated", name, fit, mib)
+		t.Logf("%s: 8 MiB of %d empty entries refused, %d MiB allocated", name, fit, mib)
 		if mib > 64 {
-			t.Errorf("%s: refusing 2 MiB of empty entries allocated %d MiB", name, mib)
+			t.Errorf("%s: refusing 8 MiB of empty entries allocated %d MiB", name, mib)
 		}
 		// The largest accepted: the rest of the cap (less the org, the
 		// provider, group, project or route above the list).
@@ -66,7 +66,9 @@ func TestApplyBodyBounds(t *testing.T) {
 			}
 		})
 		t.Logf("%s: %d empty entries (accepted, then invalid), and one more (refused): %d MiB allocated", name, admin.MaxApplyEntries, mib)
-		if mib > 64 {
+		// 50,000 empty providers, the largest entry, allocate about 100
+		// MiB in all, most of it the decoder growing their list.
+		if mib > 160 {
 			t.Errorf("%s: %d empty entries allocated %d MiB", name, admin.MaxApplyEntries, mib)
 		}
 	}

@@ -162,6 +162,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
+	if sel.imp {
+		if err := b.runImport(ctx); err != nil {
+			return nil, err
+		}
+	}
 	b.rep.evaluate(o.Conns)
 	b.rep.TookS = time.Since(start).Seconds()
 	return b.rep, nil

@@ -17,6 +17,7 @@ type Report struct {
 	Routes   []RoutesResult `json:"routes,omitempty"`
 	Idle     *IdleResult    `json:"idle_streams,omitempty"`
 	Fleet    *FleetResult   `json:"fleet,omitempty"`
+	Import   *ImportResult  `json:"import,omitempty"`
 	Tracing  []TraceResult  `json:"tracing,omitempty"` // --trace (trace.go)
 	Targets  []TargetResult `json:"targets"`
 	Notes    []string       `json:"notes,omitempty"`
@@ -245,6 +246,10 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if f := r.Fleet; f != nil {
 		f.print(w)
+	}
+	if i := r.Import; i != nil {
+		fmt.Fprintf(w, "import: %d routes over %d providers (%d entries, %.1f MB file) into an empty SQLite store: %.2f s wall, %.2f s CPU, peak RSS %s MB\n\n",
+			i.Routes, i.Providers, i.Entries, i.FileMB, i.WallS, i.CPUS, mb(i.PeakRSS))
 	}
 	r.printTracing(w)
 

@@ -39,8 +39,8 @@ func coreScenarios(conns int) []scenario {
 
 // selection is what a --scenarios list resolves to.
 type selection struct {
-	core               []scenario
-	scale, idle, fleet bool
+	core                    []scenario
+	scale, idle, fleet, imp bool
 }
 
 // selectScenarios resolves names: scenario names, "default" (every core
@@ -64,13 +64,15 @@ func selectScenarios(names []string, conns int) (selection, error) {
 			for _, s := range all {
 				add(s)
 			}
-			sel.scale, sel.idle, sel.fleet = true, true, true
+			sel.scale, sel.idle, sel.fleet, sel.imp = true, true, true, true
 		case scaleScenario:
 			sel.scale = true
 		case idleScenario:
 			sel.idle = true
 		case fleetScenario:
 			sel.fleet = true
+		case importScenario:
+			sel.imp = true
 		default:
 			i := slices.IndexFunc(all, func(s scenario) bool { return s.name == n })
 			if i < 0 {
@@ -93,5 +95,5 @@ func scenarioNames(conns int) []string {
 	for _, s := range coreScenarios(conns) {
 		names = append(names, s.name)
 	}
-	return append(names, scaleScenario, idleScenario, fleetScenario, "default", "all")
+	return append(names, scaleScenario, idleScenario, fleetScenario, importScenario, "default", "all")
 }

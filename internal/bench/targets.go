@@ -21,6 +21,7 @@ const (
 	maxRSS100kMB     = 256.0 // issue 21
 	maxReady100kS    = 2.0   // issue 21: `rolter serve` start to /readyz
 	maxStreamKiB     = 32.0  // issue 21
+	maxImportS       = 10.0  // issue 21: rolter import of 10,000 routes over 1,000 providers
 	// Gateway CPU ÷ floor CPU per request (issue 21): the floor is a stock
 	// httputil.ReverseProxy with the same transport (`rolter floor`).
 	maxChatFloorRatio   = 0.5
@@ -127,6 +128,12 @@ func (r *Report) evaluate(conns int) {
 	name, want = "RSS per idle stream (gateway)", fmt.Sprintf("≤ %.0f KiB", maxStreamKiB)
 	if i := r.Idle; i != nil && i.Open > 0 {
 		add(name, want, fmt.Sprintf("%.1f KiB (%d streams)", i.GatewayKiB, i.Open), check(i.GatewayKiB <= maxStreamKiB))
+	} else {
+		add(name, want, "-", nil)
+	}
+	name, want = "rolter import of 10,000 routes over 1,000 providers into an empty SQLite store", fmt.Sprintf("≤ %.0f s", maxImportS)
+	if i := r.Import; i != nil {
+		add(name, want, fmt.Sprintf("%.2f s (%.2f s CPU)", i.WallS, i.CPUS), check(i.WallS <= maxImportS))
 	} else {
 		add(name, want, "-", nil)
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/rolter/rolter/internal/config"
 )
 
-// maxConfigFile bounds a config file apply reads: the API takes 2 MiB of
-// JSON.
-const maxConfigFile = 2 << 20
+// maxConfigFile bounds a config file apply reads: the API takes 8 MiB of
+// JSON, and the YAML of a file is about as large as its JSON.
+const maxConfigFile = 8 << 20
 
 // applyCmd is `rolter apply -f FILE`: the file is sent, secrets resolved
 // from the environment, to POST /apply, where the gateway plans and applies
