@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -200,6 +201,16 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// minorFaults is the process's minor page faults so far: the pages the
+// heap touched for the first time (or again, after returning them).
+func minorFaults() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Minflt
+}
+
 // BenchmarkServeParallel is the same with 8 requests in flight per CPU.
 func BenchmarkServeParallel(b *testing.B) {
 	for _, c := range []struct {
@@ -290,5 +301,41 @@ func BenchmarkCopyHeaders(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		copyResponseHeaders(http.Header{}, src)
+	}
+}
+
+// BenchmarkServeCatalog is BenchmarkServe's non-streamed chat with catalogs
+// of 10, 10,000 and 100,000 routes (issue 21: the per-request cost must
+// not grow with the catalog). cpu-µs/op is the whole process's (client
+// and upstream included, the same at every size); gc/op counts collection
+// cycles per request. 100,000 routes take a while to seed, so -short
+// skips that size.
+func BenchmarkServeCatalog(b *testing.B) {
+	for _, n := range []int{10, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+			if n > 10_000 && testing.Short() {
+				b.Skip("seeding 100,000 routes is slow; run without -short")
+			}
+			e := newBenchEnv(b, n)
+			body := chatBody(false)
+			var buf bytes.Buffer
+			for range 200 { // warm the connections and the pools
+				e.post(b, body, 20, &buf)
+			}
+			runtime.GC()
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			b.ReportAllocs()
+			cpu0, flt0 := processCPU(), minorFaults()
+			for b.Loop() {
+				e.post(b, body, 20, &buf)
+			}
+			cpu := processCPU() - cpu0
+			runtime.ReadMemStats(&ms1)
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(ms1.NumGC-ms0.NumGC)/float64(b.N), "gc/op")
+			b.ReportMetric(float64(minorFaults()-flt0)/float64(b.N), "faults/op")
+			b.ReportMetric(float64(ms1.HeapAlloc)/(1<<20), "heap-MB")
+		})
 	}
 }

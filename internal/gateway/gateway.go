@@ -333,10 +333,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	g.metrics.inFlight.Inc()
 	defer g.metrics.inFlight.Dec()
 	t := g.table.Load()
-	x := &exchange{start: time.Now(), endpoint: r.URL.Path[len("/v1"):], requestID: ensureRequestID(w, r), table: t}
+	x := exchanges.Get().(*exchange)
+	x.start, x.endpoint, x.requestID, x.table = time.Now(), r.URL.Path[len("/v1"):], ensureRequestID(w, r), t
 	if g.tracer != nil {
 		x.tr = traceOf(r, x)
 	}
+	defer x.recycle() // deferred first: runs after every other use of x
 
 	x.api = apiOf(x.endpoint)
 	key, ok := authenticate(t.snap, r, x.start)
@@ -401,6 +403,31 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	g.account(x)
 }
 
+// exchanges recycles exchange structs (over a kilobyte each) and their
+// attempts' body buffer. At a large catalog the allocator's runway is the
+// size of the catalog's heap, so what a request allocates lands on memory
+// no request touched since the last collection: cache misses, and page
+// faults where the runtime had returned the pages. A recycled exchange is
+// memory the previous request just used.
+var exchanges = sync.Pool{New: func() any { return new(exchange) }}
+
+// recycle returns x to exchanges when serve is done with it. A traced
+// request's x is left to the collector: the server span reads it after
+// serve returns (trace.go). The attempts' body buffer is kept only when no
+// transport may still read it (requestBody.splice) and it is not large.
+func (x *exchange) recycle() {
+	if x.tr != nil {
+		return
+	}
+	buf := x.body.buf
+	if s := x.body.bufSent; (s != nil && !s.done()) || cap(buf) > maxPooledBody {
+		buf = nil
+	}
+	*x = exchange{}
+	x.body.buf = buf[:0]
+	exchanges.Put(x)
+}
+
 // requestID returns the client's X-Request-Id when it is a sane token (1 to
 // 128 visible ASCII characters), else a new random one, so a caller can
 // find its request in the gateway's and the upstream's logs.
@@ -433,19 +460,18 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 	}
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(g.cfg.BodyTimeout)) == nil
-	var buf bytes.Buffer
+	size := bytes.MinRead
 	if r.ContentLength > 0 {
 		// The declared length is the client's claim: grow as bytes arrive.
-		buf.Grow(int(min(r.ContentLength, initialBody)) + bytes.MinRead)
+		size = int(min(r.ContentLength, initialBody))
 	}
 	cr := &budgetReader{r: http.MaxBytesReader(w, r.Body, g.cfg.MaxBody), g: g}
-	_, err := buf.ReadFrom(cr)
+	body, err := readBodyBytes(cr, size)
 	if deadline {
 		// The connection's reads must not time out while the response
 		// streams: the server watches them for the client going away.
 		_ = rc.SetReadDeadline(time.Time{})
 	}
-	body = buf.Bytes()
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
@@ -464,6 +490,26 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 		return nil, cr.held, newError(http.StatusBadRequest, "invalid_request", "could not read the request body")
 	}
 	return body, cr.held, nil
+}
+
+// readBodyBytes reads r to its end into a buffer of size bytes and one more (so
+// that a body of the declared length ends without a reallocation), grown
+// as io.ReadAll grows it beyond that.
+func readBodyBytes(r io.Reader, size int) ([]byte, error) {
+	b := make([]byte, 0, size+1)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF { //nolint:errorlint // io.Reader's contract: EOF itself
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 var errBodyBudget = errors.New("gateway: request body bytes in flight at their limit")

@@ -156,8 +156,11 @@ func (passThrough) respond(c call, body []byte, rs responseSpans, scanErr error)
 	if rs.hasModel {
 		// One write of the rewritten body: each write to the client sets
 		// its deadline and pauses the watchdog.
-		body = jsonscan.Splice(nil, body, []jsonscan.Edit{{Start: rs.modelStart, End: rs.modelEnd,
-			Value: jsonscan.AppendString(make([]byte, 0, len(c.x.model)+2), c.x.model)}})
+		var q [MaxModelLen + 2]byte
+		out := getBodyBuf()
+		defer putBodyBuf(out)
+		body = jsonscan.Splice(out.AvailableBuffer(), body, []jsonscan.Edit{{Start: rs.modelStart, End: rs.modelEnd,
+			Value: jsonscan.AppendString(q[:0], c.x.model)}})
 	}
 	h := c.w.Header()
 	copyResponseHeaders(h, c.resp.Header)

@@ -6,15 +6,36 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/rolter/rolter/internal/jsonscan"
 )
+
+// bodyBufs recycles the buffers a non-streamed answer is read into and
+// rewritten in: every request would otherwise allocate (and the collector
+// mark and clear) one or two buffers the size of the answer, the largest
+// of its allocations. The pairings' respond write the answer before they
+// return and keep no part of it. Buffers that grew past maxPooledBody are
+// dropped, so one huge answer does not stay pinned.
+var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBody = 64 << 10
+
+func getBodyBuf() *bytes.Buffer { return bodyBufs.Get().(*bytes.Buffer) }
+
+func putBodyBuf(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledBody {
+		b.Reset()
+		bodyBufs.Put(b)
+	}
+}
 
 // respond reads a non-streamed answer whole (bounded) and scans it once,
 // then pr answers the client from it.
 func (g *Gateway) respond(ctx context.Context, c call, pr pairing) outcome {
 	resp := c.resp
-	var buf bytes.Buffer
+	buf := getBodyBuf()
+	defer putBodyBuf(buf)
 	if resp.ContentLength > 0 && resp.ContentLength <= g.cfg.MaxResponse {
 		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
 	}
