@@ -22,7 +22,13 @@ import (
 // make, by method.
 type queryCounter struct {
 	store.Store
-	lists, keys, fetches, fetchRows, reports, byIP atomic.Int64
+	lists, keys, fetches, fetchRows, reports, byIP, beats, beatRows atomic.Int64
+}
+
+func (q *queryCounter) RecordHeartbeats(ctx context.Context, b []store.Heartbeat) error {
+	q.beats.Add(1)
+	q.beatRows.Add(int64(len(b)))
+	return q.Store.RecordHeartbeats(ctx, b)
 }
 
 func (q *queryCounter) ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]store.Host, error) {

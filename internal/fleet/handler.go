@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,9 @@ type HandlerConfig struct {
 	// (liveness.go). Its Flush interval also bounds how long an unchanged
 	// report is not written again (report).
 	Liveness LivenessConfig
+	// Heartbeat tunes the batching of the reported_at writes of
+	// unchanged reports (heartbeat.go).
+	Heartbeat HeartbeatConfig
 	// HostsChanged, when set, is called after a report changed what a
 	// box's /vllm/config says (it applied a revision), so that other
 	// replicas reload their directories; this one's is invalidated
@@ -48,10 +52,13 @@ type HandlerConfig struct {
 // unrevoked keys, ListLiveHosts and ListHostsByIP only live hosts, and
 // RecordHostReports writes every entry or none. None is called per GET
 // /vllm/config in the steady state: the directory and the liveness
-// batcher stand between. A report reads its hosts fresh (ListHostsByIP).
+// batcher stand between. A report reads its hosts fresh (ListHostsByIP),
+// but for an unchanged one, and a heartbeat is written in batches
+// (RecordHeartbeats).
 type HandlerStore interface {
 	DirectoryStore
 	LivenessStore
+	HeartbeatStore
 	ListHostsByIP(ctx context.Context, orgID int64, ip string) ([]store.Host, error)
 	RecordHostReports(ctx context.Context, entries []store.HostReportEntry, at time.Time) error
 }
@@ -61,14 +68,16 @@ type HandlerStore interface {
 // header, body), so a caller without one learns nothing but 401.
 //
 // GET /vllm/config is answered from memory (directory.go) and its
-// liveness written in batches (liveness.go); run Run for the batches.
+// liveness written in batches (liveness.go), as are the heartbeats of
+// unchanged reports (heartbeat.go); run Run for the batches.
 type Handler struct {
-	st   HandlerStore
-	cfg  HandlerConfig
-	log  *slog.Logger
-	now  func() time.Time
-	dir  *Directory
-	live *Liveness
+	st    HandlerStore
+	cfg   HandlerConfig
+	log   *slog.Logger
+	now   func() time.Time
+	dir   *Directory
+	live  *Liveness
+	beats *Heartbeats
 
 	memoMu sync.Mutex
 	// memos are, per box address, the last report this replica judged
@@ -82,20 +91,19 @@ type Handler struct {
 // (basis: a reload after any announced change reads them afresh) and
 // before until, would be judged the same and not written, so it is
 // answered without reading the store. After until it is the box's
-// heartbeat: touch is written, which moves reported_at and changes
-// nothing else, again without reading the store.
+// heartbeat: the reported_at of ids is queued (heartbeat.go), again
+// without reading the store.
 type reportMemo struct {
 	body     []byte
 	basis    string    // reportBasis of the address's hosts in the directory when judged
 	until    time.Time // the stored reported_at of its hosts is under the liveness interval old before then
 	accepted int
-	// touch is the entries the report was judged to, without Current:
-	// writing them again sets what is stored already (the report and
-	// the applied revision) and reported_at, and clears no apply
-	// request (one made since, through another replica, unannounced,
-	// waits for a judgement on the store: the directory's reload within
-	// its minute changes basis).
-	touch []store.HostReportEntry
+	// ids are the hosts the report was judged to. Their heartbeat moves
+	// reported_at only: it clears no apply request (one made since,
+	// through another replica, unannounced, waits for a judgement on the
+	// store: the directory's reload within its minute changes basis) and
+	// never overwrites a report written since.
+	ids []int64
 }
 
 // maxMemoBody bounds the reports kept in memory (a box's report is well
@@ -109,7 +117,8 @@ func NewHandler(st HandlerStore, cfg HandlerConfig, log *slog.Logger) *Handler {
 		now = time.Now
 	}
 	return &Handler{st: st, cfg: cfg, log: log, now: now, dir: NewDirectory(st, now),
-		live: NewLiveness(st, cfg.Liveness, now, log), memos: map[addrKey]*reportMemo{}, memoPruneAt: 1024}
+		live: NewLiveness(st, cfg.Liveness, now, log), beats: NewHeartbeats(st, cfg.Heartbeat, log),
+		memos: map[addrKey]*reportMemo{}, memoPruneAt: 1024}
 }
 
 // Generation moves whenever the hosts may have changed (every
@@ -122,8 +131,18 @@ func (h *Handler) Generation() uint64 { return h.dir.gen.Load() }
 // and after admin writes to hosts and fleet keys).
 func (h *Handler) Invalidate() { h.dir.Invalidate() }
 
-// Run writes the batched liveness until ctx ends (then what is left).
-func (h *Handler) Run(ctx context.Context) { h.live.Run(ctx) }
+// Run writes the batched liveness and heartbeats until ctx ends (then
+// what is left of both).
+func (h *Handler) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		h.beats.Run(ctx)
+	}()
+	h.live.Run(ctx)
+	wg.Wait()
+}
 
 // LastFetch is the latest GET /vllm/config of host id this replica
 // served, written to the store yet or not.
@@ -334,11 +353,13 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 	if m := h.memo(key); known && m != nil && m.basis == basis && bytes.Equal(m.body, body) {
 		// The same report again, its hosts as they were: their reports
 		// stored under an interval ago, nothing to write; else the
-		// heartbeat's reported_at.
+		// heartbeat's reported_at, queued for the next batch.
 		if !now.Before(m.until) {
-			if err := h.st.RecordHostReports(r.Context(), m.touch, now); err != nil {
-				h.storeError(w, r, err)
-				return
+			if !h.beats.Beat(m.ids, now) { // shutting down: written here
+				if err := h.st.RecordHeartbeats(r.Context(), heartbeatsOf(m.ids, now)); err != nil {
+					h.storeError(w, r, err)
+					return
+				}
 			}
 			next := *m
 			next.until = now.Add(h.live.cfg.Flush)
@@ -399,19 +420,54 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		if h.cfg.HostsChanged != nil {
 			h.cfg.HostsChanged(r.Context())
 		}
-	} else if known && len(body) <= maxMemoBody {
+		// The directory reloads the hosts as just written: judged on
+		// them, the same report again is unchanged, so the box's first
+		// heartbeat needs no store read either. Anything else that
+		// changed meanwhile gives the reload another basis, which no
+		// memo matches.
+		basis, known = basisAfter(hosts, entries), true
+	}
+	if known && len(body) <= maxMemoBody {
 		if write {
 			fresh = now
 		}
-		touch := make([]store.HostReportEntry, len(entries))
+		ids := make([]int64, len(entries))
 		for i, e := range entries {
-			e.Current = nil
-			touch[i] = e
+			ids[i] = e.HostID
 		}
 		h.remember(key, &reportMemo{body: bytes.Clone(body), basis: basis, until: fresh.Add(h.live.cfg.Flush),
-			accepted: len(entries), touch: touch}, now)
+			accepted: len(entries), ids: ids}, now)
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"accepted": len(entries)})
+}
+
+// heartbeatsOf is the heartbeat at at of hosts ids.
+func heartbeatsOf(ids []int64, at time.Time) []store.Heartbeat {
+	beats := make([]store.Heartbeat, len(ids))
+	for i, id := range ids {
+		beats[i] = store.Heartbeat{HostID: id, At: at}
+	}
+	return beats
+}
+
+// basisAfter is reportBasis of hosts (ListHostsByIP: the live hosts at
+// an address, by id, as the directory lists them) once entries are
+// written (RecordHostReports).
+func basisAfter(hosts []store.Host, entries []store.HostReportEntry) string {
+	after := slices.Clone(hosts)
+	for _, e := range entries {
+		for i := range after {
+			if after[i].ID != e.HostID {
+				continue
+			}
+			after[i].AppliedRevision = e.Applied
+			if e.Current != nil {
+				after[i].Applied = e.Current
+				after[i].ApplyRequested = false
+			}
+		}
+	}
+	return reportBasis(after)
 }
 
 func (h *Handler) memo(k addrKey) *reportMemo {

@@ -107,6 +107,12 @@ type ConfigFetch struct {
 	At     time.Time
 }
 
+// Heartbeat is one host's latest unchanged report, for RecordHeartbeats.
+type Heartbeat struct {
+	HostID int64
+	At     time.Time
+}
+
 // HostReportEntry is one host's part of a box's report.
 type HostReportEntry struct {
 	HostID int64

@@ -301,6 +301,12 @@ type Store interface {
 	// transaction: every entry is written or none. An entry whose host is
 	// gone is skipped.
 	RecordHostReports(ctx context.Context, entries []HostReportEntry, at time.Time) error
+	// RecordHeartbeats sets each host's reported_at to its time, and
+	// nothing else, in one transaction: the heartbeats of boxes whose
+	// report is unchanged. Like RecordConfigFetches it never moves a
+	// host's time back (a report written since stays) and skips hosts
+	// that are gone. The fleet endpoints batch them (fleet.Heartbeats).
+	RecordHeartbeats(ctx context.Context, beats []Heartbeat) error
 	// RegisterHost makes a serving host reachable, in one transaction: it
 	// creates (or restores and updates) the host's vllm provider, creates
 	// its route if missing, adds the target, sets the state serving and

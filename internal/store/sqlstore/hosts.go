@@ -382,40 +382,66 @@ func (s *DB) TouchHosts(ctx context.Context, ids []int64, at time.Time) error {
 // (PostgreSQL takes at most 65,535 parameters).
 const fetchChunk = 1000
 
-// RecordConfigFetches implements store.Store. On PostgreSQL each chunk of
-// hosts is one statement; on SQLite one prepared statement runs per host,
-// all in one transaction either way. Neither moves a time back: two
-// batches may commit out of order (one process still has several
-// writers: overlapping flushes, TouchHosts).
+// RecordConfigFetches implements store.Store (laterTimes).
 func (s *DB) RecordConfigFetches(ctx context.Context, fetches []store.ConfigFetch) error {
-	if len(fetches) == 0 {
+	rows := make([]hostTime, len(fetches))
+	for i, f := range fetches {
+		rows[i] = hostTime{f.HostID, f.At}
+	}
+	return s.laterTimes(ctx, "last_config_fetch", rows)
+}
+
+// RecordHeartbeats implements store.Store (laterTimes).
+func (s *DB) RecordHeartbeats(ctx context.Context, beats []store.Heartbeat) error {
+	rows := make([]hostTime, len(beats))
+	for i, b := range beats {
+		rows[i] = hostTime{b.HostID, b.At}
+	}
+	return s.laterTimes(ctx, "reported_at", rows)
+}
+
+// hostTime is one host's time for laterTimes.
+type hostTime struct {
+	id int64
+	at time.Time
+}
+
+// laterTimes sets column (a timestamp of hosts, named by the caller, never
+// by input) of each host to its time where that is later. On PostgreSQL
+// each chunk of hosts is one statement; on SQLite one prepared statement
+// runs per host, all in one transaction either way. Neither moves a time
+// back: two batches may commit out of order (one process still has
+// several writers: overlapping flushes, TouchHosts, a report written at
+// once after a heartbeat queued).
+func (s *DB) laterTimes(ctx context.Context, column string, rows []hostTime) error {
+	if len(rows) == 0 {
 		return nil
 	}
 	return s.tx(ctx, func(tx querier) error {
 		if s.dialect == dialectPostgres {
-			for len(fetches) > 0 {
-				n := min(len(fetches), fetchChunk)
+			for len(rows) > 0 {
+				n := min(len(rows), fetchChunk)
 				var b strings.Builder
 				args := make([]any, 0, 2*n)
-				for i, f := range fetches[:n] {
+				for i, r := range rows[:n] {
 					if i > 0 {
 						b.WriteString(", ")
 					}
 					fmt.Fprintf(&b, "($%d::bigint, $%d::timestamptz)", 2*i+1, 2*i+2)
-					args = append(args, f.HostID, f.At.UTC().Truncate(time.Microsecond))
+					args = append(args, r.id, r.at.UTC().Truncate(time.Microsecond))
 				}
-				if _, err := tx.ExecContext(ctx, `UPDATE hosts AS h SET last_config_fetch = v.at FROM (VALUES `+b.String()+`) AS v(id, at)
-					WHERE h.id = v.id AND (h.last_config_fetch IS NULL OR h.last_config_fetch < v.at)`, args...); err != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE hosts AS h SET `+column+` = v.at FROM (VALUES `+b.String()+`) AS v(id, at)
+					WHERE h.id = v.id AND (h.`+column+` IS NULL OR h.`+column+` < v.at)`, args...); err != nil {
 					return s.classify(err, "")
 				}
-				fetches = fetches[n:]
+				rows = rows[n:]
 			}
 			return nil
 		}
-		for _, f := range fetches {
-			at := f.At.UTC().Truncate(time.Microsecond)
-			if _, err := tx.ExecContext(ctx, `UPDATE hosts SET last_config_fetch = ? WHERE id = ?
-				AND (last_config_fetch IS NULL OR last_config_fetch < ?)`, at, f.HostID, at); err != nil {
+		for _, r := range rows {
+			at := r.at.UTC().Truncate(time.Microsecond)
+			if _, err := tx.ExecContext(ctx, `UPDATE hosts SET `+column+` = ? WHERE id = ?
+				AND (`+column+` IS NULL OR `+column+` < ?)`, at, r.id, at); err != nil {
 				return s.classify(err, "")
 			}
 		}
