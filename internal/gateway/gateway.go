@@ -403,28 +403,23 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	g.account(x)
 }
 
-// exchanges recycles exchange structs (over a kilobyte each) and their
-// attempts' body buffer. At a large catalog the allocator's runway is the
-// size of the catalog's heap, so what a request allocates lands on memory
-// no request touched since the last collection: cache misses, and page
-// faults where the runtime had returned the pages. A recycled exchange is
-// memory the previous request just used.
+// exchanges recycles exchange structs (over a kilobyte each). At a large
+// catalog the allocator's runway is the size of the catalog's heap, so
+// what a request allocates lands on memory no request touched since the
+// last collection: cache misses, and page faults where the runtime had
+// returned the pages. A recycled exchange is memory the previous request
+// just used. The attempts' body buffer is not kept: a transport may still
+// read it, and requestBody.scan starts each request afresh anyway.
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 
 // recycle returns x to exchanges when serve is done with it. A traced
 // request's x is left to the collector: the server span reads it after
-// serve returns (trace.go). The attempts' body buffer is kept only when no
-// transport may still read it (requestBody.splice) and it is not large.
+// serve returns (trace.go).
 func (x *exchange) recycle() {
 	if x.tr != nil {
 		return
 	}
-	buf := x.body.buf
-	if s := x.body.bufSent; (s != nil && !s.done()) || cap(buf) > maxPooledBody {
-		buf = nil
-	}
 	*x = exchange{}
-	x.body.buf = buf[:0]
 	exchanges.Put(x)
 }
 
