@@ -12,7 +12,12 @@ import (
 	"github.com/rolter/rolter/internal/store"
 )
 
-const routeCols = `id, project_id, model, strategy, policy, rpm_limit, tpm_limit, fallbacks, context_fallback, created_at, updated_at`
+// routeCols are the columns scanRoute reads; the timestamps are read as
+// text on SQLite (timeText).
+func (s *DB) routeCols() string {
+	return `id, project_id, model, strategy, policy, rpm_limit, tpm_limit, fallbacks, context_fallback, ` +
+		s.timeText("created_at") + `, ` + s.timeText("updated_at")
+}
 
 func scanRoute(sc interface{ Scan(...any) error }) (store.Route, error) {
 	var (
@@ -21,7 +26,7 @@ func scanRoute(sc interface{ Scan(...any) error }) (store.Route, error) {
 		fallbacks string
 	)
 	if err := sc.Scan(&r.ID, &r.ProjectID, &r.Model, &r.Strategy, &policy, &r.RPMLimit, &r.TPMLimit, &fallbacks, &r.ContextFallback,
-		&r.CreatedAt, &r.UpdatedAt); err != nil {
+		(*scanTime)(&r.CreatedAt), (*scanTime)(&r.UpdatedAt)); err != nil {
 		return r, err
 	}
 	// Most routes have neither fallbacks nor a policy: their columns
@@ -35,7 +40,6 @@ func scanRoute(sc interface{ Scan(...any) error }) (store.Route, error) {
 	if len(r.Fallbacks) == 0 {
 		r.Fallbacks = nil
 	}
-	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	if policy != emptyObject {
 		if err := json.Unmarshal([]byte(policy), &r.Policy); err != nil {
 			return r, fmt.Errorf("store: route %d: policy column: %w", r.ID, err)
@@ -78,13 +82,13 @@ func (s *DB) insertTargets(ctx context.Context, tx querier, r *store.Route) erro
 // GetRoute implements store.Store.
 func (s *DB) GetRoute(ctx context.Context, projectID int64, model string) (*store.Route, error) {
 	return getWith(ctx, s, scanRoute, s.attachTargets,
-		`SELECT `+routeCols+` FROM routes WHERE project_id = ? AND model = ?`, projectID, model)
+		`SELECT `+s.routeCols()+` FROM routes WHERE project_id = ? AND model = ?`, projectID, model)
 }
 
 // ListRoutes implements store.Store.
 func (s *DB) ListRoutes(ctx context.Context, projectID int64, p store.Page) ([]store.Route, error) {
 	return listWith(ctx, s, scanRoute, s.attachTargets,
-		`SELECT `+routeCols+` FROM routes WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?`, projectID, p.After, limitOf(p))
+		`SELECT `+s.routeCols()+` FROM routes WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?`, projectID, p.After, limitOf(p))
 }
 
 // routeTargets are the children attachTargets reads, in the route's order.
@@ -248,7 +252,7 @@ func (s *DB) load(ctx context.Context, tx querier) (*store.State, error) {
 	if err := s.attachKeys(ctx, tx, st.Providers, true); err != nil {
 		return nil, err
 	}
-	if st.Routes, err = list(ctx, s, tx, scanRoute, `SELECT `+routeCols+` FROM routes ORDER BY id`); err != nil {
+	if st.Routes, err = list(ctx, s, tx, scanRoute, `SELECT `+s.routeCols()+` FROM routes ORDER BY id`); err != nil {
 		return nil, err
 	}
 	if err := s.attachTargets(ctx, tx, st.Routes, true); err != nil {
