@@ -252,7 +252,11 @@ func (s *DB) load(ctx context.Context, tx querier) (*store.State, error) {
 	if err := s.attachKeys(ctx, tx, st.Providers, true); err != nil {
 		return nil, err
 	}
-	if st.Routes, err = list(ctx, s, tx, scanRoute, `SELECT `+s.routeCols()+` FROM routes ORDER BY id`); err != nil {
+	var n int // the routes' count, to read them into one allocation
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM routes`).Scan(&n); err != nil {
+		return nil, s.classify(err, "")
+	}
+	if st.Routes, err = listCap(ctx, s, tx, scanRoute, n, `SELECT `+s.routeCols()+` FROM routes ORDER BY id`); err != nil {
 		return nil, err
 	}
 	if err := s.attachTargets(ctx, tx, st.Routes, true); err != nil {
