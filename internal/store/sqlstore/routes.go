@@ -19,33 +19,41 @@ func (s *DB) routeCols() string {
 		s.timeText("created_at") + `, ` + s.timeText("updated_at")
 }
 
-func scanRoute(sc interface{ Scan(...any) error }) (store.Route, error) {
+func scanRoute(sc interface{ Scan(...any) error }) (store.Route, error) { return routeScanner()(sc) }
+
+// routeScanner returns a scan of route rows that reuses its destinations
+// from row to row (a catalog load reads 100,000 routes at start-up): use
+// one for the rows of one query.
+func routeScanner() func(sc interface{ Scan(...any) error }) (store.Route, error) {
 	var (
 		r         store.Route
 		policy    string
 		fallbacks string
 	)
-	if err := sc.Scan(&r.ID, &r.ProjectID, &r.Model, &r.Strategy, &policy, &r.RPMLimit, &r.TPMLimit, &fallbacks, &r.ContextFallback,
-		(*scanTime)(&r.CreatedAt), (*scanTime)(&r.UpdatedAt)); err != nil {
-		return r, err
-	}
-	// Most routes have neither fallbacks nor a policy: their columns
-	// decode to the zero values without the JSON decoder (a catalog
-	// load reads 100,000 routes at start-up).
-	if fallbacks != emptyList {
-		if err := json.Unmarshal([]byte(fallbacks), &r.Fallbacks); err != nil {
-			return r, fmt.Errorf("store: route %d: fallbacks column: %w", r.ID, err)
+	dest := []any{&r.ID, &r.ProjectID, &r.Model, &r.Strategy, &policy, &r.RPMLimit, &r.TPMLimit, &fallbacks, &r.ContextFallback,
+		(*scanTime)(&r.CreatedAt), (*scanTime)(&r.UpdatedAt)}
+	return func(sc interface{ Scan(...any) error }) (store.Route, error) {
+		r = store.Route{}
+		if err := sc.Scan(dest...); err != nil {
+			return r, err
 		}
-	}
-	if len(r.Fallbacks) == 0 {
-		r.Fallbacks = nil
-	}
-	if policy != emptyObject {
-		if err := json.Unmarshal([]byte(policy), &r.Policy); err != nil {
-			return r, fmt.Errorf("store: route %d: policy column: %w", r.ID, err)
+		// Most routes have neither fallbacks nor a policy: their columns
+		// decode to the zero values without the JSON decoder.
+		if fallbacks != emptyList {
+			if err := json.Unmarshal([]byte(fallbacks), &r.Fallbacks); err != nil {
+				return r, fmt.Errorf("store: route %d: fallbacks column: %w", r.ID, err)
+			}
 		}
+		if len(r.Fallbacks) == 0 {
+			r.Fallbacks = nil
+		}
+		if policy != emptyObject {
+			if err := json.Unmarshal([]byte(policy), &r.Policy); err != nil {
+				return r, fmt.Errorf("store: route %d: policy column: %w", r.ID, err)
+			}
+		}
+		return r, nil
 	}
-	return r, nil
 }
 
 // CreateRoute implements store.Store.
@@ -103,13 +111,17 @@ var routeTargets = childTable[store.Route, store.Target]{
 
 // attachTargets fills Targets for rs; all reads every target (for Load).
 func (s *DB) attachTargets(ctx context.Context, qr querier, rs []store.Route, all bool) error {
+	var (
+		tg      store.Target
+		route   int64
+		in, out sql.NullInt64
+	)
+	// The destinations are reused from row to row (a catalog load reads
+	// a target or more for each of 100,000 routes).
+	dest := []any{&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight, &tg.Priority, &tg.ContextLimit, &in, &out}
 	return attachChildren(ctx, s, qr, rs, all, routeTargets, func(sc interface{ Scan(...any) error }) (int64, store.Target, error) {
-		var (
-			tg      store.Target
-			route   int64
-			in, out sql.NullInt64
-		)
-		if err := sc.Scan(&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight, &tg.Priority, &tg.ContextLimit, &in, &out); err != nil {
+		tg = store.Target{}
+		if err := sc.Scan(dest...); err != nil {
 			return 0, tg, err
 		}
 		if in.Valid && out.Valid {
@@ -256,7 +268,7 @@ func (s *DB) load(ctx context.Context, tx querier) (*store.State, error) {
 	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM routes`).Scan(&n); err != nil {
 		return nil, s.classify(err, "")
 	}
-	if st.Routes, err = listCap(ctx, s, tx, scanRoute, n, `SELECT `+s.routeCols()+` FROM routes ORDER BY id`); err != nil {
+	if st.Routes, err = listCap(ctx, s, tx, routeScanner(), n, `SELECT `+s.routeCols()+` FROM routes ORDER BY id`); err != nil {
 		return nil, err
 	}
 	if err := s.attachTargets(ctx, tx, st.Routes, true); err != nil {
