@@ -190,7 +190,7 @@ func (s *DB) loadRows(ctx context.Context, tx querier, ids *store.ChangedIDs, st
 	if err := s.attachKeysOf(ctx, tx, st.Providers, false, true); err != nil {
 		return err
 	}
-	if st.Routes, err = byIDs(ctx, s, tx, scanRoute, `SELECT `+routeCols+` FROM routes WHERE id IN `, ids.Routes, ` ORDER BY id`); err != nil {
+	if st.Routes, err = byIDs(ctx, s, tx, scanRoute, `SELECT `+s.routeCols()+` FROM routes WHERE id IN `, ids.Routes, ` ORDER BY id`); err != nil {
 		return err
 	}
 	if err := s.attachTargets(ctx, tx, st.Routes, false); err != nil {

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 )
 
@@ -66,16 +67,21 @@ func attachChildren[P, C any](ctx context.Context, s *DB, qr querier, ps []P, al
 		}
 		query += ` WHERE ` + t.parentCol + ` IN (` + strings.Join(marks, ",") + `)`
 	}
-	byID := make(map[int64]*P, len(ps))
-	for i := range ps {
-		byID[t.id(&ps[i])] = &ps[i]
-		*t.children(&ps[i]) = []C{}
-	}
 	rows, err := qr.QueryContext(ctx, s.q(query+t.orderBy), args...)
 	if err != nil {
 		return s.classify(err, "")
 	}
 	defer rows.Close()
+	// Rows ordered by parent first, for parents in order of id, join
+	// without a map.
+	if all && strings.HasPrefix(t.orderBy, " ORDER BY "+t.parentCol+",") && sortedByID(ps, t.id) {
+		return mergeChildren(s, rows, ps, t, scan)
+	}
+	byID := make(map[int64]*P, len(ps))
+	for i := range ps {
+		byID[t.id(&ps[i])] = &ps[i]
+		*t.children(&ps[i]) = []C{}
+	}
 	for rows.Next() {
 		parent, c, err := scan(rows)
 		if err != nil {
@@ -87,4 +93,53 @@ func attachChildren[P, C any](ctx context.Context, s *DB, qr querier, ps []P, al
 		}
 	}
 	return s.classify(rows.Err(), "")
+}
+
+// sortedByID reports whether ps are in ascending order of id, as Load
+// reads them.
+func sortedByID[P any](ps []P, id func(*P) int64) bool {
+	for i := 1; i < len(ps); i++ {
+		if id(&ps[i-1]) >= id(&ps[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeChildren fills the children of ps, in ascending order of id, from
+// rows in t's order (by parent first): a merge join, without a map of
+// the parents (Load reads 100,000 routes at start-up, issue 21). The
+// children share one array, each parent's slice capped at its end so
+// that an append to one does not write over the next.
+func mergeChildren[P, C any](s *DB, rows *sql.Rows, ps []P, t childTable[P, C], scan func(interface{ Scan(...any) error }) (parent int64, c C, err error)) error {
+	var (
+		cs   = make([]C, 0, len(ps))
+		ends = make([]int, len(ps)) // ends[i]: the end in cs of ps[i]'s children
+		j    int
+	)
+	for rows.Next() {
+		parent, c, err := scan(rows)
+		if err != nil {
+			return s.classify(err, "")
+		}
+		for j < len(ps) && t.id(&ps[j]) < parent {
+			ends[j] = len(cs)
+			j++
+		}
+		if j < len(ps) && t.id(&ps[j]) == parent {
+			cs = append(cs, c)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return s.classify(err, "")
+	}
+	for ; j < len(ps); j++ {
+		ends[j] = len(cs)
+	}
+	start := 0
+	for i := range ps {
+		*t.children(&ps[i]) = cs[start:ends[i]:ends[i]]
+		start = ends[i]
+	}
+	return nil
 }

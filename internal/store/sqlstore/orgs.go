@@ -166,12 +166,21 @@ func (s *DB) DeleteProject(ctx context.Context, id int64) error {
 
 // list runs a SELECT and scans every row.
 func list[T any](ctx context.Context, s *DB, qr querier, scan func(interface{ Scan(...any) error }) (T, error), query string, args ...any) ([]T, error) {
+	return listCap(ctx, s, qr, scan, 0, query, args...)
+}
+
+// listCap is list into a slice of capacity n, for n rows expected: a
+// full load's 100,000 routes are not copied as the slice grows.
+func listCap[T any](ctx context.Context, s *DB, qr querier, scan func(interface{ Scan(...any) error }) (T, error), n int, query string, args ...any) ([]T, error) {
 	rows, err := qr.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, s.classify(err, "")
 	}
 	defer rows.Close()
 	var out []T
+	if n > 0 {
+		out = make([]T, 0, n)
+	}
 	for rows.Next() {
 		v, err := scan(rows)
 		if err != nil {

@@ -12,36 +12,48 @@ import (
 	"github.com/rolter/rolter/internal/store"
 )
 
-const routeCols = `id, project_id, model, strategy, policy, rpm_limit, tpm_limit, fallbacks, context_fallback, created_at, updated_at`
+// routeCols are the columns scanRoute reads; the timestamps are read as
+// text on SQLite (timeText).
+func (s *DB) routeCols() string {
+	return `id, project_id, model, strategy, policy, rpm_limit, tpm_limit, fallbacks, context_fallback, ` +
+		s.timeText("created_at") + `, ` + s.timeText("updated_at")
+}
 
-func scanRoute(sc interface{ Scan(...any) error }) (store.Route, error) {
+func scanRoute(sc interface{ Scan(...any) error }) (store.Route, error) { return routeScanner()(sc) }
+
+// routeScanner returns a scan of route rows that reuses its destinations
+// from row to row (a catalog load reads 100,000 routes at start-up): use
+// one for the rows of one query.
+func routeScanner() func(sc interface{ Scan(...any) error }) (store.Route, error) {
 	var (
 		r         store.Route
 		policy    string
 		fallbacks string
 	)
-	if err := sc.Scan(&r.ID, &r.ProjectID, &r.Model, &r.Strategy, &policy, &r.RPMLimit, &r.TPMLimit, &fallbacks, &r.ContextFallback,
-		&r.CreatedAt, &r.UpdatedAt); err != nil {
-		return r, err
-	}
-	// Most routes have neither fallbacks nor a policy: their columns
-	// decode to the zero values without the JSON decoder (a catalog
-	// load reads 100,000 routes at start-up).
-	if fallbacks != emptyList {
-		if err := json.Unmarshal([]byte(fallbacks), &r.Fallbacks); err != nil {
-			return r, fmt.Errorf("store: route %d: fallbacks column: %w", r.ID, err)
+	dest := []any{&r.ID, &r.ProjectID, &r.Model, &r.Strategy, &policy, &r.RPMLimit, &r.TPMLimit, &fallbacks, &r.ContextFallback,
+		(*scanTime)(&r.CreatedAt), (*scanTime)(&r.UpdatedAt)}
+	return func(sc interface{ Scan(...any) error }) (store.Route, error) {
+		r = store.Route{}
+		if err := sc.Scan(dest...); err != nil {
+			return r, err
 		}
-	}
-	if len(r.Fallbacks) == 0 {
-		r.Fallbacks = nil
-	}
-	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
-	if policy != emptyObject {
-		if err := json.Unmarshal([]byte(policy), &r.Policy); err != nil {
-			return r, fmt.Errorf("store: route %d: policy column: %w", r.ID, err)
+		// Most routes have neither fallbacks nor a policy: their columns
+		// decode to the zero values without the JSON decoder.
+		if fallbacks != emptyList {
+			if err := json.Unmarshal([]byte(fallbacks), &r.Fallbacks); err != nil {
+				return r, fmt.Errorf("store: route %d: fallbacks column: %w", r.ID, err)
+			}
 		}
+		if len(r.Fallbacks) == 0 {
+			r.Fallbacks = nil
+		}
+		if policy != emptyObject {
+			if err := json.Unmarshal([]byte(policy), &r.Policy); err != nil {
+				return r, fmt.Errorf("store: route %d: policy column: %w", r.ID, err)
+			}
+		}
+		return r, nil
 	}
-	return r, nil
 }
 
 // CreateRoute implements store.Store.
@@ -78,13 +90,13 @@ func (s *DB) insertTargets(ctx context.Context, tx querier, r *store.Route) erro
 // GetRoute implements store.Store.
 func (s *DB) GetRoute(ctx context.Context, projectID int64, model string) (*store.Route, error) {
 	return getWith(ctx, s, scanRoute, s.attachTargets,
-		`SELECT `+routeCols+` FROM routes WHERE project_id = ? AND model = ?`, projectID, model)
+		`SELECT `+s.routeCols()+` FROM routes WHERE project_id = ? AND model = ?`, projectID, model)
 }
 
 // ListRoutes implements store.Store.
 func (s *DB) ListRoutes(ctx context.Context, projectID int64, p store.Page) ([]store.Route, error) {
 	return listWith(ctx, s, scanRoute, s.attachTargets,
-		`SELECT `+routeCols+` FROM routes WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?`, projectID, p.After, limitOf(p))
+		`SELECT `+s.routeCols()+` FROM routes WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?`, projectID, p.After, limitOf(p))
 }
 
 // routeTargets are the children attachTargets reads, in the route's order.
@@ -99,13 +111,17 @@ var routeTargets = childTable[store.Route, store.Target]{
 
 // attachTargets fills Targets for rs; all reads every target (for Load).
 func (s *DB) attachTargets(ctx context.Context, qr querier, rs []store.Route, all bool) error {
+	var (
+		tg      store.Target
+		route   int64
+		in, out sql.NullInt64
+	)
+	// The destinations are reused from row to row (a catalog load reads
+	// a target or more for each of 100,000 routes).
+	dest := []any{&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight, &tg.Priority, &tg.ContextLimit, &in, &out}
 	return attachChildren(ctx, s, qr, rs, all, routeTargets, func(sc interface{ Scan(...any) error }) (int64, store.Target, error) {
-		var (
-			tg      store.Target
-			route   int64
-			in, out sql.NullInt64
-		)
-		if err := sc.Scan(&tg.ID, &route, &tg.ProviderID, &tg.ProviderSlug, &tg.UpstreamModel, &tg.Weight, &tg.Priority, &tg.ContextLimit, &in, &out); err != nil {
+		tg = store.Target{}
+		if err := sc.Scan(dest...); err != nil {
 			return 0, tg, err
 		}
 		if in.Valid && out.Valid {
@@ -248,7 +264,11 @@ func (s *DB) load(ctx context.Context, tx querier) (*store.State, error) {
 	if err := s.attachKeys(ctx, tx, st.Providers, true); err != nil {
 		return nil, err
 	}
-	if st.Routes, err = list(ctx, s, tx, scanRoute, `SELECT `+routeCols+` FROM routes ORDER BY id`); err != nil {
+	var n int // the routes' count, to read them into one allocation
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM routes`).Scan(&n); err != nil {
+		return nil, s.classify(err, "")
+	}
+	if st.Routes, err = listCap(ctx, s, tx, routeScanner(), n, `SELECT `+s.routeCols()+` FROM routes ORDER BY id`); err != nil {
 		return nil, err
 	}
 	if err := s.attachTargets(ctx, tx, st.Routes, true); err != nil {
