@@ -169,3 +169,21 @@ func TestReportHeartbeatClearsNoApply(t *testing.T) {
 		}
 	})
 }
+
+// A heartbeat that lands just before the stored reported_at is an
+// interval old (the agent timed it from before its last report arrived)
+// is written: reported_at lags one heartbeat, not two.
+func TestHeartbeatJustBeforeIntervalWritten(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dialect string) {
+		d := newDirFixture(t, dialect, LivenessConfig{Flush: time.Minute})
+		rev := Revision(d.host(t, d.h1.ID))
+		d.report(t, reportOf(d.h1.ID, rev, ""))
+		d.advance(30 * time.Second)
+		d.report(t, reportOf(d.h1.ID, rev, "")) // judged on the store, remembered
+		d.advance(29 * time.Second)             // a second short of the interval
+		d.report(t, reportOf(d.h1.ID, rev, ""))
+		if x := d.host(t, d.h1.ID); d.q.reports.Load() != 2 || !x.ReportedAt.Equal(d.clock()) {
+			t.Fatalf("a heartbeat a second early: %d writes, reported_at %v, want %v", d.q.reports.Load(), x.ReportedAt, d.clock())
+		}
+	})
+}
