@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/rolter/rolter/internal/secret"
@@ -219,18 +220,45 @@ var dryRunSecret = secret.New("rolter-dry-run-placeholder")
 
 // Apply brings the store to d; see the comment above for the rules.
 func (s *Service) Apply(ctx context.Context, d Desired, opt ApplyOptions) (ApplyResult, error) {
+	turn, err := s.TakeApplyTurn()
+	if err != nil {
+		return ApplyResult{DryRun: opt.DryRun, Changes: []Change{}}, err
+	}
+	defer turn.Release()
+	return turn.Apply(ctx, d, opt)
+}
+
+// ApplyTurn is this process's one apply at a time, taken before the
+// desired state is read (POST /apply takes it before reading its body, so
+// that concurrent requests do not each hold a decoded configuration).
+type ApplyTurn struct {
+	s    *Service
+	once sync.Once
+}
+
+// TakeApplyTurn takes the turn to apply, or refuses with apply_in_progress
+// while another apply holds it. The caller releases it.
+func (s *Service) TakeApplyTurn() (*ApplyTurn, error) {
+	select {
+	case s.applying <- struct{}{}:
+		return &ApplyTurn{s: s}, nil
+	default:
+		return nil, errApplyInProgress
+	}
+}
+
+// Release gives the turn back; a second call does nothing.
+func (t *ApplyTurn) Release() { t.once.Do(func() { <-t.s.applying }) }
+
+// Apply is Service.Apply within the turn; a turn may apply more than once.
+func (t *ApplyTurn) Apply(ctx context.Context, d Desired, opt ApplyOptions) (ApplyResult, error) {
+	s := t.s
 	res := ApplyResult{DryRun: opt.DryRun, Changes: []Change{}}
 	if err := checkSize(d); err != nil {
 		return res, err
 	}
 	if opt.CreateOnly && (opt.DryRun || opt.Prune) {
 		return res, errors.New("admin: a create-only apply is neither a dry run nor a prune")
-	}
-	select {
-	case s.applying <- struct{}{}:
-		defer func() { <-s.applying }()
-	default:
-		return res, errApplyInProgress
 	}
 	if opt.CreateOnly {
 		return s.applyCreateOnly(ctx, d, opt, res)

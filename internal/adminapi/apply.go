@@ -26,11 +26,18 @@ func (h *Handler) apply(w http.ResponseWriter, r *http.Request) error {
 	if opt.Prune, err = boolQuery(r, "prune"); err != nil {
 		return err
 	}
+	// The turn comes first: a second concurrent apply is refused before
+	// its body (up to 8 MiB, ten times that decoded) is read.
+	turn, err := h.svc.TakeApplyTurn()
+	if err != nil {
+		return err
+	}
+	defer turn.Release()
 	var in admin.Desired
 	if err := decodeChecked(w, r, &in, maxApplyBody, admin.CheckDesiredJSON); err != nil {
 		return err
 	}
-	res, err := h.svc.Apply(r.Context(), in, opt)
+	res, err := turn.Apply(r.Context(), in, opt)
 	if err != nil {
 		return err
 	}

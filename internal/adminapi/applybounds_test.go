@@ -2,9 +2,12 @@ package adminapi_test
 
 import (
 	"context"
+	"io"
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,4 +122,66 @@ func TestApplyStoppedIsNoInternalError(t *testing.T) {
 			t.Fatal("a stopped request wrote")
 		}
 	})
+}
+
+// blockingBody is a request body that says when it is first read, then
+// blocks until released, and then ends the body it holds.
+type blockingBody struct {
+	reading chan struct{} // closed at the first Read
+	release chan struct{}
+	once    sync.Once
+	rest    io.Reader
+}
+
+func (b *blockingBody) Read(p []byte) (int, error) {
+	b.once.Do(func() { close(b.reading) })
+	<-b.release
+	return b.rest.Read(p)
+}
+
+func (b *blockingBody) Close() error { return nil }
+
+// recordingBody counts its reads.
+type recordingBody struct{ reads atomic.Int32 }
+
+func (b *recordingBody) Read([]byte) (int, error) { b.reads.Add(1); return 0, io.EOF }
+func (b *recordingBody) Close() error             { return nil }
+
+// A second /apply while one is reading its body is refused with
+// apply_in_progress before its own body is read, so that concurrent
+// applies cannot each hold a decoded configuration; the first completes.
+func TestApplyInProgressBeforeBody(t *testing.T) {
+	e := newEnv(t, "sqlite", nil)
+	h := adminapi.NewHandler(e.svc)
+	post := func(body io.ReadCloser) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", adminapi.Prefix+"/apply", body)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	first := &blockingBody{reading: make(chan struct{}), release: make(chan struct{}),
+		rest: strings.NewReader(`{"orgs":[{"name":"acme"}]}`)}
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- post(first) }()
+	select {
+	case <-first.reading:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first apply never read its body")
+	}
+	second := &recordingBody{}
+	rec := post(second)
+	if rec.Code != 409 || !strings.Contains(rec.Body.String(), `"`+admin.CodeApplyInProgress+`"`) {
+		t.Errorf("second apply: %d %s", rec.Code, rec.Body)
+	}
+	if n := second.reads.Load(); n != 0 {
+		t.Errorf("the refused apply's body was read %d times", n)
+	}
+	close(first.release)
+	if rec := <-done; rec.Code != 200 {
+		t.Fatalf("first apply: %d %s", rec.Code, rec.Body)
+	}
+	if rec := post(io.NopCloser(strings.NewReader(`{"orgs":[{"name":"acme"}]}`))); rec.Code != 200 {
+		t.Fatalf("apply after the first: %d %s", rec.Code, rec.Body)
+	}
 }

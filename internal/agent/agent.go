@@ -121,6 +121,9 @@ type Agent struct {
 	// would say the same is not sent again before reportEvery.
 	sent   []byte
 	sentAt time.Time
+	// diskFree measures the free space at the models directory (tests
+	// replace it).
+	diskFree func(path string) (uint64, error)
 
 	// Downloads (download.go): jobs by target directory, the job each
 	// host waits on (rebuilt every reconcile), a lock per directory held
@@ -172,6 +175,7 @@ func New(cfg Config) (*Agent, error) {
 		server:      u.String(),
 		retryMin:    min(time.Second, cfg.Interval),
 		reportEvery: ReportHeartbeat,
+		diskFree:    diskFree,
 		restartMin:  time.Second,
 		restartMax:  time.Minute,
 		kvTick:      250 * time.Millisecond,

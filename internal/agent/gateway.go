@@ -62,6 +62,15 @@ func (a *Agent) reportDue(now time.Time) bool {
 	return a.sent == nil || now.Before(a.sentAt) || now.Sub(a.sentAt) >= a.reportEvery
 }
 
+// judged encodes what of r says whether it changed: all of it but the
+// free disk space, which moves on any busy disk (in tenths of a GB) and
+// would make every report a change. It is still sent, in each report and
+// heartbeat.
+func judged(r fleetapi.Report) ([]byte, error) {
+	r.Discovered.DiskFreeGB = 0
+	return json.Marshal(r)
+}
+
 // report posts what runs and what the box sees, when that changed since
 // the last report the gateway accepted, when news (the fetched
 // configuration changed: an apply request, a drain, a new revision, which
@@ -104,7 +113,7 @@ func (a *Agent) report(ctx context.Context, desired []fleetapi.Assignment, hw ha
 		r.Applied = append(r.Applied, ap)
 	}
 	r.Clip() // within the gateway's bounds, or it refuses the whole report
-	enc, err := json.Marshal(r)
+	enc, err := judged(r)
 	if err != nil {
 		a.log.Error("encode report", "error", err)
 		return

@@ -128,9 +128,9 @@ func parseSMI(out string) ([]gpu, error) {
 	return gpus, nil
 }
 
-// discoverHardware runs nvidia-smi (when found on PATH) and statfs on the
-// models directory.
-func discoverHardware(ctx context.Context, smi, modelsDir string) hardware {
+// discoverHardware runs nvidia-smi (when found on PATH) and disk (statfs:
+// diskFree) on the models directory.
+func discoverHardware(ctx context.Context, smi, modelsDir string, disk func(string) (uint64, error)) hardware {
 	var h hardware
 	if path, err := exec.LookPath(smi); err == nil {
 		h.SMIFound = true
@@ -147,7 +147,7 @@ func discoverHardware(ctx context.Context, smi, modelsDir string) hardware {
 			h.GPUs, h.GPUErr = parseSMI(string(out))
 		}
 	}
-	h.DiskFree, h.DiskErr = diskFree(modelsDir)
+	h.DiskFree, h.DiskErr = disk(modelsDir)
 	return h
 }
 

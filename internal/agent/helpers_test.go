@@ -335,6 +335,8 @@ type env struct {
 	command []string
 	// reportEvery, when set, shortens the agents' report heartbeat.
 	reportEvery time.Duration
+	// diskFree, when set, stands for the models directory's free space.
+	diskFree func(string) (uint64, error)
 }
 
 func newEnv(t *testing.T) *env {
@@ -428,6 +430,9 @@ func (e *env) start(cfg Config) *running {
 	a.restartMin, a.restartMax = 100*time.Millisecond, time.Second
 	if e.reportEvery > 0 {
 		a.reportEvery = e.reportEvery
+	}
+	if e.diskFree != nil {
+		a.diskFree = e.diskFree
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{t: e.t, a: a, cancel: cancel, done: make(chan error, 1)}

@@ -23,7 +23,7 @@ func revisionOf(as fleetapi.Assignment) string {
 // reconcile makes the running set match desired and returns the hardware
 // it saw.
 func (a *Agent) reconcile(ctx context.Context, desired []fleetapi.Assignment) hardware {
-	hw := discoverHardware(ctx, a.cfg.NvidiaSMI, a.cfg.ModelsDir)
+	hw := discoverHardware(ctx, a.cfg.NvidiaSMI, a.cfg.ModelsDir, a.diskFree)
 	if !hw.SMIFound && !a.smiWarned {
 		a.smiWarned = true
 		a.log.Warn("nvidia-smi not found: no GPU discovered, VRAM fit checks are skipped", "nvidia_smi", a.cfg.NvidiaSMI)

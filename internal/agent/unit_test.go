@@ -85,7 +85,7 @@ func TestDiscoverHardware(t *testing.T) {
 	if err := os.WriteFile(smi, []byte("#!/bin/sh\necho '0, NVIDIA L4, 23034, 23034'\necho '1, NVIDIA L4, 23034, 23034'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h := discoverHardware(context.Background(), smi, bin)
+	h := discoverHardware(context.Background(), smi, bin, diskFree)
 	if !h.SMIFound || h.GPUErr != nil || len(h.GPUs) != 2 || h.DiskErr != nil || h.DiskFree == 0 {
 		t.Errorf("discovered %+v", h)
 	}
@@ -98,12 +98,12 @@ func TestDiscoverHardware(t *testing.T) {
 	if err := os.WriteFile(broken, []byte("#!/bin/sh\necho 'NVIDIA-SMI has failed because it couldn'\\''t communicate with the NVIDIA driver' >&2\nexit 9\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h = discoverHardware(context.Background(), broken, bin)
+	h = discoverHardware(context.Background(), broken, bin, diskFree)
 	if !h.SMIFound || h.GPUErr == nil || !strings.Contains(h.GPUErr.Error(), "couldn't communicate") {
 		t.Errorf("broken nvidia-smi: %+v", h)
 	}
 
-	h = discoverHardware(context.Background(), "rolter-test-no-such-nvidia-smi", filepath.Join(bin, "missing"))
+	h = discoverHardware(context.Background(), "rolter-test-no-such-nvidia-smi", filepath.Join(bin, "missing"), diskFree)
 	if h.SMIFound || h.DiskErr == nil {
 		t.Errorf("absent: %+v", h)
 	}

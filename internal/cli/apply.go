@@ -21,6 +21,11 @@ import (
 // JSON, and the YAML of a file is about as large as its JSON.
 const maxConfigFile = 8 << 20
 
+// maxApplyBody is the most JSON POST /apply takes (adminapi's bound): a
+// file under maxConfigFile may convert to more (quotes, escapes), which is
+// refused here with the file named rather than by the gateway.
+const maxApplyBody = 8 << 20
+
 // applyCmd is `rolter apply -f FILE`: the file is sent, secrets resolved
 // from the environment, to POST /apply, where the gateway plans and applies
 // it in one transaction; the plan comes back and is printed as a diff.
@@ -74,6 +79,10 @@ them: it lists those unset and plans without them.`,
 		body, err := requestBody(f.Desired())
 		if err != nil {
 			return err
+		}
+		if len(body) > maxApplyBody {
+			return usageErrorf("-f %s: the file is %.1f MiB as JSON, over the %d MiB that POST /apply takes; apply it in parts (an org or a few projects at a time)",
+				file, float64(len(body))/(1<<20), maxApplyBody>>20)
 		}
 		q := url.Values{}
 		if dryRun {

@@ -284,3 +284,15 @@ func TestApplyGolden(t *testing.T) {
 	out := a.must(edited, "apply", "-f", "-", "--dry-run", "--prune")
 	golden(t, "apply_plan.table", mask(out, true))
 }
+
+// A file under the 8 MiB apply reads may be more than that as JSON (here
+// each "<" of a description becomes \u003c): it is refused before it is
+// sent, naming the limit.
+func TestApplyJSONOverLimit(t *testing.T) {
+	a := newApplier(t, "sqlite")
+	file := strings.Replace(applyFile, "description: Acme Corp", "description: '"+strings.Repeat("<", 2<<20)+"'", 1)
+	r := a.run(file, "apply", "-f", "-")
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "as JSON, over the 8 MiB that POST /apply takes") {
+		t.Fatalf("a file of 2 MiB that is 12 MiB as JSON: %v", r)
+	}
+}

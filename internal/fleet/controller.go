@@ -467,7 +467,7 @@ func (c *Controller) apply(ctx context.Context, h *store.Host, res probeResult) 
 	c.mu.Unlock()
 
 	reg, key := registration(h, served)
-	lost := probeErr == nil && h.State == store.HostServing && prev == key &&
+	lost := probeErr == nil && res.carded && h.State == store.HostServing && prev == key &&
 		c.cfg.Registered != nil && !c.cfg.Registered(h)
 	if lost {
 		c.hostLog(h).Warn("fleet host serves but is not routed (its route or target was removed by hand): registering it again",
@@ -744,15 +744,16 @@ func cardKey(ip string, port int, r *fleetapi.VLLM, applied string) string {
 }
 
 // needsCard reports whether h's probe must read its model list: unless h
-// serves, this controller registered it, its last probe passed, and that
-// list was read under CardEvery ago for what key names, and the request
-// path has marked none of its models stale. So a host is
+// serves and is routed (Config.Registered), this controller registered
+// it, its last probe passed, and that list was read under CardEvery ago
+// for what key names, and the request path has marked none of its models
+// stale. So a host is
 // registered, re-registered or taken back after a drain only on a probe
 // that read the list, a change of what the box runs is checked at its
 // first probe, and a box that starts serving another model while its
 // /health passes is caught within CardEvery.
 func (c *Controller) needsCard(h *store.Host, key string) bool {
-	if h.State != store.HostServing || h.Drain != nil {
+	if h.State != store.HostServing || h.Drain != nil || (c.cfg.Registered != nil && !c.cfg.Registered(h)) {
 		return true
 	}
 	if c.cfg.Readings != nil && h.ProviderID != 0 {

@@ -331,7 +331,8 @@ func (h *Handler) config(w http.ResponseWriter, r *http.Request, orgID int64, ip
 // replica, whose announcement has not reached this one yet, is not
 // cleared by a report of the revision before it. The agent reports after
 // every fetch; a report that says what is stored already, stored less than
-// a liveness interval ago, is not written again.
+// nine tenths of a liveness interval ago (heartbeatDue), is not written
+// again.
 func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip string) {
 	// The report ends the box's cycle (fetch, then report): the
 	// connection is closed after it rather than kept idle until the next
@@ -354,7 +355,7 @@ func (h *Handler) report(w http.ResponseWriter, r *http.Request, orgID int64, ip
 		// The same report again, its hosts as they were: their reports
 		// stored under an interval ago, nothing to write; else the
 		// heartbeat's reported_at, queued for the next batch.
-		if !now.Before(m.until) {
+		if h.heartbeatDue(m.until, now) {
 			if !h.beats.Beat(m.ids, now) { // shutting down: written here
 				if err := h.st.RecordHeartbeats(r.Context(), heartbeatsOf(m.ids, now)); err != nil {
 					h.storeError(w, r, err)
@@ -496,15 +497,27 @@ func (h *Handler) remember(k addrKey, m *reportMemo, now time.Time) {
 }
 
 // stored reports whether writing e would change nothing of host but its
-// reported_at, which is younger than the liveness interval.
+// reported_at, which is not due again yet (heartbeatDue).
 func (h *Handler) stored(host *store.Host, e *store.HostReportEntry, now time.Time) bool {
-	if host.ReportedAt == nil || now.Before(*host.ReportedAt) || now.Sub(*host.ReportedAt) >= h.live.cfg.Flush {
+	if host.ReportedAt == nil || now.Before(*host.ReportedAt) || h.heartbeatDue(host.ReportedAt.Add(h.live.cfg.Flush), now) {
 		return false
 	}
 	if e.Applied != host.AppliedRevision || !sameJSON(e.Report, host.Report) {
 		return false
 	}
 	return e.Current == nil || (!host.ApplyRequested && host.Applied != nil && sameJSON(e.Current, host.Applied))
+}
+
+// heartbeatDue reports whether a report at now writes reported_at again,
+// the stored one going stale at until (a liveness interval after it). It
+// is due a tenth of an interval early (6 s of a minute): the agent's
+// heartbeat comes an interval after the report it sent, timed from before
+// that report reached the gateway, and one landing just before until,
+// answered without a write, would leave reported_at to age almost two
+// intervals; so it lags about one heartbeat at most. Reports sent more
+// often than that (news, changes) are still not written for nothing.
+func (h *Handler) heartbeatDue(until, now time.Time) bool {
+	return !now.Before(until.Add(-h.live.cfg.Flush / 10))
 }
 
 // sameJSON reports whether a and b encode alike, as the store keeps them.

@@ -183,3 +183,22 @@ func TestReportHeartbeatClearsNoApply(t *testing.T) {
 		}
 	})
 }
+
+// A heartbeat that lands just before the stored reported_at is an
+// interval old (the agent timed it from before its last report arrived)
+// is written: reported_at lags one heartbeat, not two.
+func TestHeartbeatJustBeforeIntervalWritten(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dialect string) {
+		d := newDirFixture(t, dialect, LivenessConfig{Flush: time.Minute})
+		rev := Revision(d.host(t, d.h1.ID))
+		d.report(t, reportOf(d.h1.ID, rev, ""))
+		d.advance(30 * time.Second)
+		d.report(t, reportOf(d.h1.ID, rev, "")) // unchanged, within the interval: nothing written
+		d.advance(29 * time.Second)             // a second short of the interval
+		d.report(t, reportOf(d.h1.ID, rev, ""))
+		d.h.beats.Flush(context.Background())
+		if x := d.host(t, d.h1.ID); d.q.beats.Load() != 1 || !x.ReportedAt.Equal(d.clock()) {
+			t.Fatalf("a heartbeat a second early: %d heartbeat writes, reported_at %v, want %v", d.q.beats.Load(), x.ReportedAt, d.clock())
+		}
+	})
+}

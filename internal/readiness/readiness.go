@@ -309,7 +309,15 @@ func newEntry(p Provider) *entry {
 func (e *entry) publish() {
 	st := e.tr.status
 	if !st.LastProbe.IsZero() {
-		e.lastProbe.Store(st.LastProbe.UnixNano())
+		// Only forward: a shared observation applied now may be older
+		// than the provider's own last probe.
+		at := st.LastProbe.UnixNano()
+		for {
+			cur := e.lastProbe.Load()
+			if at <= cur || e.lastProbe.CompareAndSwap(cur, at) {
+				break
+			}
+		}
 	}
 	st.LastProbe = time.Time{}
 	if cur := e.status.Load(); !sameStatus(*cur, st) {

@@ -2,6 +2,7 @@ package readiness
 
 import (
 	"context"
+	"crypto/sha256"
 	"time"
 )
 
@@ -20,13 +21,17 @@ import (
 // whose endpoint no other provider shares never touch the table.
 
 // shareKey is what providers whose probes are shared have in common.
+// The credential is held as its SHA-256, never in the clear: the table
+// outlives no provider, but a key in a map is one more copy of the secret
+// in memory (and in a heap dump).
 type shareKey struct {
-	kind, baseURL, credential string
-	upstream                  bool
+	kind, baseURL string
+	credential    [sha256.Size]byte
+	upstream      bool
 }
 
 func shareKeyOf(p Provider) shareKey {
-	return shareKey{p.Kind, p.BaseURL, p.Credential.Reveal(), p.Upstream}
+	return shareKey{p.Kind, p.BaseURL, sha256.Sum256([]byte(p.Credential.Reveal())), p.Upstream}
 }
 
 // sharedProbe is the latest probe of one shared endpoint.

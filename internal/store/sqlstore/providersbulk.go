@@ -70,33 +70,51 @@ func (s *DB) CreateProviders(ctx context.Context, ps []*store.Provider) error {
 				keys = append(keys, &p.Keys[i])
 			}
 		}
-		// A key is known by its provider and its place among the
-		// provider's keys: ids are drawn in the order of the rows.
+		// A key is known by what its row holds: its provider, sealed
+		// secret, weight and ref, as RETURNING answers them. Keys alike
+		// in all of these are interchangeable: each takes one of their
+		// ids. Nothing is assumed of the order of the returned rows.
+		type keyRow struct {
+			provider int64
+			sealed   string
+			weight   int
+			ref      string
+		}
 		for chunk := range slices.Chunk(keys, bulkRows) {
 			args := make([]any, 0, 5*len(chunk))
+			pending := make(map[keyRow][]*store.ProviderKey, len(chunk))
 			for _, k := range chunk {
-				args = append(args, k.ProviderID, s.sealer.Seal(k.Secret), k.Weight, k.Ref, t)
+				sealed := s.sealer.Seal(k.Secret)
+				args = append(args, k.ProviderID, sealed, k.Weight, k.Ref, t)
+				r := keyRow{k.ProviderID, text(sealed), k.Weight, text(k.Ref)}
+				pending[r] = append(pending[r], k)
 			}
-			var ids []int64
+			n := 0
 			err := s.queryEach(ctx, tx, "provider key",
-				`INSERT INTO provider_keys (provider_id, secret, weight, ref, created_at) VALUES `+placeholders(len(chunk), 5)+` RETURNING id`, args,
+				`INSERT INTO provider_keys (provider_id, secret, weight, ref, created_at) VALUES `+placeholders(len(chunk), 5)+
+					` RETURNING id, provider_id, secret, weight, ref`, args,
 				func(sc func(...any) error) error {
-					var id int64
-					if err := sc(&id); err != nil {
+					var (
+						id int64
+						r  keyRow
+					)
+					if err := sc(&id, &r.provider, &r.sealed, &r.weight, &r.ref); err != nil {
 						return err
 					}
-					ids = append(ids, id)
+					ks := pending[r]
+					if len(ks) == 0 {
+						return fmt.Errorf("store: inserted provider key %d (provider %d) is none of the batch's", id, r.provider)
+					}
+					ks[0].ID, ks[0].CreatedAt = id, t
+					pending[r] = ks[1:]
+					n++
 					return nil
 				})
 			if err != nil {
 				return err
 			}
-			if len(ids) != len(chunk) {
-				return fmt.Errorf("store: %d provider keys inserted, %d ids returned", len(chunk), len(ids))
-			}
-			slices.Sort(ids)
-			for i, k := range chunk {
-				k.ID, k.CreatedAt = ids[i], t
+			if n != len(chunk) {
+				return fmt.Errorf("store: %d provider keys inserted, %d ids returned", len(chunk), n)
 			}
 		}
 		return nil

@@ -107,3 +107,42 @@ func TestCreateProviders(t *testing.T) {
 		}
 	})
 }
+
+// Keys are matched to the ids their rows return by what the rows hold;
+// keys alike in all of it (no master key: the same stored secret) each
+// take one of their ids.
+func TestCreateProvidersKeysMatched(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, nil)
+		o := mustOrg(t, s, "acme")
+		same := store.ProviderKey{Secret: secret.New("sk-same"), Weight: 1, Ref: "SAME"}
+		ps := []*store.Provider{
+			{OrgID: o.ID, Slug: "a", Name: "a", Kind: "vllm", BaseURL: "http://127.0.0.1:1/v1", MetadataSource: "configured",
+				Keys: []store.ProviderKey{same, {Secret: secret.New("sk-other"), Weight: 2}, same}},
+			{OrgID: o.ID, Slug: "b", Name: "b", Kind: "vllm", BaseURL: "http://127.0.0.1:1/v1", MetadataSource: "configured",
+				Keys: []store.ProviderKey{same, same}},
+		}
+		if err := s.CreateProviders(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		ids := map[int64]bool{}
+		for _, p := range ps {
+			got, err := s.GetProvider(ctx, o.ID, p.Slug)
+			if err != nil || len(got.Keys) != len(p.Keys) {
+				t.Fatalf("%s: %+v %v", p.Slug, got, err)
+			}
+			stored := map[int64]store.ProviderKey{}
+			for _, k := range got.Keys {
+				stored[k.ID] = k
+			}
+			for i, k := range p.Keys {
+				g, ok := stored[k.ID]
+				if !ok || ids[k.ID] || g.ProviderID != p.ID || g.Weight != k.Weight || g.Ref != k.Ref {
+					t.Fatalf("%s key %d: id %d, stored %+v (found %v, taken twice %v)", p.Slug, i, k.ID, g, ok, ids[k.ID])
+				}
+				ids[k.ID] = true
+			}
+		}
+	})
+}
