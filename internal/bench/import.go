@@ -2,13 +2,15 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/rolter/rolter/internal/store/sqlstore"
@@ -60,17 +62,24 @@ func (b *run) runImport(ctx context.Context) error {
 	data := filepath.Join(dir, "data")
 	cmd := exec.CommandContext(ctx, b.opts.Exe, "import", "--data-dir", data, "--log-level", "error", file)
 	cmd.Env = childEnv()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("rolter import: %w", err)
+	}
+	// The peak is the child's own VmHWM, read until it exits: wait4's
+	// ru_maxrss would also count the bench's RSS at the fork, which the
+	// routes scenario before this one makes hundreds of MB.
+	peak := watchPeak(cmd.Process.Pid)
+	err = cmd.Wait()
 	res.WallS = time.Since(start).Seconds()
+	res.PeakRSS = peak()
 	if err != nil {
-		return fmt.Errorf("rolter import: %w: %s", err, tailOf(out, 2048))
+		return fmt.Errorf("rolter import: %w: %s", err, tailOf(out.Bytes(), 2048))
 	}
 	if ps := cmd.ProcessState; ps != nil {
 		res.CPUS = (ps.UserTime() + ps.SystemTime()).Seconds()
-		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-			res.PeakRSS = ru.Maxrss << 10 // KiB on Linux
-		}
 	}
 	if err := checkImported(ctx, data, importRoutes); err != nil {
 		return err
@@ -134,4 +143,36 @@ func tailOf(b []byte, max int) string {
 		b = b[len(b)-max:]
 	}
 	return string(b)
+}
+
+// watchPeak reads pid's VmHWM every 10 ms until the returned function is
+// called (after the process exited), which returns the last value read, in
+// bytes. A peak reached in the last 10 ms of the process's life is missed.
+func watchPeak(pid int) func() int64 {
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		path := "/proc/" + strconv.Itoa(pid) + "/status"
+		for {
+			if b, err := os.ReadFile(path); err == nil {
+				if kb := parseStatusKB(b, "VmHWM"); kb<<10 > peak.Load() {
+					peak.Store(kb << 10)
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		return peak.Load()
+	}
 }
