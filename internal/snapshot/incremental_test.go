@@ -56,8 +56,7 @@ func dump(t *testing.T, s *Snapshot) string {
 					}
 					targets = append(targets, fmt.Sprintf("%+v", tg.Target))
 				}
-				q := r.Route
-				q.Targets = nil
+				q := r.Row()
 				add("route %s/%s/%s %+v targets %v", name, pname, model, q, targets)
 			}
 		}
