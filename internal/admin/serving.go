@@ -57,7 +57,7 @@ func (s *Service) Serving(ctx context.Context, org, project string) (Serving, er
 	slices.SortFunc(out.Groups, func(a, b GroupView) int { return cmp.Compare(a.Slug, b.Slug) })
 	out.Routes = make([]RouteView, 0, pj.Routes.Len())
 	for _, rt := range pj.Routes.All() {
-		out.Routes = append(out.Routes, s.targetReadiness(org, routeView(rt.Route)))
+		out.Routes = append(out.Routes, s.targetReadiness(org, routeView(rt.Row())))
 	}
 	slices.SortFunc(out.Routes, func(a, b RouteView) int { return cmp.Compare(a.Model, b.Model) })
 	return out, nil

@@ -6,33 +6,45 @@
 // one costs milliseconds. A Map above a few dozen entries is split in
 // shards by key hash; an edit copies only the shards it writes, so one
 // change costs O(n/shards), and reads cost one hash more than a map's.
+// The number of shards grows with the Map, up to 256, so that a Map of a
+// hundred entries is not 256 maps of one or none (issue 21: each map costs
+// a few hundred bytes of its own).
 package pmap
 
 import (
 	"hash/maphash"
 	"iter"
 	"maps"
+	"slices"
 )
 
 const (
-	shardBits = 8
-	nShards   = 1 << shardBits
+	// maxShards is the most shards a Map has.
+	maxShards = 256
 	// smallMax is the most entries a Map keeps in one plain map, which an
 	// edit copies whole: few maps are large, and shards cost memory.
-	smallMax = 32
+	smallMax = 64
+	// perShard is the mean number of entries per shard a split aims at,
+	// below maxShards: an edit copies a shard, and each shard's map costs
+	// its header and spare room. A Map is split again when its shards
+	// hold twice as many.
+	perShard = 32
 )
 
 var seed = maphash.MakeSeed()
 
-func shardOf[K comparable](k K) int {
-	return int(maphash.Comparable(seed, k) & (nShards - 1))
+// shardOf is k's shard among n, a power of two.
+func shardOf[K comparable](k K, n int) int {
+	return int(maphash.Comparable(seed, k) & uint64(n-1))
 }
 
 // Map is an immutable map from K to V. The zero Map is empty. Copying a
 // Map copies a reference: both copies read the same entries.
 type Map[K comparable, V any] struct {
-	small  map[K]V           // the entries while shards is nil
-	shards *[nShards]map[K]V // nil while the map is small
+	small map[K]V // the entries while shards is nil
+	// shards are nil while the map is small; their count is a power of
+	// two, at most maxShards.
+	shards []map[K]V
 	n      int
 }
 
@@ -54,7 +66,7 @@ func (m Map[K, V]) Get(k K) (V, bool) {
 		v, ok := m.small[k]
 		return v, ok
 	}
-	v, ok := m.shards[shardOf(k)][k]
+	v, ok := m.shards[shardOf(k, len(m.shards))][k]
 	return v, ok
 }
 
@@ -108,7 +120,7 @@ type Editor[K comparable, V any] struct {
 	// copied, so it may write them in place: the small map, the shard
 	// array, and each shard (a bit per shard).
 	ownSmall, ownShards bool
-	owned               [nShards / 64]uint64
+	owned               [maxShards / 64]uint64
 }
 
 // Len is the number of entries.
@@ -137,11 +149,14 @@ func (e *Editor[K, V]) Set(k K, v V) {
 		}
 		return
 	}
-	sh := e.shard(shardOf(k))
+	sh := e.shard(shardOf(k, len(e.m.shards)))
 	if _, had := sh[k]; !had {
 		e.m.n++
 	}
 	sh[k] = v
+	if len(e.m.shards) < maxShards && e.m.n > 2*perShard*len(e.m.shards) {
+		e.split()
+	}
 }
 
 // Delete removes k.
@@ -158,21 +173,20 @@ func (e *Editor[K, V]) Delete(k K) {
 		delete(e.m.small, k)
 		return
 	}
-	delete(e.shard(shardOf(k)), k)
+	delete(e.shard(shardOf(k, len(e.m.shards))), k)
 }
 
 // Map returns the Map edited so far. Later edits do not change it: the
 // Editor copies again what it writes next.
 func (e *Editor[K, V]) Map() Map[K, V] {
-	e.ownSmall, e.ownShards, e.owned = false, false, [nShards / 64]uint64{}
+	e.ownSmall, e.ownShards, e.owned = false, false, [maxShards / 64]uint64{}
 	return e.m
 }
 
 // shard returns shard i, copied for this Editor.
 func (e *Editor[K, V]) shard(i int) map[K]V {
 	if !e.ownShards {
-		arr := *e.m.shards
-		e.m.shards = &arr
+		e.m.shards = slices.Clone(e.m.shards)
 		e.ownShards = true
 	}
 	if bit := uint64(1) << (i % 64); e.owned[i/64]&bit == 0 || e.m.shards[i] == nil {
@@ -182,17 +196,21 @@ func (e *Editor[K, V]) shard(i int) map[K]V {
 	return e.m.shards[i]
 }
 
-// split moves a small map's entries into shards.
+// split moves the entries into new shards, perShard of them to a shard
+// or as near as a power of two allows, at most maxShards.
 func (e *Editor[K, V]) split() {
-	arr := new([nShards]map[K]V)
-	for k, v := range e.m.small {
-		i := shardOf(k)
-		if arr[i] == nil {
-			arr[i] = map[K]V{}
-		}
-		arr[i][k] = v
+	n := 1
+	for n < maxShards && n*perShard < e.m.n {
+		n *= 2
 	}
-	e.m.small, e.m.shards = nil, arr
+	shards := make([]map[K]V, n)
+	for i := range shards {
+		shards[i] = make(map[K]V, e.m.n/n)
+	}
+	for k, v := range e.m.All() {
+		shards[shardOf(k, n)][k] = v
+	}
+	e.m.small, e.m.shards = nil, shards
 	e.ownSmall, e.ownShards = false, true
 	for i := range e.owned {
 		e.owned[i] = ^uint64(0)

@@ -1,8 +1,10 @@
 package pmap
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -21,8 +23,9 @@ func TestEditsLeaveOldMapsAlone(t *testing.T) {
 	want := map[int]int{}
 	for round := range 400 {
 		e := cur.Edit()
-		// Grow past smallMax and shrink back, over and over.
-		span := 1 + (round%50)*8
+		// Grow past smallMax and through splits to more shards, and
+		// shrink back, over and over.
+		span := 1 + (round%50)*(round%7+1)*8
 		for range 1 + rng.IntN(20) {
 			k := rng.IntN(span)
 			if rng.IntN(3) == 0 {
@@ -139,4 +142,47 @@ func BenchmarkSetOne(b *testing.B) {
 			c[int64(i%100_000)] = i
 		}
 	})
+}
+
+// BenchmarkMemory reports the heap a Map of n int64 keys to pointers
+// holds, per entry, against a plain map's (issue 21: a catalog holds
+// many Maps of a few hundred entries).
+func BenchmarkMemory(b *testing.B) {
+	for _, n := range []int{50, 200, 1000, 10_000, 100_000} {
+		b.Run(fmt.Sprint("entries=", n), func(b *testing.B) {
+			v := new(int)
+			var pm, plain float64
+			for range b.N {
+				pm = heldBy(func() any {
+					var e Editor[int64, *int]
+					for i := range int64(n) {
+						e.Set(i, v)
+					}
+					return e.Map()
+				})
+				plain = heldBy(func() any {
+					m := map[int64]*int{}
+					for i := range int64(n) {
+						m[i] = v
+					}
+					return m
+				})
+			}
+			b.ReportMetric(pm/float64(n), "B/entry")
+			b.ReportMetric(plain/float64(n), "map-B/entry")
+		})
+	}
+}
+
+// heldBy is the heap what build returns holds, after a collection.
+func heldBy(build func() any) float64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	x := build()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	runtime.KeepAlive(x)
+	return float64(ms.HeapAlloc) - float64(before)
 }

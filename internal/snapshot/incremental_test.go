@@ -54,10 +54,9 @@ func dump(t *testing.T, s *Snapshot) string {
 					if o.Providers.At(tg.Provider.Slug) != tg.Provider {
 						t.Errorf("route %s: target %d is not the snapshot's provider", model, tg.ProviderID)
 					}
-					targets = append(targets, fmt.Sprintf("%+v", tg.Target))
+					targets = append(targets, fmt.Sprint(tg.ProviderID)) // the row (Row) has the rest
 				}
-				q := r.Route
-				q.Targets = nil
+				q := r.Row()
 				add("route %s/%s/%s %+v targets %v", name, pname, model, q, targets)
 			}
 		}

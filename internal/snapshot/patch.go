@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // written costs its own work plus copies of its org's maps of pointers,
 // not a read and build of the catalog. Orgs and projects written (rare:
 // created, renamed, deleted) are built anew; ok is false then.
-func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next *Snapshot, ok bool) {
+func patch(s *Snapshot, rows *rows, ids *store.ChangedIDs, at time.Time) (next *Snapshot, ok bool) {
 	if len(ids.Orgs) > 0 || len(ids.Projects) > 0 {
 		return nil, false
 	}
@@ -35,7 +36,7 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		routesOf := s.ix.routesOf.Edit()
 		for _, id := range ids.Routes {
 			if old := s.ix.routes.At(id); old != nil {
-				for _, t := range old.Route.Targets {
+				old.eachTarget(func(t *store.Target) {
 					considered[t.ProviderID] = true
 					rs := slices.DeleteFunc(slices.Clone(routesOf.At(t.ProviderID)), func(r int64) bool { return r == id })
 					if len(rs) == 0 {
@@ -43,15 +44,15 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 					} else {
 						routesOf.Set(t.ProviderID, rs)
 					}
-				}
+				})
 			}
-			if r, ok := rows.routes[id]; ok {
-				for _, t := range r.Targets {
+			if r := rows.route(id); r != nil {
+				r.eachTarget(func(t *store.Target) {
 					considered[t.ProviderID] = true
 					if rs := routesOf.At(t.ProviderID); !slices.Contains(rs, id) {
 						routesOf.Set(t.ProviderID, append(slices.Clone(rs), id))
 					}
-				}
+				})
 			}
 		}
 		n.ix.routesOf = routesOf.Map()
@@ -61,8 +62,8 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 	repoint := map[int64]bool{} // providers whose routes and groups point anew
 	for p := range considered {
 		old := s.ix.providers.At(p)
-		row, ok := rows.providers[p]
-		if !ok || row.DeletedAt != nil || s.ix.orgs.At(row.OrgID) == nil {
+		row := rows.provider(p)
+		if row == nil || row.DeletedAt != nil || s.ix.orgs.At(row.OrgID) == nil {
 			if old != nil {
 				providers.Delete(p)
 				inherit(heirs, p, old.Settings.PolicyRoute, 0)
@@ -70,19 +71,19 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 			}
 			continue
 		}
-		pv := newProvider(row)
+		pv := newProvider(*row)
 		for _, rid := range n.ix.routesOf.At(p) {
-			r, ok := rows.routes[rid]
-			if !ok || s.ix.projects.At(r.ProjectID) == nil {
+			r := rows.route(rid)
+			if r == nil || s.ix.projects.At(r.ProjectID) == nil {
 				continue
 			}
-			for _, t := range r.Targets {
+			r.eachTarget(func(t *store.Target) {
 				if t.ProviderID == p {
-					pv.catalog[targetModel(t, r.Model)] = true
+					pv.Catalog = append(pv.Catalog, targetModel(*t, r.Model))
 				}
-			}
+			})
 		}
-		pv.Catalog = sortedKeys(pv.catalog)
+		pv.Catalog = setOf(pv.Catalog)
 		if old != nil && !slices.Contains(ids.Providers, p) && slices.Equal(old.Catalog, pv.Catalog) {
 			continue // a route's change left it as it was
 		}
@@ -119,8 +120,8 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		routeIx := s.ix.routes.Edit()
 		for id := range routes {
 			c := RouteChange{Old: s.ix.routes.At(id)}
-			if r, ok := rows.routes[id]; ok && s.ix.projects.At(r.ProjectID) != nil {
-				c.New = n.route(r)
+			if r := rows.route(id); r != nil && s.ix.projects.At(r.ProjectID) != nil {
+				c.New = n.route(r.Row(), nil)
 				routeIx.Set(id, c.New)
 				touched[s.ix.projects.At(r.ProjectID).OrgID] = true
 			} else {
@@ -155,8 +156,8 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		groupIx := s.ix.groups.Edit()
 		for id := range groups {
 			c := GroupChange{Old: s.ix.groups.At(id)}
-			if g, ok := rows.groups[id]; ok && g.DeletedAt == nil && s.ix.orgs.At(g.OrgID) != nil {
-				c.New = n.group(g)
+			if g := rows.group(id); g != nil && g.DeletedAt == nil && s.ix.orgs.At(g.OrgID) != nil {
+				c.New = n.group(*g)
 				groupIx.Set(id, c.New)
 				touched[g.OrgID] = true
 			} else {
@@ -176,7 +177,7 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 		if k := s.ix.keys.At(id); k != nil {
 			touched[k.Project.OrgID] = true
 		}
-		if k, ok := rows.virtualKeys[id]; ok {
+		if k := rows.virtualKey(id); k != nil {
 			if pj := s.ix.projects.At(k.ProjectID); pj != nil {
 				touched[pj.OrgID] = true
 			}
@@ -187,7 +188,7 @@ func patch(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, at time.Time) (next
 	}
 	n.patchKeys(s, rows, ids, touched)
 	if len(ids.AdminTokens) > 0 {
-		n.adminTokens = n.tokens(values(rows.adminTokens))
+		n.adminTokens = n.tokens(slices.Collect(maps.Values(rows.adminTokens)))
 	}
 	return n, true
 }
@@ -295,7 +296,7 @@ func (e edits[O, V]) of(owner O, m pmap.Map[string, V]) *pmap.Editor[string, V] 
 
 // patchKeys re-points the keys of touched orgs to their new projects and
 // applies the keys written.
-func (n *Snapshot) patchKeys(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, touched map[int64]bool) {
+func (n *Snapshot) patchKeys(s *Snapshot, rows *rows, ids *store.ChangedIDs, touched map[int64]bool) {
 	if len(touched) == 0 && len(ids.VirtualKeys) == 0 {
 		return
 	}
@@ -322,9 +323,9 @@ func (n *Snapshot) patchKeys(s *Snapshot, rows *rowSet, ids *store.ChangedIDs, t
 		}
 	}
 	for id := range written {
-		if k, ok := rows.virtualKeys[id]; ok {
+		if k := rows.virtualKey(id); k != nil {
 			if pj := n.ix.projects.At(k.ProjectID); pj != nil {
-				vk := &VirtualKey{VirtualKey: k, Project: pj}
+				vk := &VirtualKey{VirtualKey: *k, Project: pj}
 				keys.Set(k.Lookup, vk)
 				keyIx.Set(id, vk)
 			}

@@ -69,16 +69,19 @@ type Org struct {
 // Provider is a live provider with its opened key pool.
 type Provider struct {
 	store.Provider
-	// Catalog is every model the provider is known to serve, sorted: its
-	// configured models and the upstream models routes send it.
+	// Catalog is every model the provider is known to serve, sorted, each
+	// once: its configured models and the upstream models routes send it.
 	Catalog []string
-	catalog map[string]bool
 }
 
 // Serves reports whether the provider is known to serve model. A provider
 // whose catalog is unknown (nothing configured) serves everything.
 func (p *Provider) Serves(model string) bool {
-	return len(p.Models) == 0 || p.catalog[model]
+	if len(p.Models) == 0 {
+		return true
+	}
+	_, ok := slices.BinarySearch(p.Catalog, model)
+	return ok
 }
 
 // Group is a provider group with its live members.
@@ -102,8 +105,37 @@ type Project struct {
 
 // Route is a route whose targets point at live providers only.
 type Route struct {
+	// Route is the route's row, except that its Targets are nil when
+	// every target is live: they are then the Target of each of the
+	// Targets below, and kept once (issue 21). Row returns the whole row.
 	store.Route
 	Targets []Target
+}
+
+// Row is the route's store row, with every target, live or not.
+func (r *Route) Row() store.Route {
+	row := r.Route
+	if row.Targets == nil && len(r.Targets) > 0 {
+		row.Targets = make([]store.Target, len(r.Targets))
+		for i := range r.Targets {
+			row.Targets[i] = r.Targets[i].Target
+		}
+	}
+	return row
+}
+
+// eachTarget calls fn with every target of the route's row, live or not,
+// in order, without copying them (Row does).
+func (r *Route) eachTarget(fn func(*store.Target)) {
+	if r.Route.Targets != nil {
+		for i := range r.Route.Targets {
+			fn(&r.Route.Targets[i])
+		}
+		return
+	}
+	for i := range r.Targets {
+		fn(&r.Targets[i].Target)
+	}
 }
 
 // Target is a route target resolved to its provider.
@@ -136,6 +168,11 @@ func Build(st *store.State, at time.Time) *Snapshot {
 		routes        = map[*Project]*pmap.Editor[string, *Route]{}
 		routesOf      = map[int64][]int64{}
 		heirs         = map[int64][]int64{}
+		// targets are every route's targets, and ids every routesOf's,
+		// each allocated at once: one array, not one per route or an
+		// append's spare room per provider (issue 21).
+		targets []Target
+		ids     []int64
 	)
 	for _, o := range st.Orgs {
 		org := &Org{Org: o}
@@ -166,6 +203,20 @@ func Build(st *store.State, at time.Time) *Snapshot {
 		jix.Set(p.ID, pj)
 		routes[pj] = &pmap.Editor[string, *Route]{}
 	}
+	counts := map[int64]int{} // targets per provider
+	n := 0
+	for _, r := range st.Routes {
+		if jix.At(r.ProjectID) != nil {
+			for _, t := range r.Targets {
+				counts[t.ProviderID]++
+			}
+			n += len(r.Targets)
+		}
+	}
+	targets, ids = make([]Target, n), make([]int64, n)
+	for p, c := range counts {
+		routesOf[p], ids = ids[:0:c], ids[c:]
+	}
 	for _, r := range st.Routes {
 		pj := jix.At(r.ProjectID)
 		if pj == nil {
@@ -174,15 +225,15 @@ func Build(st *store.State, at time.Time) *Snapshot {
 		for _, t := range r.Targets {
 			routesOf[t.ProviderID] = append(routesOf[t.ProviderID], r.ID)
 			if pv := pix.At(t.ProviderID); pv != nil {
-				pv.catalog[targetModel(t, r.Model)] = true
+				pv.Catalog = append(pv.Catalog, targetModel(t, r.Model))
 			}
 		}
-		rt := s.route(r)
+		rt := s.route(r, &targets)
 		routes[pj].Set(r.Model, rt)
 		rix.Set(r.ID, rt)
 	}
 	for _, pv := range s.ix.providers.All() {
-		pv.Catalog = sortedKeys(pv.catalog)
+		pv.Catalog = setOf(pv.Catalog)
 	}
 	for _, g := range st.Groups {
 		org := oix.At(g.OrgID)
@@ -214,13 +265,10 @@ func Build(st *store.State, at time.Time) *Snapshot {
 }
 
 // newProvider is p with its configured models in its catalog; the models
-// routes send it are added by the caller, which then sorts Catalog.
+// routes send it are appended by the caller, which then makes Catalog a
+// set (setOf).
 func newProvider(p store.Provider) *Provider {
-	pv := &Provider{Provider: p, catalog: make(map[string]bool, len(p.Models))}
-	for _, m := range p.Models {
-		pv.catalog[m] = true
-	}
-	return pv
+	return &Provider{Provider: p, Catalog: slices.Clone(p.Models)}
 }
 
 // index finds a snapshot's entities by id, for patches (patch.go).
@@ -248,13 +296,34 @@ func targetModel(t store.Target, route string) string {
 	return route
 }
 
-// route resolves r's targets to the snapshot's live providers.
-func (s *Snapshot) route(r store.Route) *Route {
+// route resolves r's targets to the snapshot's live providers. Its
+// Targets are taken from the front of *slab when that has room (a Build
+// allocates every route's targets at once), else allocated.
+func (s *Snapshot) route(r store.Route, slab *[]Target) *Route {
 	rt := &Route{Route: r}
+	live := 0
+	for _, t := range r.Targets {
+		if s.ix.providers.At(t.ProviderID) != nil {
+			live++
+		}
+	}
+	if live > 0 {
+		if slab != nil && len(*slab) >= live {
+			rt.Targets, *slab = (*slab)[:0:live], (*slab)[live:]
+		} else {
+			rt.Targets = make([]Target, 0, live)
+		}
+	}
 	for _, t := range r.Targets {
 		if pv := s.ix.providers.At(t.ProviderID); pv != nil {
 			rt.Targets = append(rt.Targets, Target{Target: t, Provider: pv})
 		}
+	}
+	if live == len(r.Targets) {
+		rt.Route.Targets = nil // the same as rt.Targets'
+	} else {
+		// Its own copy: r's may be part of an array of every route's.
+		rt.Route.Targets = slices.Clone(r.Targets)
 	}
 	return rt
 }
@@ -290,13 +359,16 @@ func (s *Snapshot) tokens(ts []store.AdminToken) []adminToken {
 	return out
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// setOf is ms sorted, each once, in a slice of its own length (a provider
+// of a thousand routes to one model appends that model a thousand times):
+// a catalog is a sorted slice rather than a map, which costs a provider
+// of one model a few hundred bytes more (issue 21).
+func setOf(ms []string) []string {
+	if len(ms) == 0 {
+		return []string{} // readers encode it as a JSON list
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(ms)
+	return slices.Clone(slices.Compact(ms))
 }
 
 // Org returns the org by name.
@@ -374,10 +446,13 @@ type Holder struct {
 	// onSwap are called, under mu, with each new snapshot: consumers derive
 	// their own tables there, once per change rather than per request.
 	onSwap []func(*Snapshot)
-	// rows and pos are the state the current snapshot was built from and
-	// its journal position, when st is a Journal (under mu).
-	rows *rowSet
-	pos  int64
+	// journaled says the current snapshot was read from st as a Journal,
+	// at position pos; tokens are its admin tokens' rows, which it keeps
+	// only resolved (under mu). Every other row a patch needs is in the
+	// snapshot itself (rows.go).
+	journaled bool
+	pos       int64
+	tokens    map[int64]store.AdminToken
 	// rebuilds counts new snapshots, fullLoads the reads of the whole
 	// state among them.
 	rebuilds, fullLoads, patches atomic.Uint64
@@ -448,13 +523,13 @@ func (h *Holder) next(ctx context.Context, at time.Time) (*Snapshot, error) {
 		return Build(st, at), nil
 	}
 	cur := h.cur.Load()
-	if h.rows == nil || cur == nil {
+	if !h.journaled || cur == nil {
 		st, pos, err := j.LoadAt(ctx)
 		if err != nil {
 			return nil, err
 		}
 		h.fullLoads.Add(1)
-		h.rows, h.pos = newRowSet(st), pos
+		h.journaled, h.pos, h.tokens = true, pos, tokensByID(st.AdminTokens)
 		return Build(st, at), nil
 	}
 	ch, err := j.LoadChanges(ctx, h.pos, maxChanges)
@@ -463,20 +538,20 @@ func (h *Holder) next(ctx context.Context, at time.Time) (*Snapshot, error) {
 	}
 	if ch.Full != nil {
 		h.fullLoads.Add(1)
-		h.rows, h.pos = newRowSet(ch.Full), ch.Pos
+		h.pos, h.tokens = ch.Pos, tokensByID(ch.Full.AdminTokens)
 		return Build(ch.Full, at), nil
 	}
 	h.pos = ch.Pos
 	if ch.IDs.Len() == 0 {
 		return nil, nil
 	}
-	h.rows.patch(&ch.IDs, &ch.Rows)
-	if s, ok := patch(cur, h.rows, &ch.IDs, at); ok {
+	rows := newRows(cur, h.tokens, &ch.IDs, &ch.Rows)
+	if s, ok := patch(cur, rows, &ch.IDs, at); ok {
 		cur.diff = nil
 		h.patches.Add(1)
 		return s, nil
 	}
-	return Build(h.rows.state(), at), nil
+	return Build(rows.state(), at), nil
 }
 
 // EachOrg calls fn for every org.

@@ -286,6 +286,7 @@ func (s *DB) load(ctx context.Context, tx querier) (*store.State, error) {
 	if st.AdminTokens, err = list(ctx, s, tx, scanAdminToken, `SELECT `+adminTokenCols+` FROM `+adminTokenFrom+` ORDER BY t.id`); err != nil {
 		return nil, err
 	}
+	shareStrings(st)
 	return st, nil
 }
 
