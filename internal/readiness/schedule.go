@@ -89,7 +89,7 @@ func (c *Cache) Run(ctx context.Context) {
 		for len(q) > 0 && !q[0].at.After(now) && len(c.sem) < cap(c.sem) {
 			d := heap.Pop(&q).(due)
 			e := d.e
-			if cur[e.key.id] != e {
+			if cur[e.id()] != e {
 				delete(known, e) // Sync dropped it
 				continue
 			}
@@ -142,7 +142,7 @@ func (c *Cache) Run(ctx context.Context) {
 			}
 			heap.Init(&q)
 		case e := <-finished:
-			if (*c.entries.Load())[e.key.id] == e {
+			if (*c.entries.Load())[e.id()] == e {
 				at := c.clock.Now().Add(c.jitter())
 				if e.soon.Load() { // asked for while it was being probed
 					at = c.clock.Now()
