@@ -267,6 +267,9 @@ type entry struct {
 
 	mu sync.Mutex // serializes probes of this provider; guards tr
 	tr tracker
+	// queued is set while Run has the entry in its schedule or probes
+	// it; only Run's goroutine reads or writes it (schedule.go).
+	queued bool
 
 	// stale is the provider's stale models (stale.go): copy on write under
 	// staleMu, which a probe never holds across a request.
