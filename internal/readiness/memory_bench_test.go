@@ -69,3 +69,29 @@ func BenchmarkCacheMemory(b *testing.B) {
 	b.ReportMetric(resynced/per, "resynced-B/provider")
 	b.ReportMetric(probed/per, "probed-B/provider")
 }
+
+// BenchmarkResync is what every configuration change costs the cache at
+// 10,000 providers: Sync with the same list (a change to routes, keys or
+// policies), and with one provider renamed each time.
+func BenchmarkResync(b *testing.B) {
+	const n = 10_000
+	ps := make([]Provider, n)
+	for i := range ps {
+		ps[i] = Provider{ID: int64(i + 1), Kind: store.KindVLLM, BaseURL: "http://10.0.0.1:8000/v1", Org: "default",
+			Slug: fmt.Sprintf("filler-%05d", i), Credential: secret.New(fmt.Sprintf("sk-filler-%05d", i))}
+	}
+	for _, change := range []bool{false, true} {
+		b.Run(fmt.Sprintf("changed=%v", change), func(b *testing.B) {
+			c := New(Config{}, nil, nil, nil)
+			c.Sync(ps)
+			slugs := [2]string{ps[0].Slug, "renamed"}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if change {
+					ps[0].Slug = slugs[i%2]
+				}
+				c.Sync(ps)
+			}
+		})
+	}
+}

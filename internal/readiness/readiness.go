@@ -270,6 +270,9 @@ type entry struct {
 	// queued is set while Run has the entry in its schedule or probes
 	// it; only Run's goroutine reads or writes it (schedule.go).
 	queued bool
+	// seen marks the entry during Sync's check for an unchanged list;
+	// only Sync reads or writes it, under the cache's mu.
+	seen bool
 
 	// stale is the provider's stale models (stale.go): copy on write under
 	// staleMu, which a probe never holds across a request.
@@ -393,27 +396,81 @@ func (c *Cache) Sync(ps []Provider) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := *c.entries.Load()
+	if edits, same := sameEntries(old, ps); same {
+		// Most configuration changes keep every entry (a change to routes,
+		// keys or policies, a provider renamed): at ten thousand providers
+		// a new map, and a new count of the shared endpoints, would cost
+		// every admin write milliseconds (issue 21).
+		reshare := false
+		for _, p := range edits {
+			e := old[p.ID]
+			reshare = reshare || e.provider.Load().Credential != p.Credential
+			e.provider.Store(ptr(p))
+		}
+		if reshare {
+			c.markShared(old)
+		}
+		return
+	}
 	next := make(map[int64]*entry, len(ps))
 	for _, p := range ps {
-		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
+		p = trimmed(p)
 		if _, dup := next[p.ID]; dup {
 			c.log.Warn("metadata: duplicate provider id; the later one wins", "org", p.Org, "provider", p.Slug)
 		}
 		if e, ok := old[p.ID]; ok {
 			if was := e.provider.Load(); keyOf(*was) == keyOf(p) {
 				if *was != p { // the same provider stores nothing new
-					e.provider.Store(&p)
+					e.provider.Store(ptr(p))
 				}
 				next[p.ID] = e
 				continue
 			}
 		}
-		next[p.ID] = newEntry(&p)
+		next[p.ID] = newEntry(ptr(p))
 	}
 	c.markShared(next)
 	c.entries.Store(&next)
 	close(c.synced)
 	c.synced = make(chan struct{})
+}
+
+// sameEntries reports whether Sync(ps) keeps exactly old's entries: every
+// provider of ps has an entry in old with the same key, and every entry of
+// old is one of them, once. edits are the providers of ps (as Sync keeps
+// them) that differ from their entry's otherwise. c.mu is held.
+func sameEntries(old map[int64]*entry, ps []Provider) (edits []Provider, same bool) {
+	if len(ps) != len(old) {
+		return nil, false
+	}
+	same = true
+	for _, p := range ps {
+		p = trimmed(p)
+		e, ok := old[p.ID]
+		if !ok || e.seen {
+			same = false // a new provider, or a duplicate id
+			break
+		}
+		e.seen = true
+		if was := e.provider.Load(); *was != p {
+			if keyOf(*was) != keyOf(p) {
+				same = false // a new endpoint: its state starts afresh
+				break
+			}
+			edits = append(edits, p)
+		}
+	}
+	for _, e := range old {
+		same = same && e.seen // with len(ps) entries seen once each, all were
+		e.seen = false
+	}
+	return edits, same
+}
+
+// trimmed is p as Sync keeps it: its base URL without a trailing slash.
+func trimmed(p Provider) Provider {
+	p.BaseURL = strings.TrimRight(p.BaseURL, "/")
+	return p
 }
 
 // Status returns the provider's status; ok is false if the provider is
