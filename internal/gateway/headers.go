@@ -32,16 +32,18 @@ func upstreamHeaders(dst, src http.Header, p *providerRT, requestID string) {
 	}
 	// The operator's additions (settings.forward_headers, validated by the
 	// admin API to exclude credentials and framing).
-	for _, k := range p.forward {
-		if vs := src[k]; len(vs) > 0 {
-			dst[k] = vs
+	if f := p.forward; f != nil {
+		for _, k := range f.names {
+			if vs := src[k]; len(vs) > 0 {
+				dst[k] = vs
+			}
 		}
-	}
-	if len(p.forwardPrefixes) > 0 {
-		for k, vs := range src {
-			for _, pre := range p.forwardPrefixes {
-				if strings.HasPrefix(k, pre) {
-					dst[k] = vs
+		if len(f.prefixes) > 0 {
+			for k, vs := range src {
+				for _, pre := range f.prefixes {
+					if strings.HasPrefix(k, pre) {
+						dst[k] = vs
+					}
 				}
 			}
 		}

@@ -47,7 +47,7 @@ func requestAttrs(x *exchange, p *providerRT, class Class, status int, extra int
 // observeAttempt updates an attempt's metrics: attempts by class, and the
 // provider's upstream time to first byte and duration.
 func (g *Gateway) observeAttempt(x *exchange, tg *targetRT, res result, began time.Time) {
-	s := tg.provider.obs.series(g.metrics, tg.provider)
+	s := tg.provider.observers().series(g.metrics, tg.provider)
 	s.attempt(g.metrics, tg.provider, res.class).Inc()
 	s.duration.Observe(time.Since(began).Seconds())
 	if x.upstreamTTFB > 0 {
@@ -139,7 +139,7 @@ func (g *Gateway) observeRequest(x *exchange, route, provider string, took time.
 		m.latency.WithLabelValues(org, project, route).Observe(took.Seconds())
 		return
 	}
-	s := x.target.provider.obs.request(m, x.key.Project, route, provider)
+	s := x.target.provider.observers().request(m, x.key.Project, route, provider)
 	if x.status == 200 && x.class == ClassNone {
 		s.ok.Inc()
 	} else {
@@ -158,7 +158,9 @@ func (g *Gateway) observeRequest(x *exchange, route, provider string, took time.
 }
 
 // provObs is a provider's resolved metric children for one table (it lives
-// in providerRT, rebuilt with every table).
+// in providerRT, rebuilt with every table). A provider gets one on its
+// first attempt: most providers of a large catalog may never serve a
+// request, and neither they nor their series cost anything until then.
 type provObs struct {
 	once sync.Once
 	s    *provSeries
@@ -196,6 +198,15 @@ type lazyCounter struct {
 var attemptClasses = [...]Class{ClassNone, ClassConnect, ClassTimeout, ClassServer, ClassRateLimited, ClassRequestTimeout,
 	ClassCaller, ClassClientCancelled, ClassStreamBroken, ClassIdleTimeout, ClassCredential, ClassForbidden,
 	ClassClientSlow, ClassSkipped, ClassModelGone}
+
+// observers are p's metric children, made on first use.
+func (p *providerRT) observers() *provObs {
+	if o := p.obs.Load(); o != nil {
+		return o
+	}
+	p.obs.CompareAndSwap(nil, new(provObs))
+	return p.obs.Load()
+}
 
 func (o *provObs) series(m *Metrics, p *providerRT) *provSeries {
 	o.once.Do(func() {

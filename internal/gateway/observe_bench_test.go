@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -40,4 +41,46 @@ func BenchmarkAccount(b *testing.B) {
 func benchAttemptEnd(g *Gateway, x *exchange, tg *targetRT) {
 	x.upstreamTTFB = time.Millisecond
 	g.observeAttempt(x, tg, result{}, x.start)
+}
+
+// BenchmarkProviderMemory is what the routing table holds per provider
+// (issue 21), at 10,000 routes over 10,000 providers, each with its own
+// key, none of which has served a request: the providers' runtime alone
+// (providerRT-B/provider: providerRT, keys, their breakers) and a whole
+// table (table-B/provider, its routes' plans included; the deployments'
+// lasting state is shared between tables and not counted). Bytes are the
+// heap after a collection. Numbers are for comparing a change with its
+// parent, never asserted.
+func BenchmarkProviderMemory(b *testing.B) {
+	const n = 10_000
+	e := newBenchEnv(b, n+1)
+	g, s := e.gw, e.snap.Current()
+	o := s.Org("default")
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	var rts, tables, count float64
+	var keep []any
+	b.ReportAllocs()
+	for b.Loop() {
+		ed := g.edit(s, nil, g.table.Load())
+		ps := make([]*providerRT, 0, o.Providers.Len())
+		h0 := heap()
+		for _, p := range o.Providers.All() {
+			ps = append(ps, ed.providerOf(o, p))
+		}
+		h1 := heap()
+		t := g.buildTable(s, nil)
+		h2 := heap()
+		rts += float64(h1 - h0)
+		tables += float64(h2 - h1)
+		count += float64(len(ps))
+		keep = append(keep, ps, t, ed)
+	}
+	runtime.KeepAlive(keep)
+	b.ReportMetric(rts/count, "providerRT-B/provider")
+	b.ReportMetric(tables/count, "table-B/provider")
 }

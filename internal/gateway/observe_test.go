@@ -369,3 +369,47 @@ func routeID(t *testing.T, h *harness, model string) int64 {
 	t.Fatalf("no route %q", model)
 	return 0
 }
+
+// TestIdleProviderHasOnlyItsGauges (issue 21): a provider that never
+// served a request has its rolter_provider_ready and rolter_key_cooldown
+// series, computed at scrape time, and no request, attempt or upstream
+// latency series, nor metric children held for it; its first attempt
+// makes them.
+func TestIdleProviderHasOnlyItsGauges(t *testing.T) {
+	h := newHarness(t, Config{})
+	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"c","object":"chat.completion","model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
+	})
+	p := h.provider("idle", up.base(), store.ProviderSettings{}, "sk-x")
+	h.route("r", "", store.Target{ProviderID: p, UpstreamModel: "m", Weight: 1})
+	labels := map[string]string{"org": "default", "provider": "idle"}
+	perRequest := []string{"rolter_requests_total", "rolter_prompt_tokens_total", "rolter_upstream_attempts_total",
+		"rolter_upstream_ttfb_seconds", "rolter_upstream_duration_seconds"}
+	for _, name := range perRequest {
+		if _, ok := testkit.Series(t, h.reg, name, labels); ok {
+			t.Errorf("%s has a series for a provider that never served", name)
+		}
+	}
+	for _, name := range []string{"rolter_provider_ready", "rolter_key_cooldown"} {
+		if _, ok := testkit.Series(t, h.reg, name, labels); !ok {
+			t.Errorf("no %s series before any request", name)
+		}
+	}
+	rt := h.gw.table.Load().providers.At(p)
+	if rt.obs.Load() != nil {
+		t.Fatal("metric children made for a provider that never served")
+	}
+	resp := h.post("/v1/chat/completions", `{"model":"r","messages":[]}`)
+	if body := readAll(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if rt.obs.Load() == nil {
+		t.Fatal("no metric children after the provider served")
+	}
+	for _, name := range perRequest {
+		if _, ok := testkit.Series(t, h.reg, name, labels); !ok {
+			t.Errorf("no %s series after a request", name)
+		}
+	}
+}

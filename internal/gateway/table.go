@@ -274,7 +274,9 @@ func (g *Gateway) sweep(now int64, idle time.Duration) {
 	})
 }
 
-// providerRT is a provider with its endpoint facts and key pool.
+// providerRT is a provider with its endpoint facts and key pool. A table
+// has one per provider, ten thousand in a large catalog, so what most
+// providers lack is a nil pointer rather than empty fields (issue 21).
 type providerRT struct {
 	id               int64
 	org              string // the org's name, for metric labels
@@ -285,24 +287,29 @@ type providerRT struct {
 	firstByteTimeout time.Duration
 	idleTimeout      time.Duration
 	keys             []*keyRT
-	upstream         bool // metadata_source "upstream": model and context are discovered
 	contextLimit     int  // configured context; 0: unknown
-	// prices are what the provider's tokens cost; nil: unpriced (spend.go).
-	prices *store.Prices
-	// forward and forwardPrefixes are the operator's forward_headers:
-	// canonical names, and the prefixes of entries ending in "*".
-	forward, forwardPrefixes []string
-	// policy is the provider's own policy, combined with its fleet route's
-	// when it inherits one; limiter bounds its attempts in flight (nil:
-	// unlimited), kept across rebuilds.
-	policy  store.Policy
-	limiter *policy.Limiter
+	upstream         bool // metadata_source "upstream": model and context are discovered
 	// draining is set while the provider's fleet host drains before a
 	// restart: no new request goes to it. drain cuts the attempts in
 	// flight at the deadline; nil for providers that are not fleet hosts.
 	draining bool
 	drain    *drainCut
-	obs      provObs // its metric children (observe.go)
+	// prices are what the provider's tokens cost; nil: unpriced (spend.go).
+	prices *store.Prices
+	// forward is the operator's forward_headers; nil when none.
+	forward *forwarding
+	// policy is the provider's own policy, combined with its fleet route's
+	// when it inherits one; limiter bounds its attempts in flight (nil:
+	// unlimited), kept across rebuilds.
+	policy  store.Policy
+	limiter *policy.Limiter
+	obs     atomic.Pointer[provObs] // its metric children, made on first use (observe.go)
+}
+
+// forwarding is a provider's forward_headers: canonical names, and
+// the prefixes of entries ending in "*".
+type forwarding struct {
+	names, prefixes []string
 }
 
 // keyRT is one pool key; auth is the precomputed header value.
@@ -617,11 +624,14 @@ func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev *table, t *t
 	if d := time.Duration(p.Settings.IdleTimeout); d > 0 {
 		rt.idleTimeout = d
 	}
+	if len(p.Settings.ForwardHeaders) > 0 {
+		rt.forward = &forwarding{}
+	}
 	for _, h := range p.Settings.ForwardHeaders {
 		if pre, ok := strings.CutSuffix(h, "*"); ok {
-			rt.forwardPrefixes = append(rt.forwardPrefixes, pre)
+			rt.forward.prefixes = append(rt.forward.prefixes, pre)
 		} else {
-			rt.forward = append(rt.forward, http.CanonicalHeaderKey(h))
+			rt.forward.names = append(rt.forward.names, http.CanonicalHeaderKey(h))
 		}
 	}
 	for _, k := range p.Keys {

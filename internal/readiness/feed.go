@@ -68,7 +68,10 @@ func (c *Cache) fedUntil(e *entry) time.Time {
 // model; a reading without the list keeps them), OnChange.
 func (c *Cache) Feed(id int64, r Reading) bool {
 	e, ok := (*c.entries.Load())[id]
-	if !ok || r.BaseURL != e.key.baseURL || (e.key.kind != store.KindVLLM && e.key.kind != store.KindSGLang) {
+	if !ok {
+		return false
+	}
+	if p := e.provider.Load(); r.BaseURL != p.BaseURL || (p.Kind != store.KindVLLM && p.Kind != store.KindSGLang) {
 		return false
 	}
 	e.mu.Lock()

@@ -248,10 +248,15 @@ func keyOf(p Provider) providerKey {
 	return providerKey{p.ID, p.Kind, p.BaseURL, p.Upstream}
 }
 
-// entry is one provider's state.
+// entry is one provider's state. There is one per provider, ten thousand
+// of them in a large catalog, so it keeps nothing twice (issue 21): its
+// key is read from provider, and the state machine works on the published
+// status rather than on a copy of its own.
 type entry struct {
-	key      providerKey
-	provider atomic.Pointer[Provider] // the credential may change without resetting state
+	// provider is the provider as last synced: its key fields never
+	// change for one entry (Sync makes a new one when they do), its
+	// credential may, without resetting state.
+	provider atomic.Pointer[Provider]
 	// status is read by Status, written under mu, with a zero LastProbe:
 	// a probe that changes nothing else stores no new one (ten thousand
 	// providers probed every Interval would each allocate one), and the
@@ -262,6 +267,12 @@ type entry struct {
 
 	mu sync.Mutex // serializes probes of this provider; guards tr
 	tr tracker
+	// queued is set while Run has the entry in its schedule or probes
+	// it; only Run's goroutine reads or writes it (schedule.go).
+	queued bool
+	// seen marks the entry during Sync's check for an unchanged list;
+	// only Sync reads or writes it, under the cache's mu.
+	seen bool
 
 	// stale is the provider's stale models (stale.go): copy on write under
 	// staleMu, which a probe never holds across a request.
@@ -285,29 +296,43 @@ type entry struct {
 // stale marks of a provider without any: shared by every entry (both are
 // replaced, never modified).
 var (
-	configuredStatus = ptr(newTracker(false).status)
-	upstreamStatus   = ptr(newTracker(true).status)
+	configuredStatus = ptr(Status{Ready: true})
+	upstreamStatus   = ptr(Status{Reason: ReasonNoProbe, Class: ClassNotProbed})
 	noStale          = new(map[string]string)
 )
 
 func ptr[T any](v T) *T { return &v }
 
-func newEntry(p Provider) *entry {
-	e := &entry{key: keyOf(p)}
-	e.provider.Store(&p)
+func newEntry(p *Provider) *entry {
+	e := &entry{}
+	e.provider.Store(p)
 	e.tr = newTracker(p.Upstream)
 	if p.Upstream {
 		e.status.Store(upstreamStatus)
 	} else {
+		// Optimistic: the gateway's passive health covers a configured
+		// provider until the first probe.
 		e.status.Store(configuredStatus)
 	}
 	e.stale.Store(noStale)
 	return e
 }
 
-// publish makes e.tr's status the one Status reports. e.mu is held.
-func (e *entry) publish() {
-	st := e.tr.status
+// id is the provider's id.
+func (e *entry) id() int64 { return e.provider.Load().ID }
+
+// current is the status the state machine goes on from: the published
+// one, with its LastProbe. e.mu is held.
+func (e *entry) current() Status {
+	st := *e.status.Load()
+	if n := e.lastProbe.Load(); n != 0 {
+		st.LastProbe = time.Unix(0, n)
+	}
+	return st
+}
+
+// publish makes st the status Status reports. e.mu is held.
+func (e *entry) publish(st Status) {
 	if !st.LastProbe.IsZero() {
 		// Only forward: a shared observation applied now may be older
 		// than the provider's own last probe.
@@ -371,23 +396,81 @@ func (c *Cache) Sync(ps []Provider) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := *c.entries.Load()
+	if edits, same := sameEntries(old, ps); same {
+		// Most configuration changes keep every entry (a change to routes,
+		// keys or policies, a provider renamed): at ten thousand providers
+		// a new map, and a new count of the shared endpoints, would cost
+		// every admin write milliseconds (issue 21).
+		reshare := false
+		for _, p := range edits {
+			e := old[p.ID]
+			reshare = reshare || e.provider.Load().Credential != p.Credential
+			e.provider.Store(ptr(p))
+		}
+		if reshare {
+			c.markShared(old)
+		}
+		return
+	}
 	next := make(map[int64]*entry, len(ps))
 	for _, p := range ps {
-		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
+		p = trimmed(p)
 		if _, dup := next[p.ID]; dup {
 			c.log.Warn("metadata: duplicate provider id; the later one wins", "org", p.Org, "provider", p.Slug)
 		}
-		if e, ok := old[p.ID]; ok && e.key == keyOf(p) {
-			e.provider.Store(&p)
-			next[p.ID] = e
-			continue
+		if e, ok := old[p.ID]; ok {
+			if was := e.provider.Load(); keyOf(*was) == keyOf(p) {
+				if *was != p { // the same provider stores nothing new
+					e.provider.Store(ptr(p))
+				}
+				next[p.ID] = e
+				continue
+			}
 		}
-		next[p.ID] = newEntry(p)
+		next[p.ID] = newEntry(ptr(p))
 	}
 	c.markShared(next)
 	c.entries.Store(&next)
 	close(c.synced)
 	c.synced = make(chan struct{})
+}
+
+// sameEntries reports whether Sync(ps) keeps exactly old's entries: every
+// provider of ps has an entry in old with the same key, and every entry of
+// old is one of them, once. edits are the providers of ps (as Sync keeps
+// them) that differ from their entry's otherwise. c.mu is held.
+func sameEntries(old map[int64]*entry, ps []Provider) (edits []Provider, same bool) {
+	if len(ps) != len(old) {
+		return nil, false
+	}
+	same = true
+	for _, p := range ps {
+		p = trimmed(p)
+		e, ok := old[p.ID]
+		if !ok || e.seen {
+			same = false // a new provider, or a duplicate id
+			break
+		}
+		e.seen = true
+		if was := e.provider.Load(); *was != p {
+			if keyOf(*was) != keyOf(p) {
+				same = false // a new endpoint: its state starts afresh
+				break
+			}
+			edits = append(edits, p)
+		}
+	}
+	for _, e := range old {
+		same = same && e.seen // with len(ps) entries seen once each, all were
+		e.seen = false
+	}
+	return edits, same
+}
+
+// trimmed is p as Sync keeps it: its base URL without a trailing slash.
+func trimmed(p Provider) Provider {
+	p.BaseURL = strings.TrimRight(p.BaseURL, "/")
+	return p
 }
 
 // Status returns the provider's status; ok is false if the provider is
@@ -397,10 +480,7 @@ func (c *Cache) Status(id int64) (Status, bool) {
 	if !ok {
 		return Status{}, false
 	}
-	st := *e.status.Load()
-	if n := e.lastProbe.Load(); n != 0 {
-		st.LastProbe = time.Unix(0, n)
-	}
+	st := e.current()
 	st.Stale = *e.stale.Load()
 	return st, true
 }
@@ -464,10 +544,21 @@ func (c *Cache) ProbeAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	// Shared probes (share.go) count only from this call on.
 	after := c.shareSeq.Add(1)
+	// A worker starts only when a slot is free: ten thousand providers
+	// are not ten thousand goroutines at once, whose stacks (and the
+	// runtime's record of each) would outlive the call.
+	defer wg.Wait()
 	for _, e := range *c.entries.Load() {
-		wg.Go(func() { c.probeSince(ctx, e, false, after) })
+		select {
+		case c.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-c.sem }()
+			c.probeHeldSince(ctx, e, false, after)
+		})
 	}
-	wg.Wait()
 }
 
 // jitter returns Interval ±10%.
@@ -530,14 +621,13 @@ func (c *Cache) probeHeldSince(ctx context.Context, e *entry, triggered bool, af
 // models, the body of a GET /models already read, when not nil), logs a
 // transition and announces a change. e.mu is held.
 func (c *Cache) record(ctx context.Context, e *entry, p Provider, o observation, models []byte, at time.Time) {
-	prev := e.tr.status
-	changed := e.tr.apply(o, at, c.cfg)
+	prev := e.current()
+	st, changed := e.tr.apply(prev, o, at, c.cfg)
 	if c.recheckStale(ctx, e, p, o, models) && ctx.Err() == nil {
 		changed = true
 		c.log.Info("metadata: a stale model is listed again; back in routing", "org", p.Org, "provider", p.Slug)
 	}
-	e.publish()
-	st := e.tr.status
+	e.publish(st)
 	c.logTransition(p, prev, st, o)
 	if changed && (*c.entries.Load())[p.ID] == e {
 		c.announce()

@@ -26,9 +26,9 @@ import (
 // at rest. A probe transport's IdleConnTimeout should not exceed it.
 const ProbeIdleTimeout = 5 * time.Second
 
-// due is one provider's next probe.
+// due is one provider's next probe, at (UnixNano by the cache's clock).
 type due struct {
-	at time.Time
+	at int64
 	e  *entry
 }
 
@@ -36,7 +36,7 @@ type due struct {
 type dueHeap []due
 
 func (h dueHeap) Len() int           { return len(h) }
-func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at < h[j].at }
 func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *dueHeap) Push(x any)        { *h = append(*h, x.(due)) }
 func (h *dueHeap) Pop() any {
@@ -60,9 +60,12 @@ func (c *Cache) Run(ctx context.Context) {
 	defer wg.Wait()
 	finished := make(chan *entry, maxProbesInFlight)
 	var q dueHeap
-	// known holds the entries in q or being probed; an entry Sync dropped
-	// leaves it when it next comes up.
-	known := map[*entry]bool{}
+	// An entry's queued flag is set while it is in q or being probed
+	// (Run's own: only this goroutine reads or writes it). An entry Sync
+	// dropped is let go when it next comes up.
+	for _, e := range *c.entries.Load() {
+		e.queued = false // a Run before this one may have left it set
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	c.mu.Lock()
@@ -71,13 +74,13 @@ func (c *Cache) Run(ctx context.Context) {
 	follow := func() {
 		now := c.clock.Now()
 		for _, e := range *c.entries.Load() {
-			if known[e] {
+			if e.queued {
 				continue
 			}
-			known[e] = true
-			at := now
+			e.queued = true
+			at := now.UnixNano()
 			if e.lastProbe.Load() != 0 {
-				at = now.Add(c.jitter()) // already probed (ProbeAll at start-up, or a kept entry)
+				at = now.Add(c.jitter()).UnixNano() // already probed (ProbeAll at start-up, or a kept entry)
 			}
 			heap.Push(&q, due{at, e})
 		}
@@ -86,17 +89,16 @@ func (c *Cache) Run(ctx context.Context) {
 	for {
 		now := c.clock.Now()
 		cur := *c.entries.Load()
-		for len(q) > 0 && !q[0].at.After(now) && len(c.sem) < cap(c.sem) {
+		for len(q) > 0 && q[0].at <= now.UnixNano() && len(c.sem) < cap(c.sem) {
 			d := heap.Pop(&q).(due)
 			e := d.e
-			if cur[e.key.id] != e {
-				delete(known, e) // Sync dropped it
-				continue
+			if cur[e.id()] != e {
+				continue // Sync dropped it
 			}
 			// A probe ProbeSoon asked for runs now, fed or not.
 			soon := e.soon.Swap(false)
 			if until := c.fedUntil(e); !soon && until.After(now) {
-				heap.Push(&q, due{until.Add(c.jitter() / 10), e})
+				heap.Push(&q, due{until.Add(c.jitter() / 10).UnixNano(), e})
 				continue
 			}
 			select { // a slot was free; only a concurrent ProbeAll can take it first
@@ -115,7 +117,7 @@ func (c *Cache) Run(ctx context.Context) {
 		}
 		var wake <-chan time.Time
 		if len(q) > 0 {
-			d := q[0].at.Sub(c.clock.Now())
+			d := time.Duration(q[0].at - c.clock.Now().UnixNano())
 			if len(c.sem) == cap(c.sem) {
 				// Every slot is busy: a worker of Run's says when it is
 				// done; a ProbeAll's does not, so look again soon.
@@ -137,19 +139,17 @@ func (c *Cache) Run(ctx context.Context) {
 			// but only on a refused connection, once per wake-up.
 			for i := range q {
 				if q[i].e.soon.Load() {
-					q[i].at = now
+					q[i].at = now.UnixNano()
 				}
 			}
 			heap.Init(&q)
 		case e := <-finished:
-			if (*c.entries.Load())[e.key.id] == e {
+			if (*c.entries.Load())[e.id()] == e {
 				at := c.clock.Now().Add(c.jitter())
 				if e.soon.Load() { // asked for while it was being probed
 					at = c.clock.Now()
 				}
-				heap.Push(&q, due{at, e})
-			} else {
-				delete(known, e)
+				heap.Push(&q, due{at.UnixNano(), e})
 			}
 		case <-wake:
 		case <-c.cfg.Ticks: // a nil channel never delivers

@@ -43,22 +43,38 @@ type sharedProbe struct {
 	o    observation
 }
 
+// endpoint is shareKey with the credential as it is: markShared counts
+// the providers of each without hashing every credential. Its map lives
+// for the call only, and its keys refer to the providers' own credential
+// strings, not to copies.
+type endpoint struct {
+	kind, baseURL, credential string
+	upstream                  bool
+}
+
 // markShared sets which of next's entries share their endpoint and keeps
 // the shared probes of the endpoints still shared. c.mu is held.
 func (c *Cache) markShared(next map[int64]*entry) {
-	n := map[shareKey]int{}
+	n := make(map[endpoint]int, len(next))
 	for _, e := range next {
-		n[shareKeyOf(*e.provider.Load())]++
+		p := e.provider.Load()
+		n[endpoint{p.Kind, p.BaseURL, p.Credential.Reveal(), p.Upstream}]++
+	}
+	still := map[shareKey]bool{} // the shared endpoints, usually few
+	for _, e := range next {
+		p := e.provider.Load()
+		shared := n[endpoint{p.Kind, p.BaseURL, p.Credential.Reveal(), p.Upstream}] > 1
+		e.shared.Store(shared)
+		if shared {
+			still[shareKeyOf(*p)] = true
+		}
 	}
 	c.shareMu.Lock()
 	defer c.shareMu.Unlock()
 	for k := range c.shared {
-		if n[k] < 2 {
+		if !still[k] {
 			delete(c.shared, k)
 		}
-	}
-	for _, e := range next {
-		e.shared.Store(n[shareKeyOf(*e.provider.Load())] > 1)
 	}
 }
 

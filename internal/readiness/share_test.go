@@ -2,6 +2,7 @@ package readiness
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +139,66 @@ func TestUnchangedProbeKeepsItsStatus(t *testing.T) {
 	c.probe(ctx, e1, false)
 	if st := mustStatus(t, c, 1); e1.status.Load() == first || st.LastError == "" {
 		t.Fatalf("a failed probe: %+v, the same published status", st)
+	}
+}
+
+// TestSyncKeepsEntriesOfAnUnchangedList (issue 21): a Sync whose providers
+// keep their entries (a route or policy written, a provider renamed, a
+// key replaced) keeps the entries' map, and applies what changed: the new
+// names, and the sharing a new credential makes or ends. One that adds,
+// drops or resets an entry, or names an id twice, makes a new map.
+func TestSyncKeepsEntriesOfAnUnchangedList(t *testing.T) {
+	eng := newEngine(t)
+	eng.set("/health", 200, "")
+	c, logs := newTestCache(t, Config{})
+	base := eng.url() + "/v1"
+	ps := []Provider{{ID: 1, Kind: store.KindVLLM, BaseURL: base, Credential: secretKey, Slug: "one"},
+		{ID: 2, Kind: store.KindVLLM, BaseURL: base + "/", Credential: secret.New("sk-two"), Slug: "two"}}
+	c.Sync(ps)
+	m := c.entries.Load()
+	e1, e2 := (*m)[1], (*m)[2]
+	c.ProbeAll(context.Background())
+	shared := func() (bool, bool, int) {
+		c.shareMu.Lock()
+		defer c.shareMu.Unlock()
+		return e1.shared.Load(), e2.shared.Load(), len(c.shared)
+	}
+	if a, b, n := shared(); a || b || n != 0 {
+		t.Fatalf("two keys at one endpoint: shared %v %v, table %d", a, b, n)
+	}
+
+	c.Sync(ps)
+	if c.entries.Load() != m || mustStatus(t, c, 2).LastProbe.IsZero() {
+		t.Fatal("the same list again made new entries")
+	}
+	ps[1].Credential, ps[1].Slug = secretKey, "two-renamed"
+	c.Sync(ps)
+	if c.entries.Load() != m {
+		t.Fatal("a renamed provider and a new key made new entries")
+	}
+	if p := e2.provider.Load(); p.Slug != "two-renamed" || p.Credential != secretKey || p.BaseURL != base {
+		t.Fatalf("entry 2 has %+v", *p)
+	}
+	c.ProbeAll(context.Background())
+	if a, b, n := shared(); !a || !b || n != 1 {
+		t.Fatalf("one key at one endpoint: shared %v %v, table %d; want both shared, one endpoint", a, b, n)
+	}
+	ps[1].Credential = secret.New("sk-two")
+	c.Sync(ps)
+	if a, b, n := shared(); a || b || n != 0 {
+		t.Fatalf("the key changed back: shared %v %v, table %d", a, b, n)
+	}
+
+	c.Sync([]Provider{ps[0], ps[0]}) // as many providers, one id twice
+	if _, ok := c.Status(2); ok || c.entries.Load() == m || (*c.entries.Load())[1] != e1 {
+		t.Fatal("a list naming provider 1 twice kept provider 2, or lost provider 1's entry")
+	}
+	if !strings.Contains(logs.String(), "duplicate provider id") {
+		t.Fatalf("no warning of the duplicate id: %s", logs.String())
+	}
+	ps[0].BaseURL = eng.url() + "/other/v1"
+	c.Sync(ps[:1])
+	if (*c.entries.Load())[1] == e1 || !mustStatus(t, c, 1).LastProbe.IsZero() {
+		t.Fatal("a new base URL kept the provider's state")
 	}
 }

@@ -2,6 +2,7 @@ package readiness
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -56,50 +57,54 @@ func (o observation) message() string {
 	return o.failed
 }
 
-// tracker is one provider's state machine (see the package doc).
+// tracker is one provider's state machine (see the package doc); the
+// status it moves between is the entry's published one.
 type tracker struct {
-	status   Status
-	fails    int  // consecutive failed or unusable probes
-	oks      int  // consecutive successful probes
-	wasReady bool // the provider has been ready at least once
+	fails    int32 // consecutive failed or unusable probes
+	oks      int32 // consecutive successful probes
+	wasReady bool  // the provider has been ready at least once
 }
 
 func newTracker(upstream bool) tracker {
-	if upstream {
-		return tracker{status: Status{Reason: ReasonNoProbe, Class: ClassNotProbed}}
-	}
-	// Optimistic: the gateway's passive health covers a configured provider
-	// until the first probe.
-	return tracker{status: Status{Ready: true}, wasReady: true}
+	// A configured provider starts ready (newEntry).
+	return tracker{wasReady: !upstream}
 }
 
-// apply records o, seen at now, and reports whether Ready or Facts changed.
-func (t *tracker) apply(o observation, now time.Time, cfg Config) bool {
-	prev := t.status
+// count is n+1, or n at its maximum.
+func count(n int32) int32 {
+	if n == math.MaxInt32 {
+		return n
+	}
+	return n + 1
+}
+
+// apply records o, seen at now, on top of prev, the status before it. It
+// returns the status after and reports whether Ready or Facts changed.
+func (t *tracker) apply(prev Status, o observation, now time.Time, cfg Config) (Status, bool) {
 	s := prev
 	s.LastProbe = now
 	switch {
 	case o.unusable != "":
-		t.fails++
+		t.fails = count(t.fails)
 		t.oks = 0
 		s.LastError = o.unusable
 		s.Ready, s.Reason, s.Class, s.Facts = false, o.unusable, o.class, Facts{}
 	case o.failed != "":
-		t.fails++
+		t.fails = count(t.fails)
 		t.oks = 0
 		s.LastError = o.failed
 		if !s.Ready {
 			s.Reason, s.Class = o.failed, o.class
-		} else if t.fails >= cfg.FailAfter || o.decisive {
+		} else if int(t.fails) >= cfg.FailAfter || o.decisive {
 			s.Ready, s.Reason, s.Class, s.Facts = false, o.failed, o.class, Facts{}
 		}
 	default:
-		t.oks++
+		t.oks = count(t.oks)
 		t.fails = 0
 		switch {
 		case s.Ready:
 			s.Facts = o.facts // a replaced model takes effect at once
-		case !t.wasReady || t.oks >= cfg.RecoverAfter:
+		case !t.wasReady || int(t.oks) >= cfg.RecoverAfter:
 			s.Ready, s.Reason, s.Class, s.Facts = true, "", "", o.facts
 		default:
 			s.Class = ClassRecovering
@@ -110,6 +115,5 @@ func (t *tracker) apply(o observation, now time.Time, cfg Config) bool {
 	if s.Ready {
 		t.wasReady = true
 	}
-	t.status = s
-	return s.Ready != prev.Ready || !s.Facts.Equal(prev.Facts)
+	return s, s.Ready != prev.Ready || !s.Facts.Equal(prev.Facts)
 }
