@@ -75,9 +75,9 @@ func namesAsFallback(rs []store.Route, self int64, model string) []string {
 // its project names it as a fallback: the gateway would silently lose a
 // fallback the operator chose. Edit those routes first.
 func (s *Service) refuseIfFallback(ctx context.Context, r *store.Route, what string) error {
-	rs, err := s.allRoutes(ctx, r.ProjectID)
+	rs, err := s.st.FallbackRoutes(ctx, r.ProjectID, nil)
 	if err != nil {
-		return err
+		return fromStore(err, "routes")
 	}
 	if by := namesAsFallback(rs, r.ID, r.Model); len(by) > 0 {
 		slices.Sort(by)
@@ -115,9 +115,12 @@ func (s *Service) checkFallbacks(ctx context.Context, r *store.Route, old string
 	if len(edges) == 0 && !renamed {
 		return nil // nothing can form a cycle through r
 	}
-	rs, err := s.allRoutes(ctx, r.ProjectID)
+	// The routes with fallbacks and those r names: a route with neither
+	// is on no chain through r (issue 21: not every route of the project
+	// per write).
+	rs, err := s.st.FallbackRoutes(ctx, r.ProjectID, edges)
 	if err != nil {
-		return err
+		return fromStore(err, "routes")
 	}
 	if renamed {
 		if by := namesAsFallback(rs, r.ID, old); len(by) > 0 {

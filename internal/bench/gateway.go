@@ -29,7 +29,8 @@ type gatewayProc struct {
 	seedTime  time.Duration // writing the filler catalog
 	readyTime time.Duration // process start to /readyz 200: store open and first snapshot
 	// createRoute is the round trip of the admin write that created the
-	// bench route: the write plus a full snapshot rebuild.
+	// bench route: the write, then the snapshot and the gateway's table
+	// brought up to date before the answer.
 	createRoute time.Duration
 }
 
@@ -121,8 +122,9 @@ func (g *gatewayProc) stop() {
 // rebuildTimes changes the bench route n times through the admin API
 // (alternating its strategy, which with one target changes nothing for
 // traffic) and returns each round trip, sorted. Each write commits and then
-// rebuilds the whole routing snapshot before it answers, so the round trip
-// bounds how long a change takes to reach the request path.
+// brings the routing snapshot and the gateway's table up to date (patched
+// with what changed) before it answers, so the round trip bounds how long
+// a change takes to reach the request path.
 func (g *gatewayProc) rebuildTimes(ctx context.Context, n int) ([]time.Duration, error) {
 	path := "/admin/v1/orgs/" + orgName + "/projects/" + projectName + "/routes/" + benchRoute
 	var out []time.Duration

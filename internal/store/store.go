@@ -195,6 +195,11 @@ type Store interface {
 	CreateRoute(ctx context.Context, r *Route) error
 	GetRoute(ctx context.Context, projectID int64, model string) (*Route, error)
 	ListRoutes(ctx context.Context, projectID int64, p Page) ([]Route, error)
+	// FallbackRoutes returns, by id and without their targets, the
+	// project's routes that name a fallback or a context fallback and
+	// those whose model is one of models (a few names): all that the
+	// checks of fallbacks need, since no other route can be on a chain.
+	FallbackRoutes(ctx context.Context, projectID int64, models []string) ([]Route, error)
 	// UpdateRoute writes the route and replaces its targets.
 	UpdateRoute(ctx context.Context, r *Route) error
 	DeleteRoute(ctx context.Context, id int64) error

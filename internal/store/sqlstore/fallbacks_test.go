@@ -3,9 +3,11 @@ package sqlstore_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rolter/rolter/internal/store"
+	"github.com/rolter/rolter/internal/store/sqlstore"
 	"github.com/rolter/rolter/internal/store/storetest"
 )
 
@@ -69,6 +71,82 @@ func TestRouteFallbackFields(t *testing.T) {
 		us, err := s.ListUsage(ctx, store.UsageFilter{OrgID: o.ID}, store.Page{})
 		if err != nil || len(us) != 2 || us[0].Tier != 2 || us[0].Fallback != "cloud" || us[1].Tier != 0 || us[1].Fallback != "" {
 			t.Fatalf("usage: %+v %v", us, err)
+		}
+	})
+}
+
+// FallbackRoutes reads the project's routes that name a fallback or a
+// context fallback, and those named, by id and without targets; no other
+// route and no other project's. On SQLite the query uses the partial index
+// routes_with_fallbacks, not a scan of the project's routes.
+func TestFallbackRoutes(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, d string) {
+		ctx := context.Background()
+		s := storetest.Open(t, d, nil)
+		o := mustOrg(t, s, "acme")
+		pr := mustProject(t, s, o.ID, "default")
+		other := mustProject(t, s, o.ID, "other")
+		a := mustProvider(t, s, o.ID, "a")
+		route := func(pj int64, model string, fallbacks []string, ctxFallback string) *store.Route {
+			t.Helper()
+			r := &store.Route{ProjectID: pj, Model: model, Strategy: "weighted", Fallbacks: fallbacks, ContextFallback: ctxFallback,
+				Targets: []store.Target{{ProviderID: a.ID, Weight: 1}}}
+			if err := s.CreateRoute(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		for _, m := range []string{"plain-1", "plain-2", "named"} {
+			route(pr.ID, m, nil, "")
+		}
+		withList := route(pr.ID, "with-list", []string{"plain-1"}, "")
+		withCtx := route(pr.ID, "with-context", nil, "plain-2")
+		route(other.ID, "elsewhere", []string{"x"}, "")
+		cleared := route(pr.ID, "cleared", []string{"plain-1"}, "")
+		cleared.Fallbacks = nil
+		if err := s.UpdateRoute(ctx, cleared); err != nil {
+			t.Fatal(err)
+		}
+		models := func(rs []store.Route) []string {
+			var out []string
+			for _, r := range rs {
+				if r.Targets != nil {
+					t.Errorf("route %s read with its targets", r.Model)
+				}
+				out = append(out, r.Model)
+			}
+			return out
+		}
+		got, err := s.FallbackRoutes(ctx, pr.ID, nil)
+		if want := []string{"with-list", "with-context"}; err != nil || !slices.Equal(models(got), want) {
+			t.Fatalf("no names: %v %v, want %v", models(got), err, want)
+		}
+		if !slices.Equal(got[0].Fallbacks, withList.Fallbacks) || got[1].ContextFallback != withCtx.ContextFallback {
+			t.Errorf("edges read: %+v", got)
+		}
+		got, err = s.FallbackRoutes(ctx, pr.ID, []string{"named", "with-list", "missing", "elsewhere"})
+		if want := []string{"named", "with-list", "with-context"}; err != nil || !slices.Equal(models(got), want) {
+			t.Fatalf("with names: %v %v, want %v (by id)", models(got), err, want)
+		}
+		if d != "sqlite" {
+			return
+		}
+		rows, err := s.SQL().QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT id FROM routes WHERE `+sqlstore.WithFallbacks+` ORDER BY id`, pr.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		plan := ""
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan += detail + "\n"
+		}
+		if !strings.Contains(plan, "routes_with_fallbacks") {
+			t.Errorf("the query does not use the partial index:\n%s", plan)
 		}
 	})
 }

@@ -1,10 +1,13 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rolter/rolter/internal/money"
@@ -97,6 +100,37 @@ func (s *DB) GetRoute(ctx context.Context, projectID int64, model string) (*stor
 func (s *DB) ListRoutes(ctx context.Context, projectID int64, p store.Page) ([]store.Route, error) {
 	return listWith(ctx, s, scanRoute, s.attachTargets,
 		`SELECT `+s.routeCols()+` FROM routes WHERE project_id = ? AND id > ? ORDER BY id LIMIT ?`, projectID, p.After, limitOf(p))
+}
+
+// withFallbacks selects a project's routes that name a fallback or a
+// context fallback. Its second term is the condition of the partial index
+// routes_with_fallbacks (migration 00017) word for word, as SQLite needs
+// to use the index.
+const withFallbacks = `project_id = ? AND (fallbacks <> '[]' OR context_fallback <> '')`
+
+// FallbackRoutes implements store.Store.
+func (s *DB) FallbackRoutes(ctx context.Context, projectID int64, models []string) ([]store.Route, error) {
+	rs, err := list(ctx, s, s.qr, routeScanner(), `SELECT `+s.routeCols()+` FROM routes WHERE `+withFallbacks+` ORDER BY id`, projectID)
+	if err != nil || len(models) == 0 {
+		return rs, err
+	}
+	args := make([]any, 0, 1+len(models))
+	args = append(args, projectID)
+	for _, m := range models {
+		args = append(args, m)
+	}
+	named, err := list(ctx, s, s.qr, routeScanner(),
+		`SELECT `+s.routeCols()+` FROM routes WHERE project_id = ? AND model IN (?`+strings.Repeat(", ?", len(models)-1)+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range named {
+		if !slices.ContainsFunc(rs, func(o store.Route) bool { return o.ID == r.ID }) {
+			rs = append(rs, r)
+		}
+	}
+	slices.SortFunc(rs, func(a, b store.Route) int { return cmp.Compare(a.ID, b.ID) })
+	return rs, nil
 }
 
 // routeTargets are the children attachTargets reads, in the route's order.
