@@ -140,6 +140,33 @@ func (g *gatewayProc) rebuildTimes(ctx context.Context, n int) ([]time.Duration,
 	return out, nil
 }
 
+// createTimes creates n routes beside the bench route, one admin write
+// each, and returns each round trip, sorted; then it deletes them. A create
+// adds a target to a provider's catalog, which a PATCH of the bench route
+// does not, so it times the other half of what a write can change (the
+// provider's /v1/models entries). The routes are made after the load phase,
+// away from the first round of health probes that follows start-up.
+func (g *gatewayProc) createTimes(ctx context.Context, n int) ([]time.Duration, error) {
+	base := "/admin/v1/orgs/" + orgName + "/projects/" + projectName + "/routes"
+	var out []time.Duration
+	for i := range n {
+		d, err := g.adminCall(ctx, http.MethodPost, base, map[string]any{
+			"model":   fmt.Sprintf("%s-extra-%d", benchRoute, i),
+			"targets": []map[string]any{{"provider": mockSlug, "upstream_model": fmt.Sprintf("%s-extra-%d", upstreamName, i)}}}, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	for i := range n {
+		if _, err := g.adminCall(ctx, http.MethodDelete, fmt.Sprintf("%s/%s-extra-%d", base, benchRoute, i), nil, nil); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 // adminClient sends the bench's admin API calls. The slowest is a bulk
 // create of 1,000 hosts (seconds); the timeout turns a gateway that stops
 // answering into an error instead of a run that hangs.

@@ -50,8 +50,8 @@ func (b *run) runRoutes(ctx context.Context, mock *child, mockURL string) error 
 			}
 		}
 		b.rep.Routes = append(b.rep.Routes, res)
-		fmt.Fprintf(b.opts.Progress, "routes: %d routes: ready in %.2fs, rebuild p50 %.1f ms, idle %.3f cores, %.1f µs/req (%.1f net), peak RSS %s MB\n",
-			n, res.ReadyS, res.RebuildMS.P50, res.IdleCPU, res.Phase.GatewayCPU, res.NetCPU, mb(res.PeakRSS))
+		fmt.Fprintf(b.opts.Progress, "routes: %d routes: ready in %.2fs, rebuild p50 %.1f ms, create p50 %.1f ms, idle %.3f cores, %.1f µs/req (%.1f net), peak RSS %s MB\n",
+			n, res.ReadyS, res.RebuildMS.P50, res.CreateMS.P50, res.IdleCPU, res.Phase.GatewayCPU, res.NetCPU, mb(res.PeakRSS))
 	}
 	return nil
 }
@@ -91,6 +91,11 @@ func (b *run) routesAt(ctx context.Context, gw *gatewayProc, chat scenario, mock
 		return res, err
 	}
 	res.RebuildMS = distOf(rebuilds)
+	creates, err := gw.createTimes(ctx, rebuildWrites)
+	if err != nil {
+		return res, err
+	}
+	res.CreateMS = distOf(creates)
 	end, err := sampleProc(gw.pid())
 	if err != nil {
 		return res, err

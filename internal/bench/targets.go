@@ -102,8 +102,11 @@ func (r *Report) evaluate(conns int) {
 	}{{10_000, maxVisible10kMS}, {100_000, maxVisible100kMS}} {
 		name, want := fmt.Sprintf("one admin write to visible, %d routes (p50)", v.routes), fmt.Sprintf("≤ %.0f ms", v.ms)
 		if i := routesAt(r.Routes, v.routes); i >= 0 {
-			got := r.Routes[i].RebuildMS
-			add(name, want, fmt.Sprintf("%.1f ms (max %.1f ms)", got.P50, got.Max), check(got.P50 <= v.ms))
+			// Both kinds of write count: a PATCH of a route, and a create
+			// that adds to a provider's catalog.
+			got, created := r.Routes[i].RebuildMS, r.Routes[i].CreateMS
+			add(name, want, fmt.Sprintf("patch %.1f ms (max %.1f), create %.1f ms (max %.1f)", got.P50, got.Max, created.P50, created.Max),
+				check(max(got.P50, created.P50) <= v.ms))
 		} else {
 			add(name, want, "-", nil)
 		}
