@@ -23,8 +23,16 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, i
 	}
 	pr := tg.provider.pairs[x.api]
 	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	defer watchDrain(tg.provider, cancel)()
+	cw := x.client
+	// The attempt's cleanup runs here, or, for a stream past its first
+	// event, when serve has relayed the rest (finishStream).
+	end := attemptEnd{cw: cw, stopDrain: watchDrain(tg.provider, cancel), cancel: cancel}
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			end.run()
+		}
+	}()
 	model := ""
 	if upstreamModel != x.model {
 		model = upstreamModel
@@ -52,11 +60,13 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, i
 		x.tr.inject(req.Header)
 	}
 	wd := newWatchdog(tg.provider.firstByteTimeout, tg.provider.idleTimeout, cancel)
-	defer wd.stop()
-	cw := x.client
-	cw.wd = wd
-	defer func() { cw.wd = nil }()
+	end.wd, cw.wd = wd, wd
 	o := g.exchangeWith(ctx, call{x: x, w: cw, r: r, wd: wd, model: sent}, pr, tg, req)
+	if o.tail != nil {
+		handedOff = true
+		o.tail.model, o.tail.end = upstreamModel, end
+		return o
+	}
 	o.model = upstreamModel
 	if cw.slow {
 		// Whatever the attempt saw afterwards (a cancelled context, a
@@ -66,10 +76,28 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, x *exchange, i
 	return o
 }
 
+// attemptEnd is an attempt's cleanup: its watchdog, its drain watch and
+// its context.
+type attemptEnd struct {
+	cw        *clientWriter
+	wd        *watchdog // nil until the request is sent
+	stopDrain func() bool
+	cancel    context.CancelCauseFunc
+}
+
+func (e *attemptEnd) run() {
+	if e.wd != nil {
+		e.cw.wd = nil
+		e.wd.stop()
+	}
+	e.stopDrain()
+	e.cancel(nil)
+}
+
 // exchangeWith sends req and answers the client through pairing pr: a
 // caller error is relayed unchanged, a retryable status fails the attempt,
 // and a 2xx goes to pr's respond or relay.
-func (g *Gateway) exchangeWith(ctx context.Context, c call, pr pairing, tg *targetRT, req *http.Request) outcome {
+func (g *Gateway) exchangeWith(ctx context.Context, c call, pr pairing, tg *targetRT, req *http.Request) (o outcome) {
 	sent := time.Now()
 	resp, err := g.transport.RoundTrip(req)
 	if err != nil {
@@ -77,7 +105,11 @@ func (g *Gateway) exchangeWith(ctx context.Context, c call, pr pairing, tg *targ
 		return c.outcome(result{class: cls, refused: cls == ClassConnect && connRefused(err), err: fmt.Errorf("send: %w", attemptErr(err, ctx))})
 	}
 	c.x.upstreamTTFB = time.Since(sent)
-	defer resp.Body.Close()
+	defer func() {
+		if o.tail == nil { // a stream's tail closes the body when it ends
+			_ = resp.Body.Close()
+		}
+	}()
 	switch cls := classifyStatus(resp.StatusCode); cls {
 	case ClassNone:
 	case ClassCaller:

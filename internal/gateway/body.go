@@ -168,6 +168,13 @@ func (rb *requestBody) splice(model string, clamp *policy.Clamp) []byte {
 	return rb.buf
 }
 
+// drop lets go of the request's bytes once no attempt will send them
+// again (a stream past its first event): a long prompt is not held while
+// its answer streams. A transport still writing a copy keeps its own.
+func (rb *requestBody) drop() {
+	*rb = requestBody{}
+}
+
 // sentBody tracks the copies of an attempt's body handed to the transport
 // (the request's own and any GetBody made for a retry on a new connection)
 // and the writes of it the transport finished (httptrace WroteRequest,

@@ -188,9 +188,7 @@ func (g *Gateway) overflowed(w http.ResponseWriter, r *http.Request, x *exchange
 		x.fallback = fb.route
 		w.Header().Set(FallbackHeader, fb.route)
 		next := g.forwardPlan(w, r, x, deadline)
-		if release != nil {
-			release()
-		}
+		x.releaseAfter(release) // a stream still to relay holds it
 		if next == nil || next.Code != policy.CodeContextLengthExceeded {
 			return next
 		}
@@ -233,9 +231,7 @@ func (g *Gateway) fallBack(w http.ResponseWriter, r *http.Request, x *exchange, 
 		x.fallback = fb.route
 		w.Header().Set(FallbackHeader, fb.route)
 		next := g.forwardPlan(w, r, x, deadline)
-		if release != nil {
-			release()
-		}
+		x.releaseAfter(release) // a stream still to relay holds it
 		if next == nil {
 			return nil
 		}

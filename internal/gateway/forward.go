@@ -109,28 +109,21 @@ func (g *Gateway) forwardPlan(w http.ResponseWriter, r *http.Request, x *exchang
 			x.tr.startAttempt(x, tg)
 		}
 		o := g.attempt(w, r, x, i, tg, key)
-		if x.tr != nil {
-			x.tr.endAttempt(x, o)
+		rec := attemptRec{tg: tg, key: key, tgProbe: tgProbe, keyProbe: keyProbe, began: began}
+		if o.tail != nil {
+			// A stream past its first event: answered. serve relays the
+			// rest and ends the attempt (finishStream).
+			o.tail.att = rec
+			x.tail = o.tail
+			return nil
 		}
+		g.endAttempt(x, rec, o)
 		res := o.result
-		tg.provider.limiter.Release()
-		tg.stats.End(time.Since(began), res.class == ClassNone)
 		last = o
-		g.observeAttempt(x, tg, res, began)
-		was, wasKey := tg.breaker.Until(), keyUntil(key)
-		g.judge(tg, key, tgProbe, keyProbe, res)
-		if now := g.clock.Now(); cooling(was, now) != cooling(tg.breaker.Until(), now) {
-			g.healthGen.Add(1) // it began cooling: routable sets follow
+		if res.refused && refusals < MaxRefusals {
+			refusals++
+			x.tierSpent-- // a refusal is free, up to MaxRefusals
 		}
-		g.observeCooldowns(x, tg, key, was, wasKey, res)
-		if res.refused {
-			g.refused(tg)
-			if refusals < MaxRefusals {
-				refusals++
-				x.tierSpent-- // a refusal is free, up to MaxRefusals
-			}
-		}
-		g.logAttempt(x, tg, res)
 
 		v := verdicts[res.class]
 		if res.overflow {
@@ -166,6 +159,69 @@ func (g *Gateway) forwardPlan(w http.ResponseWriter, r *http.Request, x *exchang
 		return e
 	}
 	return g.exhausted(x, tried, last, maxRetryAfter)
+}
+
+// attemptRec is what ending an attempt needs besides its outcome.
+type attemptRec struct {
+	tg                *targetRT
+	key               *keyRT
+	tgProbe, keyProbe bool // the attempt holds the breakers' half-open probes
+	began             time.Time
+}
+
+// endAttempt accounts for an attempt that ended with o: its trace span,
+// the provider's concurrency slot, the deployment's load, metrics, the
+// breakers, and a log line when it failed.
+func (g *Gateway) endAttempt(x *exchange, a attemptRec, o outcome) {
+	tg, key, res := a.tg, a.key, o.result
+	if x.tr != nil {
+		x.tr.endAttempt(x, o)
+	}
+	tg.provider.limiter.Release()
+	tg.stats.End(time.Since(a.began), res.class == ClassNone)
+	g.observeAttempt(x, tg, res, a.began)
+	was, wasKey := tg.breaker.Until(), keyUntil(key)
+	g.judge(tg, key, a.tgProbe, a.keyProbe, res)
+	if now := g.clock.Now(); cooling(was, now) != cooling(tg.breaker.Until(), now) {
+		g.healthGen.Add(1) // it began cooling: routable sets follow
+	}
+	g.observeCooldowns(x, tg, key, was, wasKey, res)
+	if res.refused {
+		g.refused(tg)
+	}
+	g.logAttempt(x, tg, res)
+}
+
+// finishStream ends the attempt of a stream relayed to its end (x.tail,
+// after its run) and records it as the request's last, as forwardPlan
+// does for an attempt that committed.
+func (g *Gateway) finishStream(x *exchange) {
+	t := x.tail
+	o := t.o
+	t.close()
+	x.tail = nil
+	o.tail, o.model = nil, t.model
+	if x.client.slow {
+		o.class = ClassClientSlow // as in attempt
+	}
+	g.endAttempt(x, t.att, o)
+	x.record(o)
+	x.status, x.class = o.status, o.class
+	if verdicts[o.class].status == 499 {
+		x.status = 499
+	}
+}
+
+// releaseAfter runs release (a route's admission) now, or, when the
+// request's stream is still to be relayed, when the request ends.
+func (x *exchange) releaseAfter(release func()) {
+	switch {
+	case release == nil:
+	case x.tail != nil:
+		x.releases = append(x.releases, release)
+	default:
+		release()
+	}
 }
 
 // record copies what the request's final attempt learned into the

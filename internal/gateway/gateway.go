@@ -326,81 +326,124 @@ type exchange struct {
 	// upstreamTTFB is the current attempt's time to the upstream's
 	// response headers, for its metric (observe.go); 0 until they came.
 	upstreamTTFB time.Duration
+
+	// tail is a stream past its first event, for serve to relay
+	// (finishStream); nil otherwise.
+	tail *streamTail
+	// held is the request body bytes counted in Gateway.bodyBytes;
+	// releases are the route admissions to release when the request ends
+	// (leave).
+	held     int64
+	releases []func()
 }
 
-// serve is the request path, top to bottom.
+// serve is the request path, top to bottom: handle answers the request
+// or sends it upstream; a stream whose first event came is relayed from
+// here (finishStream), when handle's frames are gone, so that the
+// goroutine waits for the next event on a small stack.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	g.metrics.inFlight.Inc()
 	defer g.metrics.inFlight.Dec()
-	t := g.table.Load()
 	x := exchanges.Get().(*exchange)
+	defer x.recycle() // deferred first: runs after every other use of x
+	defer g.leave(x)
+	if !g.handle(w, r, x) {
+		return
+	}
+	if x.tail != nil {
+		x.tail.run()
+		g.finishStream(x)
+	}
+	x.client.done()
+	g.account(x)
+}
+
+// leave releases what the request held until its end: its route
+// admissions and its body bytes; and, after a panic, the upstream of a
+// stream not relayed to its end.
+func (g *Gateway) leave(x *exchange) {
+	if x.tail != nil {
+		x.tail.close()
+		x.tail = nil
+	}
+	for i := len(x.releases) - 1; i >= 0; i-- {
+		x.releases[i]()
+	}
+	g.bodyBytes.Add(-x.held)
+}
+
+// handle is the request path up to the upstream's answer: it reports
+// false when it answered the request itself (and accounted for it), true
+// when forward did (with x.tail set for a stream whose rest serve
+// relays).
+//
+//go:noinline
+func (g *Gateway) handle(w http.ResponseWriter, r *http.Request, x *exchange) bool {
+	t := g.table.Load()
 	x.start, x.endpoint, x.requestID, x.table = time.Now(), r.URL.Path[len("/v1"):], ensureRequestID(w, r), t
 	if g.tracer != nil {
 		x.tr = traceOf(r, x)
 	}
-	defer x.recycle() // deferred first: runs after every other use of x
-
 	x.api = apiOf(x.endpoint)
 	key, ok := authenticate(t.snap, r, x.start)
 	if !ok {
 		x.writeError(w, errUnauthorized)
 		g.metrics.unauthenticated.Inc()
-		return
+		return false
 	}
 	x.key = key
 	body, held, aerr := g.readBody(w, r)
-	defer g.bodyBytes.Add(-held)
+	x.held = held
 	if aerr != nil {
 		g.fail(w, x, aerr)
-		return
+		return false
 	}
 	if aerr := x.parse(body); aerr != nil {
 		if aerr.Code == codeInvalidModel {
 			// Nothing is recorded of an oversized model, not even a usage
 			// row or a metric: only the refusal.
 			x.writeError(w, aerr)
-			return
+			return false
 		}
 		g.fail(w, x, aerr)
-		return
+		return false
 	}
 	if !allowed(key, x.model) {
 		g.fail(w, x, newError(http.StatusForbidden, "model_not_allowed",
 			"this API key may not use model "+quoteModel(x.model)))
-		return
+		return false
 	}
 	if x.plan, aerr = g.resolve(t, key, x.model, r.Header.Get("X-Rolter-Provider")); aerr != nil {
 		g.fail(w, x, aerr)
-		return
+		return false
 	}
 	x.origin = x.plan
 	if aerr := g.checkBudget(w, r, x); aerr != nil {
 		g.fail(w, x, aerr)
-		return
+		return false
 	}
 	release, aerr := g.admitRoute(w, x)
 	if aerr != nil {
 		g.fail(w, x, aerr)
-		return
+		return false
 	}
 	if release != nil {
-		defer release()
+		x.releases = append(x.releases, release)
 	}
 	if aerr := g.limit(r.Context(), w, x); aerr != nil {
 		g.fail(w, x, aerr)
-		return
+		return false
 	}
 	if aerr := x.translate(x.translateInput()); aerr != nil {
 		g.fail(w, x, aerr)
-		return
+		return false
 	}
 	if x.stream {
 		x.addedUsage = x.body.usageEdit(x.endpoint)
 	}
 	x.client = newClientWriter(w, g.cfg.ClientWriteTimeout)
 	g.forward(w, r, x)
-	x.client.done()
-	g.account(x)
+	return true
 }
 
 // exchanges recycles exchange structs (over a kilobyte each). At a large
@@ -419,7 +462,9 @@ func (x *exchange) recycle() {
 	if x.tr != nil {
 		return
 	}
-	*x = exchange{}
+	releases := x.releases[:0]
+	clear(x.releases)
+	*x = exchange{releases: releases}
 	exchanges.Put(x)
 }
 

@@ -106,6 +106,9 @@ type outcome struct {
 	ttft          time.Duration
 	promptTokens  int
 	outputTokens  int
+	// tail is a stream past its first event, whose relay and ending
+	// serve finishes (finishStream); nil when the attempt ended.
+	tail *streamTail
 }
 
 // with is o ended by r.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rolter/rolter/internal/secret"
 	"github.com/rolter/rolter/internal/store"
@@ -315,4 +317,54 @@ func TestFleetHostInheritsRoutePolicy(t *testing.T) {
 			t.Fatalf("%s after the route allowed tools: %d %s", addr, st, body)
 		}
 	})
+}
+
+// A stream relayed past its first event (serve relays the rest, after the
+// attempt's frames are gone) still holds its provider's and its route's
+// concurrency slots until it ends.
+func TestConcurrencyHeldWhileStreaming(t *testing.T) {
+	h := newHarness(t, Config{})
+	release := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if !strings.Contains(string(body), `"stream":true`) {
+			_, _ = io.WriteString(w, `{"model":"x"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"model\":\"x\",\"choices\":[]}\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	})
+	p := h.policyProvider("busy", up.base(), store.Policy{MaxConcurrency: 1})
+	h.policyRoute("r", store.Policy{MaxConcurrency: 1}, store.Target{ProviderID: p, Weight: 1})
+
+	resp := h.post("/v1/chat/completions", `{"model":"r","stream":true,"stream_options":{"include_usage":true}}`)
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first event: %q %v", line, err)
+	}
+	for _, model := range []string{"r", "busy/m"} {
+		resp := h.post("/v1/chat/completions", `{"model":"`+model+`"}`)
+		if body := readAll(t, resp); resp.StatusCode != 429 || !strings.Contains(body, "concurrency_limited") {
+			t.Fatalf("%s while a stream holds the slot: %d %s", model, resp.StatusCode, body)
+		}
+	}
+	close(release)
+	if rest, err := io.ReadAll(br); err != nil || !strings.Contains(string(rest), "[DONE]") {
+		t.Fatalf("rest of the stream: %q %v", rest, err)
+	}
+	resp.Body.Close()
+	// The handler releases the slots just after the client read the end.
+	for _, model := range []string{"r", "busy/m"} {
+		for deadline := time.Now().Add(time.Minute); ; runtimeGosched() {
+			st, body := h.chat(model, "")
+			if st == 200 {
+				break
+			}
+			if st != 429 || time.Now().After(deadline) {
+				t.Fatalf("%s after the stream ended: %d %s", model, st, body)
+			}
+		}
+	}
 }

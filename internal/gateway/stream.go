@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/rolter/rolter/internal/jsonscan"
@@ -17,6 +18,14 @@ import (
 // event is read before anything is sent, so an upstream that fails before
 // producing one can still fail over; after that every event is written and
 // flushed as it arrives, with only its model value rewritten.
+//
+// Once the first event is in, relay sends the response's headers and
+// returns the rest of the stream as the outcome's tail: the request's
+// goroutine relays it from serve (finishStream), in a shallow frame. A
+// parked goroutine's stack is halved at a collection only when less than a
+// quarter of it is in use, and the path from serve down to here is deeper
+// than that: waiting for events here kept every idle stream's 16 KiB stack
+// (issue 21).
 func relay(ctx context.Context, c call) outcome {
 	w, r, x, resp := c.w, c.r, c.x, c.resp
 	o := c.outcome(result{})
@@ -40,53 +49,153 @@ func relay(ctx context.Context, c call) outcome {
 	h.Set("X-Rolter-Upstream-Model", o.upstreamModel)
 	h.Set("X-Accel-Buffering", "no") // tell buffering proxies in front of us to pass events through
 	w.WriteHeader(resp.StatusCode)
-	rc := http.NewResponseController(w)
+	t := &streamTail{ctx: ctx, x: x, w: w, r: r, wd: c.wd, rc: http.NewResponseController(w),
+		body: resp.Body, status: resp.StatusCode, rd: rd, ev: ev}
 	// Responses and Messages events carry the model (and usage) inside an
 	// object: "response" and "message" (message_start).
-	nested := ""
 	switch x.endpoint {
 	case "/responses":
-		nested = "response"
+		t.nested = "response"
 	case "/messages":
-		nested = "message"
+		t.nested = "message"
 	}
-	var buf []byte
+	t.o = o // what the attempt learned so far: the upstream's model, ttft
+	// No attempt follows: the request's body is not needed any more.
+	x.body.drop()
+	x.translated = nil
+	o.tail = t
+	return o
+}
+
+// streamTail is a stream whose headers are sent and whose first event is
+// read: what relaying the rest of it takes, and how the attempt that
+// opened it ends. It belongs to the request's goroutine.
+type streamTail struct {
+	// ctx is the attempt's context, kept with the stream it cancels: the
+	// watchdog, a drain cut and the client's leaving end the stream's
+	// reads through it.
+	ctx    context.Context
+	x      *exchange
+	w      http.ResponseWriter // the client, through its clientWriter
+	r      *http.Request
+	wd     *watchdog
+	rc     *http.ResponseController
+	body   io.ReadCloser // the upstream's
+	status int
+	rd     *sse.Reader
+	ev     sse.Event // read, not yet relayed
+	nested string
+	buf    *[]byte // a rewritten event (tailBufs); given back while the stream waits
+	o      outcome
+	// Set by attempt and forwardPlan: the rest of the attempt's ending.
+	model string     // the model sent upstream
+	end   attemptEnd // the attempt's cleanup (attempt); zero once run
+	att   attemptRec
+}
+
+// tailBufs recycle the buffers events are rewritten in, so that a stream
+// holds none while it waits.
+var tailBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// run relays the rest of the stream, leaving the attempt's outcome in
+// t.o. Between events it waits with nothing but this frame and next's
+// above serve's.
+func (t *streamTail) run() {
 	for {
-		out := ev.Raw
-		switch {
-		case ev.IsDone():
-		case ev.Data != nil && ev.DataOffset >= 0:
-			var drop bool
-			if buf, drop = x.relayEvent(buf[:0], ev, nested, &o); drop {
-				goto next // asked for by us, not by the client
-			}
-			out = buf
+		if t.send() || t.next() {
+			return
 		}
-		if _, err := w.Write(out); err != nil {
-			return o.with(result{class: ClassClientCancelled, status: resp.StatusCode, committed: true, err: fmt.Errorf("write to the client: %w", err)})
+	}
+}
+
+// send writes the event read, rewritten, and flushes when no further event
+// is already waiting: events that came together leave in one write, and
+// none waits for a later one. It reports whether the stream ended.
+//
+//go:noinline
+func (t *streamTail) send() (done bool) {
+	ev := t.ev
+	t.ev = sse.Event{}
+	out := ev.Raw
+	switch {
+	case ev.IsDone():
+	case ev.Data != nil && ev.DataOffset >= 0:
+		if t.buf == nil {
+			t.buf = tailBufs.Get().(*[]byte)
 		}
-		// Flush when no further event is already waiting: events that came
-		// together leave in one write, and none waits for a later one.
-		if !rd.Ready() {
-			if err := rc.Flush(); err != nil {
-				return o.with(result{class: ClassClientCancelled, status: resp.StatusCode, committed: true, err: fmt.Errorf("write to the client: %w", err)})
-			}
+		var drop bool
+		if *t.buf, drop = t.x.relayEvent((*t.buf)[:0], ev, t.nested, &t.o); drop {
+			return false // asked for by us, not by the client
 		}
-		if ev.IsDone() {
-			return o.with(result{status: resp.StatusCode, committed: true})
+		out = *t.buf
+	}
+	if _, err := t.w.Write(out); err != nil {
+		t.o = t.o.with(result{class: ClassClientCancelled, status: t.status, committed: true, err: fmt.Errorf("write to the client: %w", err)})
+		return true
+	}
+	if !t.rd.Ready() {
+		if err := t.rc.Flush(); err != nil {
+			t.o = t.o.with(result{class: ClassClientCancelled, status: t.status, committed: true, err: fmt.Errorf("write to the client: %w", err)})
+			return true
 		}
-	next:
-		ev, err = rd.Next()
-		if err == nil {
-			c.wd.progress()
-			continue
+	}
+	if ev.IsDone() {
+		t.o = t.o.with(result{status: t.status, committed: true})
+		return true
+	}
+	return false
+}
+
+// next reads the next event, first waiting for the upstream, when none is
+// buffered, with no buffer held. It reports whether the stream ended.
+func (t *streamTail) next() (done bool) {
+	if !t.rd.Ready() {
+		t.rd.Release()
+		t.putBuf()
+		if wt, ok := t.body.(interface{ Wait() }); ok {
+			wt.Wait() // h1client: no read buffer held while waiting
 		}
-		if errors.Is(err, io.EOF) && nested != "" {
-			return o.with(result{status: resp.StatusCode, committed: true}) // these streams end without [DONE]
+	}
+	return t.read()
+}
+
+//go:noinline
+func (t *streamTail) read() (done bool) {
+	ev, err := t.rd.Next()
+	if err == nil {
+		t.wd.progress()
+		t.ev = ev
+		return false
+	}
+	if errors.Is(err, io.EOF) && t.nested != "" {
+		t.o = t.o.with(result{status: t.status, committed: true}) // these streams end without [DONE]
+		return true
+	}
+	cls := midStream(classifyErr(err, t.ctx, t.r.Context()))
+	t.x.endStream(t.w, t.rc, cls)
+	t.o = t.o.with(result{class: cls, status: t.status, committed: true, err: fmt.Errorf("read the stream: %w", attemptErr(err, t.ctx))})
+	return true
+}
+
+// putBuf gives the rewrite buffer back; one grown past an ordinary event
+// is left to the collector.
+func (t *streamTail) putBuf() {
+	if t.buf != nil {
+		if cap(*t.buf) <= 16<<10 {
+			tailBufs.Put(t.buf)
 		}
-		cls := midStream(classifyErr(err, ctx, r.Context()))
-		x.endStream(w, rc, cls)
-		return o.with(result{class: cls, status: resp.StatusCode, committed: true, err: fmt.Errorf("read the stream: %w", attemptErr(err, ctx))})
+		t.buf = nil
+	}
+}
+
+// close ends the attempt's hold on the upstream (its body, context,
+// watchdog), once the stream is relayed or abandoned.
+func (t *streamTail) close() {
+	t.putBuf()
+	_ = t.body.Close()
+	if t.end.cancel != nil {
+		t.end.run()
+		t.end = attemptEnd{}
 	}
 }
 

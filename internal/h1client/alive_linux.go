@@ -39,3 +39,30 @@ func alive(nc net.Conn) bool {
 	})
 	return ok && err == nil
 }
+
+// waitReadable blocks until nc has bytes to read, was closed or reset, or
+// its read deadline passed, without reading anything and holding no
+// buffer. It returns at once when nc cannot be waited on this way (TLS,
+// which may hold decrypted bytes of its own, or a connection without a
+// descriptor): the caller's read then waits.
+func waitReadable(nc net.Conn) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return
+	}
+	if _, isTLS := nc.(*tls.Conn); isTLS {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	var b [1]byte
+	// rc.Read calls the function again each time the descriptor becomes
+	// readable, and returns the deadline's error once it passed: a
+	// cancelled request (whose deadline is in the past) is not waited on.
+	_ = rc.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EINTR)
+	})
+}

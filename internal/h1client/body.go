@@ -214,6 +214,27 @@ func (b *body) line(block bool) ([]byte, error) {
 	return line, nil
 }
 
+// Wait blocks until a Read would not wait on the upstream: bytes are
+// buffered, the connection has some to read or was closed, or the
+// request's context ended it. While it waits the connection holds no read
+// buffer, so a stream that waits long between events (an idle stream,
+// issue 21) costs its connection and no more. Wait reports nothing: the
+// Read that follows returns whatever error there is. Where the
+// connection cannot be waited on without reading (TLS, other systems),
+// Wait returns at once and the Read waits as usual.
+func (b *body) Wait() {
+	if b.shut || b.err != nil || b.eof || b.done {
+		return
+	}
+	cn := b.cn
+	if cn.br.Buffered() > 0 {
+		return
+	}
+	cn.releaseReader()
+	waitReadable(cn.nc)
+	cn.takeReader()
+}
+
 // finish releases the connection after the body's end: back to the pool
 // when the exchange ended cleanly, else closed.
 func (b *body) finish() {

@@ -232,8 +232,7 @@ func (c *Client) exchange(ctx context.Context, cn *conn, req *http.Request) (*ht
 	if t := httptrace.ContextClientTrace(ctx); t != nil && t.WroteRequest != nil {
 		t.WroteRequest(httptrace.WroteRequestInfo{})
 	}
-	cn.br = readers.Get().(*bufio.Reader)
-	cn.br.Reset(cn.nc)
+	cn.takeReader()
 	for range 8 { // 1xx answers before the final one, bounded
 		resp, err := c.readHead(cn, req)
 		if err != nil {
@@ -641,8 +640,19 @@ func (c *Client) CloseIdleConnections() {
 	}
 }
 
+// takeReader gives the connection a read buffer, for reading a response.
+//
+//go:noinline
+func (cn *conn) takeReader() {
+	cn.br = readers.Get().(*bufio.Reader)
+	cn.br.Reset(cn.nc)
+}
+
 // releaseReader gives the connection's read buffer back; a connection
-// holds one only while a response is read.
+// holds one only while a response is read, and a stream's not while it
+// waits (body.Wait). Not inlined: the frames of waiting streams stay small.
+//
+//go:noinline
 func (cn *conn) releaseReader() {
 	if cn.br != nil {
 		cn.br.Reset(nil)

@@ -550,3 +550,71 @@ func TestContentLengthWithoutBody(t *testing.T) {
 		t.Fatalf("want a refusal, got %v", err)
 	}
 }
+
+// TestWaitBetweenEvents: Wait returns when the next event arrives, at once
+// when bytes are already buffered, and when the request is cancelled; the
+// connection, whose read buffer Wait gives up, is pooled after the stream.
+func TestWaitBetweenEvents(t *testing.T) {
+	next := make(chan struct{})
+	srv, conns := counted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: 0\n\ndata: 1\n\n") // two events, one flush
+		w.(http.Flusher).Flush()
+		if r.URL.Path == "/hang" {
+			<-r.Context().Done()
+			return
+		}
+		<-next
+		_, _ = io.WriteString(w, "data: 2\n\n")
+	}))
+	c := New(Config{})
+	defer c.CloseIdleConnections()
+	wait := func(b io.Reader) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { b.(interface{ Wait() }).Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("Wait did not return")
+		}
+	}
+	resp := post(t, c, context.Background(), srv.URL, `{}`)
+	buf := make([]byte, 9)
+	if n, err := io.ReadFull(resp.Body, buf); err != nil || string(buf[:n]) != "data: 0\n\n" {
+		t.Fatalf("event 0: %q %v", buf[:n], err)
+	}
+	wait(resp.Body) // event 1 is buffered
+	if n, err := io.ReadFull(resp.Body, buf); err != nil || string(buf[:n]) != "data: 1\n\n" {
+		t.Fatalf("event 1: %q %v", buf[:n], err)
+	}
+	go func() { next <- struct{}{} }()
+	wait(resp.Body) // until event 2 arrives
+	if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "data: 2\n\n" {
+		t.Fatalf("event 2: %q %v", b, err)
+	}
+	resp.Body.Close()
+	wait(resp.Body) // a closed body does not wait
+	resp = post(t, c, context.Background(), srv.URL, `{}`)
+	_, _ = io.ReadFull(resp.Body, buf)
+	go func() { next <- struct{}{} }()
+	if b, err := io.ReadAll(resp.Body); err != nil || len(b) != 18 {
+		t.Fatalf("second stream: %q %v", b, err)
+	}
+	resp.Body.Close()
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want 1 (the first pooled after its waits)", n)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	resp = post(t, c, ctx, srv.URL+"/hang", `{}`)
+	defer resp.Body.Close()
+	if _, err := io.ReadFull(resp.Body, make([]byte, 18)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	wait(resp.Body)
+	if _, err := resp.Body.Read(buf); !errors.Is(err, context.Canceled) {
+		t.Fatalf("read after a cancelled wait: %v, want context.Canceled", err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 const (
@@ -243,6 +244,9 @@ func (r *Reader) emit(ev Event, n int) Event {
 // fill makes room after buf[r:w] and reads into it once, recording a read
 // error in r.err.
 func (r *Reader) fill() {
+	if r.buf == nil { // given up by Release, with nothing unread
+		r.buf, r.r, r.w = bufs.Get().(*[initialBufSize]byte)[:min(initialBufSize, r.max)], 0, 0
+	}
 	switch n := r.w - r.r; {
 	case n > len(r.buf)/2 && len(r.buf) < r.max:
 		// Sliding a big partial event down would leave little room per
@@ -273,6 +277,24 @@ func (r *Reader) fill() {
 		}
 	}
 	r.err = io.ErrNoProgress
+}
+
+// bufs recycles the buffers of initialBufSize that Release gives up.
+var bufs = sync.Pool{New: func() any { return new([initialBufSize]byte) }}
+
+// Release gives up the Reader's buffer when it holds no unread bytes, so
+// that a stream waiting long for its next event holds none (issue 21); the
+// next read takes one again. The last event's fields are no longer valid
+// after it. It does nothing while bytes are buffered.
+func (r *Reader) Release() {
+	if r.r != r.w || r.buf == nil {
+		return
+	}
+	if len(r.buf) == initialBufSize {
+		bufs.Put((*[initialBufSize]byte)(r.buf))
+	}
+	r.buf, r.r, r.w = nil, 0, 0
+	r.data = nil
 }
 
 // lineEnd returns the index of the first '\r' or '\n' in b, or -1. Two

@@ -474,3 +474,52 @@ func TestReady(t *testing.T) {
 		}
 	}
 }
+
+// TestRelease: a Reader gives up its buffer only when nothing is unread,
+// and reads on after it as before.
+func TestRelease(t *testing.T) {
+	r := NewReader(strings.NewReader("data: a\n\ndata: b\n\ndata: c\n\n"), 0)
+	ev, err := r.Next()
+	if err != nil || string(ev.Data) != "a" {
+		t.Fatalf("first: %q %v", ev.Data, err)
+	}
+	r.Release() // b and c are buffered: kept
+	if r.buf == nil || !r.Ready() {
+		t.Fatal("Release dropped unread bytes")
+	}
+	for _, want := range []string{"b", "c"} {
+		if ev, err = r.Next(); err != nil || string(ev.Data) != want {
+			t.Fatalf("%s: %q %v", want, ev.Data, err)
+		}
+	}
+	r.Release()
+	if r.buf != nil {
+		t.Fatal("Release kept the buffer of a drained Reader")
+	}
+	r.Release() // twice is harmless
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("at the end: %v, want io.EOF", err)
+	}
+
+	// A reader released between every event reads a stream whose events
+	// straddle its reads.
+	src := strings.Repeat("data: {\"x\":1}\n\n", 200)
+	r = NewReader(iotest.OneByteReader(strings.NewReader(src)), 0)
+	var got strings.Builder
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Write(ev.Raw)
+		if !r.Ready() {
+			r.Release()
+		}
+	}
+	if got.String() != src {
+		t.Fatal("events changed across releases")
+	}
+}
