@@ -479,7 +479,7 @@ func TestScenario25_RefusedPoolKey(t *testing.T) {
 		t.Fatalf("after a 401 the keys are %s and %s; want the refused one cooling", st.keys[0].breaker.State(), st.keys[1].breaker.State())
 	}
 	// The target itself stays healthy: other keys serve it.
-	for _, tg := range h.gw.table.Load().routes.All() {
+	for _, tg := range allPlans(h.gw.table.Load()) {
 		for _, x := range tg.targets {
 			if x.breaker.State() != cooldown.StateClosed {
 				t.Fatalf("the target was penalised: %s", x.breaker.State())
@@ -574,7 +574,7 @@ func TestScenario24_SlowClientIsNotTheUpstreamsFault(t *testing.T) {
 			t.Fatalf("a stream was blamed on the upstream: %+v", r)
 		}
 	}
-	for _, tg := range h.gw.table.Load().routes.All() {
+	for _, tg := range allPlans(h.gw.table.Load()) {
 		for _, x := range tg.targets {
 			if st := x.breaker.State(); st != cooldown.StateClosed {
 				t.Fatalf("the upstream's breaker is %s after slow clients", st)
