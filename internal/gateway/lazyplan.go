@@ -90,7 +90,7 @@ func (t *table) routePlan(r *snapshot.Route) *routePlan {
 // read live (addRoute reads every route target's, so none should be).
 func (t *table) view(p *providerRT) readiness.Status {
 	if st, ok := t.ready.Get(p.id); ok {
-		return st
+		return *st
 	}
 	return readyView(t.g.status(p))
 }

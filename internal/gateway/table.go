@@ -46,7 +46,9 @@ type table struct {
 	// (readyView): plans, /v1/models entries and facts read it, not the
 	// live cache, so that Refresh re-derives exactly what depends on the
 	// providers whose readiness now differs.
-	ready pmap.Map[int64, readiness.Status]
+	// The common view (ready, nothing discovered) is one shared value
+	// (plainReady), so a provider costs the map a pointer.
+	ready pmap.Map[int64, *readiness.Status]
 }
 
 // tableEdit is a table being derived: editors of its maps, started from
@@ -63,7 +65,7 @@ type tableEdit struct {
 	keys          *pmap.Editor[int64, *keyRT]
 	models        *pmap.Editor[*snapshot.Org, []modelEntry]
 	routed        *pmap.Editor[targetID, int]
-	ready         *pmap.Editor[int64, readiness.Status]
+	ready         *pmap.Editor[int64, *readiness.Status]
 }
 
 // edit starts the table of s from base's maps; base nil: from empty ones.
@@ -91,12 +93,21 @@ func (e *tableEdit) table() *table {
 // first use, then the same for the whole table (readyView).
 func (e *tableEdit) status(p *providerRT) readiness.Status {
 	if st, ok := e.ready.Get(p.id); ok {
-		return st
+		return *st
 	}
 	st := readyView(e.g.status(p))
-	e.ready.Set(p.id, st)
+	if sameView(st, plainReady) {
+		e.ready.Set(p.id, &plainReady)
+	} else {
+		view := st
+		e.ready.Set(p.id, &view)
+	}
 	return st
 }
+
+// plainReady is the view of a ready provider with nothing discovered:
+// most providers', shared by the tables' ready maps. Never written.
+var plainReady = readiness.Status{Ready: true}
 
 // readyView is the part of a readiness status a table is derived from:
 // what admission, plans and /v1/models entries read. The rest (the full
@@ -430,7 +441,7 @@ func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff
 func (g *Gateway) refreshTable(prev *table) *table {
 	var changed []int64
 	for id, seen := range prev.ready.All() {
-		if p := prev.providers.At(id); p != nil && !sameView(seen, readyView(g.status(p))) {
+		if p := prev.providers.At(id); p != nil && !sameView(*seen, readyView(g.status(p))) {
 			changed = append(changed, id)
 		}
 	}
@@ -585,7 +596,8 @@ func (e *tableEdit) addRoute(r *snapshot.Route) {
 	}
 	slot.context = ctx
 	if governs != r.Policy {
-		slot.governs = &governs
+		stricter := governs
+		slot.governs = &stricter
 	}
 	e.routes.Set(r, slot)
 }
