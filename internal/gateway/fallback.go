@@ -55,8 +55,11 @@ func (t *table) fallbacks(plan *routePlan) []*routePlan {
 		}
 		for _, m := range names {
 			r := pj.Routes.At(m)
-			fb := t.routes.At(r)
-			if fb == nil || seen[r] {
+			if r == nil || seen[r] {
+				continue
+			}
+			fb := t.routePlan(r)
+			if fb == nil {
 				continue
 			}
 			seen[r] = true
@@ -83,7 +86,7 @@ func (t *table) ctxFallback(plan *routePlan) *routePlan {
 	if r == nil || r == plan.src {
 		return nil
 	}
-	return t.routes.At(r)
+	return t.routePlan(r)
 }
 
 // model is the client string as the plan sees it: a route's own name (a

@@ -160,6 +160,7 @@ func TestScenario21_StateBoundedInBytes(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ []byte) { _, _ = io.WriteString(w, `{}`) })
 	pid := h.provider("p", up.base(), store.ProviderSettings{})
 	h.route("r", "", store.Target{ProviderID: pid, UpstreamModel: "routed", Weight: 1})
+	readAll(t, h.post("/v1/chat/completions", `{"model":"r","messages":[]}`)) // builds its plan and state
 	routed := targetID{pid, "routed"}
 	for i := range 10 {
 		h.gw.state(targetID{pid, fmt.Sprint("named-", i)}, false)
@@ -172,8 +173,10 @@ func TestScenario21_StateBoundedInBytes(t *testing.T) {
 	if h.gw.nstates.Load() != n || st == h.gw.state(targetID{pid, "new"}, false) {
 		t.Fatal("a deployment was remembered past the byte budget while nothing was idle")
 	}
-	// A route created while the budget is full is remembered all the same.
+	// A route created while the budget is full is remembered all the same
+	// (from its first request: plans are built then, lazyplan.go).
 	h.route("r2", "", store.Target{ProviderID: pid, UpstreamModel: "routed-2", Weight: 1})
+	readAll(t, h.post("/v1/chat/completions", `{"model":"r2","messages":[]}`))
 	if _, ok := h.gw.states.Load(targetID{pid, "routed-2"}); !ok {
 		t.Fatal("a route target was not remembered while the budget was full")
 	}
@@ -479,7 +482,7 @@ func TestScenario25_RefusedPoolKey(t *testing.T) {
 		t.Fatalf("after a 401 the keys are %s and %s; want the refused one cooling", st.keys[0].breaker.State(), st.keys[1].breaker.State())
 	}
 	// The target itself stays healthy: other keys serve it.
-	for _, tg := range h.gw.table.Load().routes.All() {
+	for _, tg := range allPlans(h.gw.table.Load()) {
 		for _, x := range tg.targets {
 			if x.breaker.State() != cooldown.StateClosed {
 				t.Fatalf("the target was penalised: %s", x.breaker.State())
@@ -574,7 +577,7 @@ func TestScenario24_SlowClientIsNotTheUpstreamsFault(t *testing.T) {
 			t.Fatalf("a stream was blamed on the upstream: %+v", r)
 		}
 	}
-	for _, tg := range h.gw.table.Load().routes.All() {
+	for _, tg := range allPlans(h.gw.table.Load()) {
 		for _, x := range tg.targets {
 			if st := x.breaker.State(); st != cooldown.StateClosed {
 				t.Fatalf("the upstream's breaker is %s after slow clients", st)

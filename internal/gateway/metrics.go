@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rolter/rolter/internal/cooldown"
 )
 
 // Metrics are the data path's Prometheus series. Label values are bounded:
@@ -159,6 +161,7 @@ func (g *Gateway) collectCooldowns(t *table, gauge func(v float64, labels ...str
 		}
 		return true
 	})
+	g.unmadeTargets(t, func(p *providerRT) { counts[key{p.org, p.slug, "target", cooldown.StateClosed}]++ })
 	for k, n := range counts {
 		gauge(float64(n), k.org, k.provider, k.kind, k.state)
 	}

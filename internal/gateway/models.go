@@ -46,7 +46,7 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 	}
 	data := []modelEntry{}
 	for name, rt := range key.Project.Routes.All() {
-		if e, ok := t.routeModels.Get(rt); ok && allowed(key, name) {
+		if e, ok := t.routeModel(rt); ok && allowed(key, name) {
 			data = append(data, e)
 		}
 	}
@@ -92,7 +92,7 @@ func (t *table) model(key *snapshot.VirtualKey, id string) (modelEntry, bool) {
 		return modelEntry{}, false
 	}
 	if rt := key.Project.Routes.At(id); rt != nil {
-		e, ok := t.routeModels.Get(rt)
+		e, ok := t.routeModel(rt)
 		return e, ok
 	}
 	ms := t.models.At(key.Project.Org) // sorted by id (buildTable)

@@ -90,7 +90,7 @@ func BenchmarkPoolSizeRouting(b *testing.B) {
 				_, g := newPoolEnv(b, n, strategy)
 				t := g.table.Load()
 				var plan *routePlan
-				for _, p := range t.routes.All() {
+				for _, p := range allPlans(t) {
 					plan = p
 				}
 				b.ReportAllocs()

@@ -10,6 +10,7 @@ import (
 	"github.com/rolter/rolter/internal/balancer"
 	"github.com/rolter/rolter/internal/policy"
 	"github.com/rolter/rolter/internal/readiness"
+	"github.com/rolter/rolter/internal/snapshot"
 	"github.com/rolter/rolter/internal/store"
 )
 
@@ -305,9 +306,20 @@ type ProbeTrigger interface {
 // once, for every request: every deployment of it is tripped (the
 // attempted one already is, by judge), the routable sets are rebuilt, and
 // the readiness cache probes it now. A half-open probe after the cooldown
-// brings it back, as for any cooled target.
+// brings it back, as for any cooled target. Route targets whose plan no
+// request has built yet have no state (lazyplan.go): it is made here, so
+// that they are tripped too.
 func (g *Gateway) refused(tg *targetRT) {
 	now := g.clock.Now()
+	if t := g.table.Load(); t != nil {
+		t.snap.RoutesOf(tg.provider.id, func(r *snapshot.Route) {
+			for _, rt := range r.Targets {
+				if id := (targetID{rt.Provider.ID, rt.UpstreamModel}); id.provider == tg.provider.id && t.routed.At(id) > 0 {
+					g.state(id, true)
+				}
+			}
+		})
+	}
 	moved := false
 	g.states.Range(func(k, v any) bool {
 		if id := k.(targetID); id.provider == tg.provider.id && id != tg.id {

@@ -26,8 +26,11 @@ import (
 // Its maps are persistent (package pmap): a patch copies only the shards
 // it writes, so one change costs O(change), not O(catalog) (issue 21).
 type table struct {
-	snap   *snapshot.Snapshot
-	routes pmap.Map[*snapshot.Route, *routePlan]
+	g    *Gateway
+	snap *snapshot.Snapshot
+	// routes hold each route's /v1/models facts and its plan, built on
+	// the first request that needs it (lazyplan.go).
+	routes pmap.Map[*snapshot.Route, *routeSlot]
 	groups pmap.Map[*snapshot.Group, groupRT]
 	// groupLimiters are the groups with max_concurrency.
 	groupLimiters pmap.Map[*snapshot.Group, *policy.Limiter]
@@ -36,9 +39,6 @@ type table struct {
 	// models are the /v1/models entries of each org's provider and group
 	// addresses, sorted; routes are listed per project.
 	models pmap.Map[*snapshot.Org, []modelEntry]
-	// routeModels are the /v1/models entries of routes with a serving
-	// target, with their pool context.
-	routeModels pmap.Map[*snapshot.Route, modelEntry]
 	// routed counts the route targets of each deployment: its state
 	// never expires while a route targets it.
 	routed pmap.Map[targetID, int]
@@ -46,7 +46,9 @@ type table struct {
 	// (readyView): plans, /v1/models entries and facts read it, not the
 	// live cache, so that Refresh re-derives exactly what depends on the
 	// providers whose readiness now differs.
-	ready pmap.Map[int64, readiness.Status]
+	// The common view (ready, nothing discovered) is one shared value
+	// (plainReady), so a provider costs the map a pointer.
+	ready pmap.Map[int64, *readiness.Status]
 }
 
 // tableEdit is a table being derived: editors of its maps, started from
@@ -56,15 +58,14 @@ type tableEdit struct {
 	snap *snapshot.Snapshot
 	// prev is the table derived before, whose keys' breakers are kept.
 	prev          *table
-	routes        *pmap.Editor[*snapshot.Route, *routePlan]
+	routes        *pmap.Editor[*snapshot.Route, *routeSlot]
 	groups        *pmap.Editor[*snapshot.Group, groupRT]
 	groupLimiters *pmap.Editor[*snapshot.Group, *policy.Limiter]
 	providers     *pmap.Editor[int64, *providerRT]
 	keys          *pmap.Editor[int64, *keyRT]
 	models        *pmap.Editor[*snapshot.Org, []modelEntry]
-	routeModels   *pmap.Editor[*snapshot.Route, modelEntry]
 	routed        *pmap.Editor[targetID, int]
-	ready         *pmap.Editor[int64, readiness.Status]
+	ready         *pmap.Editor[int64, *readiness.Status]
 }
 
 // edit starts the table of s from base's maps; base nil: from empty ones.
@@ -78,13 +79,13 @@ func (g *Gateway) edit(s *snapshot.Snapshot, base, prev *table) *tableEdit {
 	}
 	return &tableEdit{g: g, snap: s, prev: prev, routes: base.routes.Edit(), groups: base.groups.Edit(),
 		groupLimiters: base.groupLimiters.Edit(), providers: base.providers.Edit(), keys: base.keys.Edit(),
-		models: base.models.Edit(), routeModels: base.routeModels.Edit(), routed: base.routed.Edit(), ready: base.ready.Edit()}
+		models: base.models.Edit(), routed: base.routed.Edit(), ready: base.ready.Edit()}
 }
 
 // table is the table derived.
 func (e *tableEdit) table() *table {
-	return &table{snap: e.snap, routes: e.routes.Map(), groups: e.groups.Map(), groupLimiters: e.groupLimiters.Map(),
-		providers: e.providers.Map(), keys: e.keys.Map(), models: e.models.Map(), routeModels: e.routeModels.Map(),
+	return &table{g: e.g, snap: e.snap, routes: e.routes.Map(), groups: e.groups.Map(), groupLimiters: e.groupLimiters.Map(),
+		providers: e.providers.Map(), keys: e.keys.Map(), models: e.models.Map(),
 		routed: e.routed.Map(), ready: e.ready.Map()}
 }
 
@@ -92,12 +93,21 @@ func (e *tableEdit) table() *table {
 // first use, then the same for the whole table (readyView).
 func (e *tableEdit) status(p *providerRT) readiness.Status {
 	if st, ok := e.ready.Get(p.id); ok {
-		return st
+		return *st
 	}
 	st := readyView(e.g.status(p))
-	e.ready.Set(p.id, st)
+	if sameView(st, plainReady) {
+		e.ready.Set(p.id, &plainReady)
+	} else {
+		view := st
+		e.ready.Set(p.id, &view)
+	}
 	return st
 }
+
+// plainReady is the view of a ready provider with nothing discovered:
+// most providers', shared by the tables' ready maps. Never written.
+var plainReady = readiness.Status{Ready: true}
 
 // readyView is the part of a readiness status a table is derived from:
 // what admission, plans and /v1/models entries read. The rest (the full
@@ -137,8 +147,8 @@ type routePlan struct {
 	// provider and group addresses and narrowed (pinned) plans.
 	src *snapshot.Route
 	// facts are what admission needs of the targets, computed with the
-	// plan: when the table is built for a route, per request for the
-	// plans of provider and group addresses (routable.go).
+	// plan: when a route's plan is built (lazyplan.go), per request for
+	// the plans of provider and group addresses (routable.go).
 	facts *planFacts
 	// live is the routable set: the facts' members that are not cooling,
 	// rebuilt when a breaker changes (routable.go).
@@ -438,7 +448,7 @@ func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff
 func (g *Gateway) refreshTable(prev *table) *table {
 	var changed []int64
 	for id, seen := range prev.ready.All() {
-		if p := prev.providers.At(id); p != nil && !sameView(seen, readyView(g.status(p))) {
+		if p := prev.providers.At(id); p != nil && !sameView(*seen, readyView(g.status(p))) {
 			changed = append(changed, id)
 		}
 	}
@@ -561,57 +571,58 @@ func (e *tableEdit) orgModels(o *snapshot.Org) []modelEntry {
 	return models
 }
 
-// addRoute derives route r's plan and /v1/models entry.
+// addRoute derives what of route r the table needs before a request
+// does: its slot (whose plan is built on first use, lazyplan.go) with its
+// limiter and its /v1/models facts, and the routed counts of its targets.
 func (e *tableEdit) addRoute(r *snapshot.Route) {
 	g := e.g
-	plan := &routePlan{kind: resolve.KindRoute, route: r.Model, src: r,
-		strategy: g.selector(r.Strategy, "route", r.Model), rr: new(atomic.Uint64), policy: r.Policy, limiter: g.limiter(r)}
-	entry := modelEntry{ID: r.Model, Object: "model", Created: r.CreatedAt.Unix(), OwnedBy: "rolter",
-		AddressKind: string(resolve.KindRoute), Policy: r.Policy}
-	serving := false
+	slot := &routeSlot{limiter: g.limiter(r)}
+	governs, ctx := r.Policy, 0
 	for _, tg := range r.Targets {
-		target := g.targetOf(e.providers.At(tg.Provider.ID), tg.UpstreamModel, true)
-		e.routed.Set(target.id, e.routed.At(target.id)+1)
-		target.ctxLimit = tg.ContextLimit
-		target.priority = tg.Priority
-		target.configured = true
-		target.prices = tg.Prices
-		plan.targets = append(plan.targets, target)
-		plan.weights = append(plan.weights, tg.Weight)
-		if target.provider.draining && tg.Weight > 0 {
-			serving = true // listed while it restarts: callers get 503 pool_draining, not 404
+		p := e.providers.At(tg.Provider.ID)
+		id := targetID{p.id, tg.UpstreamModel}
+		e.routed.Set(id, e.routed.At(id)+1)
+		// Read even when not needed here: the plan, built later, reads
+		// the table's view of it, which Refresh must know to compare.
+		st := e.status(p)
+		if tg.Weight <= 0 {
 			continue
 		}
-		if st := e.status(target.provider); st.Ready && tg.Weight > 0 && g.unroutable(target, st, r.Model) == "" {
-			serving = true
-			entry.Policy = policy.Strictest(entry.Policy, target.provider.policy)
-			if c := contextOf(target, st); c > 0 && (entry.ContextLength == 0 || c < entry.ContextLength) {
-				entry.ContextLength = c
+		if p.draining {
+			slot.serving = true // listed while it restarts: callers get 503 pool_draining, not 404
+			continue
+		}
+		target := targetRT{id: id, provider: p, ctxLimit: tg.ContextLimit}
+		if st.Ready && g.unroutable(&target, st, r.Model) == "" {
+			slot.serving = true
+			governs = policy.Strictest(governs, p.policy)
+			if c := contextOf(&target, st); c > 0 && (ctx == 0 || c < ctx) {
+				ctx = c
 			}
 		}
 	}
-	plan.facts = g.factsWith(plan, r.Model, e.status)
-	e.routes.Set(r, plan)
-	if serving {
-		e.routeModels.Set(r, entry)
-	} else {
-		e.routeModels.Delete(r)
+	slot.context = ctx
+	if governs != r.Policy {
+		stricter := governs
+		slot.governs = &stricter
 	}
+	e.routes.Set(r, slot)
 }
 
-// dropRoute removes route r's plan, if there is one.
+// dropRoute removes route r's slot and its targets' routed counts, if it
+// has one.
 func (e *tableEdit) dropRoute(r *snapshot.Route) {
-	if plan := e.routes.At(r); plan != nil {
-		for _, tg := range plan.targets {
-			if n := e.routed.At(tg.id) - 1; n > 0 {
-				e.routed.Set(tg.id, n)
+	if e.routes.At(r) != nil {
+		for _, tg := range r.Targets {
+			id := targetID{tg.Provider.ID, tg.UpstreamModel}
+			if n := e.routed.At(id) - 1; n > 0 {
+				e.routed.Set(id, n)
 			} else {
-				e.routed.Delete(tg.id)
+				e.routed.Delete(id)
 			}
 		}
 	}
 	e.routes.Delete(r)
-	e.routeModels.Delete(r)
 }
 
 func (g *Gateway) providerRT(org string, p *snapshot.Provider, prev *table, t *tableEdit) *providerRT {
@@ -693,12 +704,13 @@ func (g *Gateway) targetOf(p *providerRT, model string, routed bool) *targetRT {
 	return &targetRT{id: id, provider: p, deployState: g.state(id, routed)}
 }
 
-// plan turns a resolved address into candidates. Route plans are prebuilt;
-// provider and group plans depend on the model the client named.
+// plan turns a resolved address into candidates. Route plans are built
+// once per table (lazyplan.go); provider and group plans depend on the
+// model the client named.
 func (g *Gateway) plan(t *table, a resolve.Address) *routePlan {
 	switch a.Kind {
 	case resolve.KindRoute:
-		return t.routes.At(a.Route)
+		return t.routePlan(a.Route)
 	case resolve.KindProvider:
 		tg := g.target(t, a.Provider.ID, a.Model, false)
 		tg.configured = tg.provider.upstream || len(a.Provider.Models) > 0

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -16,29 +17,48 @@ import (
 	"github.com/rolter/rolter/internal/store"
 )
 
+// allPlans are t's route plans, each built if no request has built it
+// yet (lazyplan.go).
+func allPlans(t *table) iter.Seq2[*snapshot.Route, *routePlan] {
+	return func(yield func(*snapshot.Route, *routePlan) bool) {
+		for r := range t.routes.All() {
+			if !yield(r, t.routePlan(r)) {
+				return
+			}
+		}
+	}
+}
+
 // tableDump is what a request can see of t, canonical: plans by route
-// id, providers, /v1/models entries and the routed deployments.
+// id, providers, /v1/models entries and the routed deployments. It builds
+// every plan no request has built yet, so a table dumped before a patch
+// holds plans the patch must not keep where it derives anew.
 func tableDump(t *table) string {
 	var lines []string
 	add := func(format string, a ...any) { lines = append(lines, fmt.Sprintf(format, a...)) }
-	for r, p := range t.routes.All() {
+	for r, p := range allPlans(t) {
 		var tgs []string
 		for i, tg := range p.targets {
 			tgs = append(tgs, fmt.Sprintf("%v/%s w%d ctx%d %v prov(%s %s %v %v)", tg.id, tg.provider.slug, p.weights[i], tg.ctxLimit, tg.prices,
 				tg.provider.base, tg.provider.kind, tg.provider.policy, tg.provider.draining))
 		}
-		add("route %d %s %s %+v %v facts %+v ready %d pool %d reason %q", r.ID, p.route, p.strategy, p.policy, tgs, p.facts.down, p.facts.ready,
-			p.facts.pool, p.facts.reason)
+		add("route %d %s %s %+v %v facts %+v ready %d pool %d reason %q limiter %v", r.ID, p.route, p.strategy, p.policy, tgs, p.facts.down, p.facts.ready,
+			p.facts.pool, p.facts.reason, p.limiter != nil)
+		for _, tg := range p.targets {
+			if v, ok := t.g.states.Load(tg.id); !ok || v.(*deployState) != tg.deployState {
+				lines = append(lines, fmt.Sprintf("route %d: target %v has not the gateway's state", r.ID, tg.id))
+			}
+		}
 		var fbs []string
 		for _, fb := range t.fallbacks(p) {
 			fbs = append(fbs, fb.route)
-			if fb.src == nil || t.routes.At(t.snap.Route(fb.src.ID)) != fb {
+			if fb.src == nil || t.routePlan(t.snap.Route(fb.src.ID)) != fb {
 				lines = append(lines, fmt.Sprintf("route %d: fallback %s is not the table's plan", r.ID, fb.route))
 			}
 		}
 		if fb := t.ctxFallback(p); fb != nil {
 			fbs = append(fbs, "ctx:"+fb.route)
-			if fb.src == nil || t.routes.At(t.snap.Route(fb.src.ID)) != fb {
+			if fb.src == nil || t.routePlan(t.snap.Route(fb.src.ID)) != fb {
 				lines = append(lines, fmt.Sprintf("route %d: context fallback %s is not the table's plan", r.ID, fb.route))
 			}
 		}
@@ -47,8 +67,10 @@ func tableDump(t *table) string {
 			lines = append(lines, fmt.Sprintf("route %d: not the snapshot's", r.ID))
 		}
 	}
-	for r, e := range t.routeModels.All() {
-		add("route model %d %+v", r.ID, e)
+	for r := range t.routes.All() {
+		if e, ok := t.routeModel(r); ok {
+			add("route model %d %+v", r.ID, e)
+		}
 	}
 	for id, p := range t.providers.All() {
 		var keys []string
@@ -204,11 +226,12 @@ func TestTablePatchEqualsRebuild(t *testing.T) {
 			if a, b := tableDump(got), tableDump(want); a != b {
 				t.Fatalf("after %d writes the patched table differs from a rebuild:\npatched:\n%s\nrebuilt:\n%s", done, a, b)
 			}
-			// Runtime state of routes the batch did not reach persists.
+			// Runtime state of routes the batch did not reach persists:
+			// their slots, with the plans built in before (tableDump).
 			for r, p := range before.routes.All() {
 				if q := got.routes.At(r); q != nil && q != p {
 					continue // re-derived: its provider changed
-				} else if q != nil && q.rr != p.rr {
+				} else if q != nil && q.plan.Load() != p.plan.Load() {
 					t.Fatalf("route %d: untouched plan lost its state", r.ID)
 				}
 			}
@@ -336,7 +359,7 @@ func TestRefreshEqualsRebuild(t *testing.T) {
 		}
 		for r, p := range before.routes.All() {
 			over := slices.ContainsFunc(r.Targets, func(tg snapshot.Target) bool { return flipped[tg.Provider.ID] })
-			if !over && got.routes.At(r) != p {
+			if q := got.routes.At(r); !over && (q != p || q.plan.Load() != p.plan.Load()) {
 				t.Fatalf("round %d: route %d over no flipped provider was derived anew", round, r.ID)
 			}
 		}
