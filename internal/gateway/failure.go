@@ -163,6 +163,9 @@ var (
 	errTooLarge  = errors.New("the response is larger than the gateway's response limit")
 	errNotJSON   = errors.New("the response is not JSON")
 	errEmpty     = errors.New("the stream ended before its first event")
+	// errStreamPanicked ends the attempt of a stream whose relay panicked
+	// (leave): the server recovers the panic, the attempt still ends.
+	errStreamPanicked = errors.New("the gateway failed while relaying the stream")
 )
 
 // statusErr is the cause of an attempt that ended with a failure status;

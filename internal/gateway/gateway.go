@@ -351,6 +351,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if x.tail != nil {
+		// The request's body was dropped with the first event (relay): a
+		// long stream no longer counts it against MaxBodyInFlight.
+		g.bodyBytes.Add(-x.held)
+		x.held = 0
 		x.tail.run()
 		g.finishStream(x)
 	}
@@ -360,11 +364,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 
 // leave releases what the request held until its end: its route
 // admissions and its body bytes; and, after a panic, the upstream of a
-// stream not relayed to its end.
+// stream not relayed to its end, whose attempt it ends as the gateway's
+// own failure (ClassSkipped: no breaker blames the upstream), so that the
+// provider's slot, the deployment's load and a half-open probe are given
+// back.
 func (g *Gateway) leave(x *exchange) {
-	if x.tail != nil {
-		x.tail.close()
+	if t := x.tail; t != nil {
+		o := t.o
+		t.close()
 		x.tail = nil
+		g.endAttempt(x, t.att, o.with(result{class: ClassSkipped, status: t.status, committed: true, err: errStreamPanicked}))
 	}
 	for i := len(x.releases) - 1; i >= 0; i-- {
 		x.releases[i]()

@@ -730,3 +730,40 @@ func TestScenario22_BodyBytesInFlightAreBounded(t *testing.T) {
 		t.Fatalf("after the others ended: status %d", resp.StatusCode)
 	}
 }
+
+// TestStreamPastFirstEventGivesBodyBytesBack: a stream whose first event
+// came has dropped its request body, and no longer counts it against
+// MaxBodyInFlight while it goes on.
+func TestStreamPastFirstEventGivesBodyBytesBack(t *testing.T) {
+	const mib = 1 << 20
+	h := newHarness(t, Config{MaxBody: 2 * mib, MaxBodyInFlight: 3*mib + mib/2})
+	release := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		sseHeader(w)
+		sseWrite(w, `data: {"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\n")
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		sseWrite(w, "data: [DONE]\n\n")
+	})
+	pid := h.provider("p", up.base(), store.ProviderSettings{})
+	h.route("m", "", store.Target{ProviderID: pid, Weight: 1})
+	body := `{"model":"m","stream":true,"x":"` + strings.Repeat("a", mib) + `"}`
+	var resps []*http.Response
+	for range 3 {
+		resp := h.post("/v1/chat/completions", body) // answers at the first event
+		if resp.StatusCode != 200 {
+			t.Fatalf("a stream: status %d", resp.StatusCode)
+		}
+		resps = append(resps, resp)
+	}
+	testkit.Eventually(t, "the streams' body bytes to be given back", func() bool { return h.gw.bodyBytes.Load() == 0 })
+	close(release)
+	for _, resp := range resps {
+		if got := readAll(t, resp); !strings.Contains(got, "[DONE]") {
+			t.Errorf("a stream did not end: %q", got)
+		}
+	}
+	testkit.Eventually(t, "nothing counted once the streams ended", func() bool { return h.gw.bodyBytes.Load() == 0 })
+}

@@ -116,22 +116,24 @@ func (t *streamTail) run() {
 func (t *streamTail) send() (done bool) {
 	ev := t.ev
 	t.ev = sse.Event{}
-	out := ev.Raw
+	out, drop := ev.Raw, false
 	switch {
 	case ev.IsDone():
 	case ev.Data != nil && ev.DataOffset >= 0:
 		if t.buf == nil {
 			t.buf = tailBufs.Get().(*[]byte)
 		}
-		var drop bool
-		if *t.buf, drop = t.x.relayEvent((*t.buf)[:0], ev, t.nested, &t.o); drop {
-			return false // asked for by us, not by the client
-		}
+		// drop: a usage chunk asked for by us, not by the client. An
+		// event written before it may still wait in the buffer: the
+		// flush below still runs, or it would wait for the next event.
+		*t.buf, drop = t.x.relayEvent((*t.buf)[:0], ev, t.nested, &t.o)
 		out = *t.buf
 	}
-	if _, err := t.w.Write(out); err != nil {
-		t.o = t.o.with(result{class: ClassClientCancelled, status: t.status, committed: true, err: fmt.Errorf("write to the client: %w", err)})
-		return true
+	if !drop {
+		if _, err := t.w.Write(out); err != nil {
+			t.o = t.o.with(result{class: ClassClientCancelled, status: t.status, committed: true, err: fmt.Errorf("write to the client: %w", err)})
+			return true
+		}
 	}
 	if !t.rd.Ready() {
 		if err := t.rc.Flush(); err != nil {
