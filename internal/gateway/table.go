@@ -37,8 +37,10 @@ type table struct {
 	providers     pmap.Map[int64, *providerRT] // by provider id
 	keys          pmap.Map[int64, *keyRT]      // by provider key id
 	// models are the /v1/models entries of each org's provider and group
-	// addresses, sorted; routes are listed per project.
-	models pmap.Map[*snapshot.Org, []modelEntry]
+	// addresses, sorted (cmpModel); routes are listed per project. An
+	// entry is never written once listed: a patch copies the list, of
+	// pointers, and shares the entries it did not derive anew.
+	models pmap.Map[*snapshot.Org, []*modelEntry]
 	// routed counts the route targets of each deployment: its state
 	// never expires while a route targets it.
 	routed pmap.Map[targetID, int]
@@ -63,7 +65,7 @@ type tableEdit struct {
 	groupLimiters *pmap.Editor[*snapshot.Group, *policy.Limiter]
 	providers     *pmap.Editor[int64, *providerRT]
 	keys          *pmap.Editor[int64, *keyRT]
-	models        *pmap.Editor[*snapshot.Org, []modelEntry]
+	models        *pmap.Editor[*snapshot.Org, []*modelEntry]
 	routed        *pmap.Editor[targetID, int]
 	ready         *pmap.Editor[int64, *readiness.Status]
 }
@@ -537,7 +539,7 @@ func (e *tableEdit) addGroup(gr *snapshot.Group) {
 
 // orgModels are the /v1/models entries of o's provider and group
 // addresses, sorted (cmpModel).
-func (e *tableEdit) orgModels(o *snapshot.Org) []modelEntry {
+func (e *tableEdit) orgModels(o *snapshot.Org) []*modelEntry {
 	var models []modelEntry
 	for _, p := range o.Providers.All() {
 		models = e.providerModels(models, p)
@@ -545,14 +547,23 @@ func (e *tableEdit) orgModels(o *snapshot.Org) []modelEntry {
 	for _, gr := range o.Groups.All() {
 		models = e.groupModels(models, gr)
 	}
-	slices.SortFunc(models, cmpModel)
-	return models
+	return sortedRefs(models)
+}
+
+// sortedRefs are pointers to models, sorted (cmpModel).
+func sortedRefs(models []modelEntry) []*modelEntry {
+	refs := make([]*modelEntry, len(models))
+	for i := range models {
+		refs[i] = &models[i]
+	}
+	slices.SortFunc(refs, cmpModel)
+	return refs
 }
 
 // cmpModel orders an org's /v1/models entries by id, and entries of one
 // id by kind and owner, so that the order is the same however the list
 // was derived (a full derivation or a patch).
-func cmpModel(a, b modelEntry) int {
+func cmpModel(a, b *modelEntry) int {
 	if c := strings.Compare(a.ID, b.ID); c != 0 {
 		return c
 	}
@@ -674,8 +685,9 @@ func (rs remodels) groupsOver(o *snapshot.Org, ids map[int64]bool) {
 // applied: the entries of r's dropped owners removed and those of its
 // providers and groups derived and merged in. It costs the changed
 // owners' entries, a binary search per owner and a copy of old, rather
-// than a derivation and sort of the whole org (issue 21).
-func (e *tableEdit) patchModels(old []modelEntry, r *remodel) []modelEntry {
+// than a derivation and sort of the whole org (issue 21): the list is
+// of pointers, so the copy is of 8 bytes an entry.
+func (e *tableEdit) patchModels(old []*modelEntry, r *remodel) []*modelEntry {
 	var fresh []modelEntry
 	for p := range r.providers {
 		fresh = e.providerModels(fresh, p)
@@ -683,13 +695,13 @@ func (e *tableEdit) patchModels(old []modelEntry, r *remodel) []modelEntry {
 	for gr := range r.groups {
 		fresh = e.groupModels(fresh, gr)
 	}
-	slices.SortFunc(fresh, cmpModel)
+	refs := sortedRefs(fresh)
 	// An owner's entries have ids that start with its slug and "/", and
 	// sorted by id those are one run (which may hold other owners').
 	var gone []int // indices in old
 	for o := range r.drop {
 		prefix := o.slug + "/"
-		i, _ := slices.BinarySearchFunc(old, prefix, func(m modelEntry, id string) int { return strings.Compare(m.ID, id) })
+		i, _ := slices.BinarySearchFunc(old, prefix, func(m *modelEntry, id string) int { return strings.Compare(m.ID, id) })
 		for ; i < len(old) && strings.HasPrefix(old[i].ID, prefix); i++ {
 			if old[i].OwnedBy == o.slug && old[i].AddressKind == o.kind {
 				gone = append(gone, i)
@@ -697,9 +709,10 @@ func (e *tableEdit) patchModels(old []modelEntry, r *remodel) []modelEntry {
 		}
 	}
 	slices.Sort(gone)
-	out := make([]modelEntry, 0, len(old)-len(gone)+len(fresh))
-	i := 0 // old[:i] are placed
-	keep := func(to int) { // place old[i:to], less the gone
+	out := make([]*modelEntry, 0, len(old)-len(gone)+len(refs))
+	// old[:i] are placed; keep places old[i:to], less the gone.
+	i := 0
+	keep := func(to int) {
 		for len(gone) > 0 && gone[0] < to {
 			out = append(out, old[i:gone[0]]...)
 			i, gone = gone[0]+1, gone[1:]
@@ -707,7 +720,7 @@ func (e *tableEdit) patchModels(old []modelEntry, r *remodel) []modelEntry {
 		out = append(out, old[i:to]...)
 		i = to
 	}
-	for _, m := range fresh {
+	for _, m := range refs {
 		j, _ := slices.BinarySearchFunc(old[i:], m, cmpModel)
 		keep(i + j)
 		out = append(out, m)

@@ -87,7 +87,11 @@ func tableDump(t *table) string {
 		if t.snap.Org(o.Name) != o {
 			lines = append(lines, "models of a stale org "+o.Name)
 		}
-		add("models %s %+v", o.Name, ms)
+		var entries []string
+		for _, m := range ms {
+			entries = append(entries, fmt.Sprintf("%+v", *m))
+		}
+		add("models %s %v", o.Name, entries)
 	}
 	for gr, g := range t.groups.All() {
 		add("group %d %s %s", gr.ID, gr.Slug, g.strategy)
