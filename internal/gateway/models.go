@@ -54,7 +54,7 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 	for _, m := range t.models.At(key.Project.Org) {
 		// A route named like an address shadows it (routes win).
 		if key.Project.Routes.At(m.ID) == nil && allowed(key, m.ID) {
-			data = append(data, m)
+			data = append(data, *m)
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -95,10 +95,10 @@ func (t *table) model(key *snapshot.VirtualKey, id string) (modelEntry, bool) {
 		e, ok := t.routeModel(rt)
 		return e, ok
 	}
-	ms := t.models.At(key.Project.Org) // sorted by id (buildTable)
-	i, ok := slices.BinarySearchFunc(ms, id, func(m modelEntry, id string) int { return strings.Compare(m.ID, id) })
+	ms := t.models.At(key.Project.Org) // sorted by id (cmpModel)
+	i, ok := slices.BinarySearchFunc(ms, id, func(m *modelEntry, id string) int { return strings.Compare(m.ID, id) })
 	if !ok {
 		return modelEntry{}, false
 	}
-	return ms[i], true
+	return *ms[i], true
 }

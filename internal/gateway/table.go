@@ -37,8 +37,10 @@ type table struct {
 	providers     pmap.Map[int64, *providerRT] // by provider id
 	keys          pmap.Map[int64, *keyRT]      // by provider key id
 	// models are the /v1/models entries of each org's provider and group
-	// addresses, sorted; routes are listed per project.
-	models pmap.Map[*snapshot.Org, []modelEntry]
+	// addresses, sorted (cmpModel); routes are listed per project. An
+	// entry is never written once listed: a patch copies the list, of
+	// pointers, and shares the entries it did not derive anew.
+	models pmap.Map[*snapshot.Org, []*modelEntry]
 	// routed counts the route targets of each deployment: its state
 	// never expires while a route targets it.
 	routed pmap.Map[targetID, int]
@@ -63,7 +65,7 @@ type tableEdit struct {
 	groupLimiters *pmap.Editor[*snapshot.Group, *policy.Limiter]
 	providers     *pmap.Editor[int64, *providerRT]
 	keys          *pmap.Editor[int64, *keyRT]
-	models        *pmap.Editor[*snapshot.Org, []modelEntry]
+	models        *pmap.Editor[*snapshot.Org, []*modelEntry]
 	routed        *pmap.Editor[targetID, int]
 	ready         *pmap.Editor[int64, *readiness.Status]
 }
@@ -366,7 +368,7 @@ func (g *Gateway) buildTable(s *snapshot.Snapshot, prev *table) *table {
 // prev's (issue 21).
 func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff) *table {
 	e := g.edit(s, prev, prev)
-	remodel := map[int64]bool{} // org ids whose /v1/models entries change
+	models := remodels{} // what of the orgs' /v1/models entries changes
 	replan := map[*snapshot.Route]bool{}
 	for _, id := range d.Providers {
 		if old := prev.providers.At(id); old != nil {
@@ -376,21 +378,23 @@ func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff
 			e.providers.Delete(id)
 		}
 		e.ready.Delete(id) // read anew: its endpoint may have changed
-		// The org it left lists it no more, whether it is gone or changed.
+		// Its entries as they were go, whether it is gone or changed; the
+		// groups over it are in d.Groups.
 		if was := prev.snap.Provider(id); was != nil {
-			remodel[was.OrgID] = true
+			models.dropProvider(was)
 		}
 		p := s.Provider(id)
 		if p == nil {
 			continue
 		}
 		e.providers.Set(id, e.providerOf(s.OrgByID(p.OrgID), p))
-		remodel[p.OrgID] = true
+		models.addProvider(p)
 		s.RoutesOf(id, func(r *snapshot.Route) { replan[r] = true })
 	}
 	// A fleet host's provider follows its route's policy: a route written
 	// re-derives the providers that inherit from it, and their routes.
 	inherits := map[int64]bool{}
+	heirs := map[*snapshot.Org]map[int64]bool{} // the providers re-derived so, by org
 	for _, c := range d.Routes {
 		for _, r := range []*snapshot.Route{c.Old, c.New} {
 			if r != nil {
@@ -401,21 +405,31 @@ func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff
 	for id := range inherits {
 		s.Heirs(id, func(p *snapshot.Provider) {
 			if !slices.Contains(d.Providers, p.ID) {
-				e.providers.Set(p.ID, e.providerOf(s.OrgByID(p.OrgID), p))
-				remodel[p.OrgID] = true
+				o := s.OrgByID(p.OrgID)
+				e.providers.Set(p.ID, e.providerOf(o, p))
+				models.dropProvider(p) // the same object: same slug, same org
+				models.addProvider(p)
+				if heirs[o] == nil {
+					heirs[o] = map[int64]bool{}
+				}
+				heirs[o][p.ID] = true
 				s.RoutesOf(p.ID, func(r *snapshot.Route) { replan[r] = true })
 			}
 		})
+	}
+	// The groups over an heir read its policy.
+	for o, ids := range heirs {
+		models.groupsOver(o, ids)
 	}
 	for _, c := range d.Groups {
 		if c.Old != nil {
 			e.groups.Delete(c.Old)
 			e.groupLimiters.Delete(c.Old)
-			remodel[c.Old.OrgID] = true
+			models.dropGroup(c.Old)
 		}
 		if c.New != nil {
 			e.addGroup(c.New)
-			remodel[c.New.OrgID] = true
+			models.addGroup(c.New)
 		}
 	}
 	for _, c := range d.Routes {
@@ -432,8 +446,8 @@ func (g *Gateway) patchTable(s *snapshot.Snapshot, prev *table, d *snapshot.Diff
 	}
 	for _, c := range d.Orgs {
 		e.models.Delete(c.Old)
-		if remodel[c.New.ID] {
-			e.models.Set(c.New, e.orgModels(c.New))
+		if r := models[c.New.ID]; r != nil {
+			e.models.Set(c.New, e.patchModels(prev.models.At(c.Old), r))
 		} else {
 			e.models.Set(c.New, prev.models.At(c.Old))
 		}
@@ -457,21 +471,31 @@ func (g *Gateway) refreshTable(prev *table) *table {
 	}
 	s := prev.snap
 	e := g.edit(s, prev, prev)
-	remodel := map[*snapshot.Org]bool{}
+	models := remodels{}
+	flipped := map[*snapshot.Org]map[int64]bool{} // by org
 	replan := map[*snapshot.Route]bool{}
 	for _, id := range changed {
 		e.ready.Delete(id)
 		if p := s.Provider(id); p != nil {
-			remodel[s.OrgByID(p.OrgID)] = true
+			o := s.OrgByID(p.OrgID)
+			models.dropProvider(p)
+			models.addProvider(p)
+			if flipped[o] == nil {
+				flipped[o] = map[int64]bool{}
+			}
+			flipped[o][id] = true
 			s.RoutesOf(id, func(r *snapshot.Route) { replan[r] = true })
 		}
+	}
+	for o, ids := range flipped {
+		models.groupsOver(o, ids)
 	}
 	for r := range replan {
 		e.dropRoute(r)
 		e.addRoute(r)
 	}
-	for o := range remodel {
-		e.models.Set(o, e.orgModels(o))
+	for o := range flipped {
+		e.models.Set(o, e.patchModels(prev.models.At(o), models[o.ID]))
 	}
 	return e.table()
 }
@@ -514,61 +538,195 @@ func (e *tableEdit) addGroup(gr *snapshot.Group) {
 }
 
 // orgModels are the /v1/models entries of o's provider and group
-// addresses, sorted by id.
-func (e *tableEdit) orgModels(o *snapshot.Org) []modelEntry {
+// addresses, sorted (cmpModel).
+func (e *tableEdit) orgModels(o *snapshot.Org) []*modelEntry {
 	var models []modelEntry
 	for _, p := range o.Providers.All() {
-		rt := e.providers.At(p.ID)
+		models = e.providerModels(models, p)
+	}
+	for _, gr := range o.Groups.All() {
+		models = e.groupModels(models, gr)
+	}
+	return sortedRefs(models)
+}
+
+// sortedRefs are pointers to models, sorted (cmpModel).
+func sortedRefs(models []modelEntry) []*modelEntry {
+	refs := make([]*modelEntry, len(models))
+	for i := range models {
+		refs[i] = &models[i]
+	}
+	slices.SortFunc(refs, cmpModel)
+	return refs
+}
+
+// cmpModel orders an org's /v1/models entries by id, and entries of one
+// id by kind and owner, so that the order is the same however the list
+// was derived (a full derivation or a patch).
+func cmpModel(a, b *modelEntry) int {
+	if c := strings.Compare(a.ID, b.ID); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.AddressKind, b.AddressKind); c != 0 {
+		return c
+	}
+	return strings.Compare(a.OwnedBy, b.OwnedBy)
+}
+
+// providerModels appends the /v1/models entries of provider p's address
+// to models.
+func (e *tableEdit) providerModels(models []modelEntry, p *snapshot.Provider) []modelEntry {
+	rt := e.providers.At(p.ID)
+	st := e.status(rt)
+	if !st.Ready {
+		return models
+	}
+	catalog, ctx := p.Catalog, p.ContextLimit
+	if rt.upstream { // the upstream's one model, as discovered
+		catalog, ctx = []string{st.Facts.ModelID}, st.Facts.Context
+	}
+	for _, m := range catalog {
+		if _, stale := st.Stale[m]; stale {
+			continue
+		}
+		models = append(models, modelEntry{ID: p.Slug + "/" + m, Object: "model", Created: p.CreatedAt.Unix(),
+			OwnedBy: p.Slug, AddressKind: string(resolve.KindProvider), ContextLength: ctx, Modalities: st.Facts.Modalities,
+			Quantization: st.Facts.Quantization, Policy: rt.policy})
+	}
+	return models
+}
+
+// groupModels appends the /v1/models entries of group gr's address to
+// models: the union of its ready members' models.
+func (e *tableEdit) groupModels(models []modelEntry, gr *snapshot.Group) []modelEntry {
+	union := map[string]int{}            // model -> pool context (minimum known)
+	governs := map[string]store.Policy{} // model -> strictest policy over its members
+	for _, m := range gr.Members {
+		rt := e.providers.At(m.Provider.ID)
 		st := e.status(rt)
 		if !st.Ready {
 			continue
 		}
-		catalog, ctx := p.Catalog, p.ContextLimit
-		if rt.upstream { // the upstream's one model, as discovered
+		catalog, ctx := m.Provider.Catalog, m.Provider.ContextLimit
+		if rt.upstream {
 			catalog, ctx = []string{st.Facts.ModelID}, st.Facts.Context
 		}
-		for _, m := range catalog {
-			if _, stale := st.Stale[m]; stale {
-				continue
+		for client, up := range m.ModelMap {
+			if slices.Contains(catalog, up) || len(m.Provider.Models) == 0 && !rt.upstream {
+				catalog = append(catalog[:len(catalog):len(catalog)], client)
 			}
-			models = append(models, modelEntry{ID: p.Slug + "/" + m, Object: "model", Created: p.CreatedAt.Unix(),
-				OwnedBy: p.Slug, AddressKind: string(resolve.KindProvider), ContextLength: ctx, Modalities: st.Facts.Modalities,
-				Quantization: st.Facts.Quantization, Policy: rt.policy})
+		}
+		for _, c := range catalog {
+			if old, seen := union[c]; !seen || (ctx > 0 && (old == 0 || ctx < old)) {
+				union[c] = ctx
+			}
+			governs[c] = policy.Strictest(governs[c], rt.policy)
 		}
 	}
-	for _, gr := range o.Groups.All() {
-		union := map[string]int{}            // model -> pool context (minimum known)
-		governs := map[string]store.Policy{} // model -> strictest policy over its members
-		for _, m := range gr.Members {
-			rt := e.providers.At(m.Provider.ID)
-			st := e.status(rt)
-			if !st.Ready {
-				continue
-			}
-			catalog, ctx := m.Provider.Catalog, m.Provider.ContextLimit
-			if rt.upstream {
-				catalog, ctx = []string{st.Facts.ModelID}, st.Facts.Context
-			}
-			for client, up := range m.ModelMap {
-				if slices.Contains(catalog, up) || len(m.Provider.Models) == 0 && !rt.upstream {
-					catalog = append(catalog[:len(catalog):len(catalog)], client)
-				}
-			}
-			for _, c := range catalog {
-				if old, seen := union[c]; !seen || (ctx > 0 && (old == 0 || ctx < old)) {
-					union[c] = ctx
-				}
-				governs[c] = policy.Strictest(governs[c], rt.policy)
-			}
-		}
-		for m, ctx := range union {
-			models = append(models, modelEntry{ID: gr.Slug + "/" + m, Object: "model", Created: gr.CreatedAt.Unix(),
-				OwnedBy: gr.Slug, AddressKind: string(resolve.KindGroup), ContextLength: ctx,
-				Policy: policy.Strictest(gr.Policy, governs[m])})
-		}
+	for m, ctx := range union {
+		models = append(models, modelEntry{ID: gr.Slug + "/" + m, Object: "model", Created: gr.CreatedAt.Unix(),
+			OwnedBy: gr.Slug, AddressKind: string(resolve.KindGroup), ContextLength: ctx,
+			Policy: policy.Strictest(gr.Policy, governs[m])})
 	}
-	slices.SortFunc(models, func(a, b modelEntry) int { return strings.Compare(a.ID, b.ID) })
 	return models
+}
+
+// modelOwner is whose /v1/models entries an entry is: a provider's or
+// a group's address, by kind and slug.
+type modelOwner struct{ kind, slug string }
+
+// remodel is what a patch changes of one org's /v1/models entries: the
+// entries of the owners in drop go (as they were derived before), and
+// those of providers and groups are derived anew.
+type remodel struct {
+	drop      map[modelOwner]bool
+	providers map[*snapshot.Provider]bool
+	groups    map[*snapshot.Group]bool
+}
+
+// remodels are the remodels of a patch, by org id.
+type remodels map[int64]*remodel
+
+func (rs remodels) of(org int64) *remodel {
+	r := rs[org]
+	if r == nil {
+		r = &remodel{drop: map[modelOwner]bool{}, providers: map[*snapshot.Provider]bool{}, groups: map[*snapshot.Group]bool{}}
+		rs[org] = r
+	}
+	return r
+}
+
+// dropProvider and dropGroup remove the entries of a provider or group
+// as it was; addProvider and addGroup derive them as it is.
+func (rs remodels) dropProvider(p *snapshot.Provider) {
+	rs.of(p.OrgID).drop[modelOwner{string(resolve.KindProvider), p.Slug}] = true
+}
+
+func (rs remodels) dropGroup(gr *snapshot.Group) {
+	rs.of(gr.OrgID).drop[modelOwner{string(resolve.KindGroup), gr.Slug}] = true
+}
+
+func (rs remodels) addProvider(p *snapshot.Provider) { rs.of(p.OrgID).providers[p] = true }
+
+func (rs remodels) addGroup(gr *snapshot.Group) { rs.of(gr.OrgID).groups[gr] = true }
+
+// groupsOver re-derives the groups of org o that have a member in ids:
+// their entries read their members' providers.
+func (rs remodels) groupsOver(o *snapshot.Org, ids map[int64]bool) {
+	for _, gr := range o.Groups.All() {
+		if slices.ContainsFunc(gr.Members, func(m snapshot.Member) bool { return ids[m.Provider.ID] }) {
+			rs.dropGroup(gr)
+			rs.addGroup(gr)
+		}
+	}
+}
+
+// patchModels is old, an org's sorted /v1/models entries, with r
+// applied: the entries of r's dropped owners removed and those of its
+// providers and groups derived and merged in. It costs the changed
+// owners' entries, a binary search per owner and a copy of old, rather
+// than a derivation and sort of the whole org (issue 21): the list is
+// of pointers, so the copy is of 8 bytes an entry.
+func (e *tableEdit) patchModels(old []*modelEntry, r *remodel) []*modelEntry {
+	var fresh []modelEntry
+	for p := range r.providers {
+		fresh = e.providerModels(fresh, p)
+	}
+	for gr := range r.groups {
+		fresh = e.groupModels(fresh, gr)
+	}
+	refs := sortedRefs(fresh)
+	// An owner's entries have ids that start with its slug and "/", and
+	// sorted by id those are one run (which may hold other owners').
+	var gone []int // indices in old
+	for o := range r.drop {
+		prefix := o.slug + "/"
+		i, _ := slices.BinarySearchFunc(old, prefix, func(m *modelEntry, id string) int { return strings.Compare(m.ID, id) })
+		for ; i < len(old) && strings.HasPrefix(old[i].ID, prefix); i++ {
+			if old[i].OwnedBy == o.slug && old[i].AddressKind == o.kind {
+				gone = append(gone, i)
+			}
+		}
+	}
+	slices.Sort(gone)
+	out := make([]*modelEntry, 0, len(old)-len(gone)+len(refs))
+	// old[:i] are placed; keep places old[i:to], less the gone.
+	i := 0
+	keep := func(to int) {
+		for len(gone) > 0 && gone[0] < to {
+			out = append(out, old[i:gone[0]]...)
+			i, gone = gone[0]+1, gone[1:]
+		}
+		out = append(out, old[i:to]...)
+		i = to
+	}
+	for _, m := range refs {
+		j, _ := slices.BinarySearchFunc(old[i:], m, cmpModel)
+		keep(i + j)
+		out = append(out, m)
+	}
+	keep(len(old))
+	return out
 }
 
 // addRoute derives what of route r the table needs before a request

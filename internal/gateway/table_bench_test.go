@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -90,6 +91,53 @@ func BenchmarkTablePlans(b *testing.B) {
 			}
 			runtime.KeepAlive(t)
 			b.ReportMetric(retained, "retained-B/route")
+		})
+	}
+}
+
+// BenchmarkTableWrite is the gateway's part of one admin write at 10,000
+// routes over 10,000 providers (the routes scenario's catalog): the
+// table of the snapshot the write patched, derived from the table before
+// it. "create" adds a route whose target puts a new model in its
+// provider's catalog; "delete" removes it again; "patch" changes a
+// route's policy only. The store write and the snapshot patch are
+// outside the loop (BenchmarkRebuild times the whole write).
+func BenchmarkTableWrite(b *testing.B) {
+	e := newBenchEnv(b, 10_000)
+	ctx := context.Background()
+	proj, err := e.db.GetProject(ctx, e.snap.Current().Org("default").ID, "default")
+	benchCheck(b, err)
+	filler := e.snap.Current().Org("default").Providers.At("filler-00042")
+	// write applies fn to the store and returns the table before it and
+	// the snapshot after, patched from that table's.
+	write := func(fn func() error) (*table, *snapshot.Snapshot) {
+		before := e.gw.table.Load()
+		benchCheck(b, fn())
+		benchCheck(b, e.snap.Reload(ctx))
+		s := e.snap.Current()
+		if s.DiffFrom(before.snap) == nil {
+			b.Fatal("the write was not patched")
+		}
+		return before, s
+	}
+	r := &store.Route{ProjectID: proj.ID, Model: "new-route", Strategy: "weighted",
+		Targets: []store.Target{{ProviderID: filler.ID, UpstreamModel: "new-model", Weight: 1}}}
+	// Each write's diff lasts until the next reload, so each is timed
+	// before the next is made.
+	for _, c := range []struct {
+		name  string
+		write func() error
+	}{
+		{"create", func() error { return e.db.CreateRoute(ctx, r) }},
+		{"patch", func() error { r.Policy.MaxOutputTokens++; return e.db.UpdateRoute(ctx, r) }},
+		{"delete", func() error { return e.db.DeleteRoute(ctx, r.ID) }},
+	} {
+		prev, s := write(c.write)
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				e.gw.buildTable(s, prev)
+			}
 		})
 	}
 }
